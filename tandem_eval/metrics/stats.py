@@ -1,0 +1,253 @@
+"""Problem-level statistics: macro means, bootstrap confidence intervals, paired run comparisons.
+
+Samples are clustered within problems (n = 8 chains of one problem share its difficulty), so every
+method here works on ONE VALUE PER PROBLEM (e.g. a problem's pass@k, or its mean junior NLL) and
+resamples problems, never samples. Macro averages give each benchmark *group* equal weight (the
+paper pools AIME 24/25/26 into one group); when `groups` is given the bootstrap is stratified by
+group, so every resample keeps each group's size and the macro is recomputed per resample.
+
+    from tandem_eval.metrics.stats import bootstrap_ci, paired_compare, macro_mean
+    ci = bootstrap_ci(per_problem["pass@4"], groups=per_problem["group"])     # CI(estimate, low, ...)
+    res = paired_compare(tandem_pp, grpo_pp, groups=groups)                  # Paired(diff, p_value, ...)
+
+Statistics of several columns resampled *jointly* (e.g. a ratio handoff/solo) go through
+`bootstrap_means` + `percentile_ci`, or `bootstrap_ci(frame, stat_fn=...)`, where `stat_fn` maps
+per-column (macro) means of shape (B, m) to B statistics.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+# Above this many problems the exact sign-flip enumeration (2**n vectors) is replaced by Monte Carlo.
+EXACT_PERMUTATION_MAX_N = 16
+
+
+@dataclass(frozen=True)
+class CI:
+    """A point estimate with a percentile bootstrap interval; `n_boot` = resamples with a finite stat."""
+
+    estimate: float
+    low: float
+    high: float
+    se: float
+    n_boot: int
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Difference a − b between two runs on the same problems, its CI and a two-sided p-value."""
+
+    diff: float
+    low: float
+    high: float
+    p_value: float
+    n_problems: int
+    method: str
+
+
+def macro_mean(values: pd.Series, groups: pd.Series) -> float:
+    """Mean of per-group means (equal weight per group). NaN values are skipped within a group;
+    a group with no finite value makes the macro NaN (it is undefined, not silently re-weighted)."""
+    values = pd.Series(values)
+    groups = _align_groups(values, groups)
+    per_group = values.groupby(groups.to_numpy(), sort=True).mean()
+    return float(per_group.mean(skipna=False)) if len(per_group) else math.nan
+
+
+def bootstrap_means(
+    values: np.ndarray, groups: np.ndarray | None, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Column (macro) means of `values` (n, m) and of `n_boot` problem resamples: ((m,), (B, m)).
+
+    Without groups, problems are resampled with replacement as one pool. With groups, each group
+    is resampled within itself (stratified) and the per-resample macro is the mean of group means.
+    """
+    values = np.asarray(values, dtype=float)
+    values = values.reshape(len(values), -1)
+    if len(values) == 0:
+        raise ValueError("bootstrap needs at least one problem, got 0")
+    if groups is None:
+        groups = np.zeros(len(values), dtype=int)
+    rng = np.random.default_rng(seed)
+    est_parts, boot_parts = [], []
+    for g in np.unique(groups):  # few groups; the B resamples are vectorised below
+        vals_g = values[groups == g]
+        idx = rng.integers(0, len(vals_g), size=(n_boot, len(vals_g)))  # (B, n_g) problem indices
+        est_parts.append(vals_g.mean(axis=0))
+        boot_parts.append(vals_g[idx].mean(axis=1))  # (B, n_g, m) -> (B, m)
+    return np.mean(est_parts, axis=0), np.mean(boot_parts, axis=0)
+
+
+def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = 0.05) -> CI:
+    """Percentile interval of bootstrap `draws`; non-finite draws (e.g. a ratio over 0) are dropped."""
+    draws = np.asarray(draws, dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if len(draws) == 0:
+        return CI(float(estimate), math.nan, math.nan, math.nan, 0)
+    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
+    se = float(np.std(draws, ddof=1)) if len(draws) > 1 else 0.0
+    return CI(float(estimate), float(low), float(high), se, int(len(draws)))
+
+
+def bootstrap_ci(
+    per_problem: pd.DataFrame | pd.Series,
+    stat_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+    groups: pd.Series | None = None,
+) -> CI:
+    """Bootstrap CI over problems for a statistic of per-problem values.
+
+    per_problem: one row per problem (index = problem key). A Series or a one-column frame gives
+    the CI of the (macro) mean. For several columns pass `stat_fn(means) -> stats`, vectorised:
+    it gets per-column (macro) means of shape (B, m) and returns shape (B,), e.g.
+    `lambda m: m[:, 1] / m[:, 0]`. Rows with any NaN are dropped. groups: benchmark group per
+    problem (aligned on the index) -> stratified resampling and a macro mean.
+    """
+    frame = per_problem.to_frame() if isinstance(per_problem, pd.Series) else per_problem
+    if stat_fn is None:
+        if frame.shape[1] != 1:
+            raise ValueError(f"bootstrap_ci: {frame.shape[1]} columns need a stat_fn over column means")
+        stat_fn = _first_column
+    keep = frame.notna().all(axis=1).to_numpy()
+    g = None if groups is None else _align_groups(frame, groups).to_numpy()[keep]
+    est_means, boot_means = bootstrap_means(frame.to_numpy(dtype=float)[keep], g, n_boot, seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(np.asarray(stat_fn(est_means[None, :])).reshape(-1)[0])
+        draws = np.asarray(stat_fn(boot_means)).reshape(-1)
+    return percentile_ci(estimate, draws, alpha)
+
+
+def paired_compare(
+    a: pd.Series,
+    b: pd.Series,
+    n_boot: int = 2000,
+    seed: int = 0,
+    groups: pd.Series | None = None,
+    test: str = "permutation",
+    on_mismatch: str = "raise",
+    alpha: float = 0.05,
+) -> Paired:
+    """Compare two runs' per-problem values of one metric on the same problems (index = problem).
+
+    diff = mean(a) − mean(b) (macro over `groups` when given). CI: paired bootstrap over problems
+    (each resampled problem carries both runs). p-value, two-sided: test="permutation" flips the
+    signs of per-problem differences (exact for n <= 16, else n_boot random flips);
+    test="bootstrap" counts centred bootstrap diffs at least as extreme as the observed one.
+    Mismatched problem sets raise unless on_mismatch="intersect". NaN pairs are dropped.
+    """
+    if test not in ("permutation", "bootstrap"):
+        raise ValueError(f"test must be 'permutation' or 'bootstrap', got {test!r}")
+    d = _paired_differences(a, b, on_mismatch)
+    g = None if groups is None else _align_groups(d, groups)
+    ci = bootstrap_ci(d, n_boot=n_boot, alpha=alpha, seed=seed, groups=g)
+    weights = _macro_weights(None if g is None else g.to_numpy(), len(d))
+    if test == "permutation":
+        p_value = sign_flip_p_value(d.to_numpy(), weights, n_boot, seed)
+    else:
+        _, boot = bootstrap_means(d.to_numpy(), None if g is None else g.to_numpy(), n_boot, seed)
+        extreme = np.abs(boot[:, 0] - ci.estimate) >= abs(ci.estimate) - _tol(d.to_numpy())
+        p_value = float((1 + extreme.sum()) / (1 + len(boot)))
+    method = f"paired bootstrap CI ({n_boot} resamples of problems); p: " + (
+        "sign-flip permutation" if test == "permutation" else "centred bootstrap"
+    )
+    return Paired(ci.estimate, ci.low, ci.high, p_value, len(d), method)
+
+
+def sign_flip_p_value(d: np.ndarray, weights: np.ndarray, n_perm: int, seed: int) -> float:
+    """Two-sided p of T = sum(w * d) under random sign flips of the per-problem differences d.
+
+    Exact enumeration of all 2**n sign vectors when n <= EXACT_PERMUTATION_MAX_N; otherwise
+    n_perm random flips with the (1 + count) / (1 + n_perm) correction so p is never 0.
+    """
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    observed = abs(float(np.dot(weights, d)))
+    if n <= EXACT_PERMUTATION_MAX_N:
+        bits = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1  # (2**n, n) all sign vectors
+        signs = 1.0 - 2.0 * bits
+    else:
+        signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_perm, n))
+    null = np.abs(signs @ (weights * d))
+    count = int((null >= observed - _tol(d)).sum())  # tolerance: float ties count as "as extreme"
+    if n <= EXACT_PERMUTATION_MAX_N:
+        return count / len(signs)
+    return (1 + count) / (1 + n_perm)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Recursively turn numpy scalars into Python numbers and NaN/inf into None (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
+def _first_column(means: np.ndarray) -> np.ndarray:
+    return means[:, 0]
+
+
+def _tol(d: np.ndarray) -> float:
+    # Sums of the same numbers in another order differ by rounding; treat those as ties.
+    return 1e-9 * max(1.0, float(np.abs(d).sum()))
+
+
+def _macro_weights(groups: np.ndarray | None, n: int) -> np.ndarray:
+    """Per-problem weights w with sum(w * x) = macro mean of x: 1 / (n_groups * size of own group)."""
+    if groups is None:
+        return np.full(n, 1.0 / n)
+    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    return 1.0 / (len(counts) * counts[inverse])
+
+
+def _align_groups(values: pd.Series | pd.DataFrame, groups: Any) -> pd.Series:
+    """Groups as a Series on `values`' index (aligned by label if a Series, else by position)."""
+    if isinstance(groups, pd.Series):
+        missing = ~values.index.isin(groups.index)
+        if missing.any():
+            raise ValueError(f"groups lacks {int(missing.sum())} of the {len(values)} problems")
+        if groups.index.has_duplicates:
+            raise ValueError("groups index has duplicate problem keys")
+        groups = groups.reindex(values.index)
+    else:
+        groups = pd.Series(np.asarray(groups), index=values.index)
+        if len(groups) != len(values):
+            raise ValueError(f"groups has {len(groups)} entries for {len(values)} problems")
+    if groups.isna().any():
+        raise ValueError(f"{int(groups.isna().sum())} problems have no group")
+    return groups
+
+
+def _paired_differences(a: pd.Series, b: pd.Series, on_mismatch: str) -> pd.Series:
+    """Per-problem a − b on a common index; refuses (or intersects) mismatched problem sets."""
+    if on_mismatch not in ("raise", "intersect"):
+        raise ValueError(f"on_mismatch must be 'raise' or 'intersect', got {on_mismatch!r}")
+    for name, s in (("a", a), ("b", b)):
+        if s.index.has_duplicates:
+            raise ValueError(f"{name} has {int(s.index.duplicated().sum())} duplicate problem keys")
+    only_a, only_b = a.index.difference(b.index), b.index.difference(a.index)
+    if (len(only_a) or len(only_b)) and on_mismatch == "raise":
+        shared = len(a.index.intersection(b.index))
+        raise ValueError(
+            f"problem sets differ: {len(only_a) + len(only_b)} problems are in only one run "
+            f"({len(only_a)} only in a, {len(only_b)} only in b; {shared} shared). "
+            "Pass on_mismatch='intersect' to compare the shared problems."
+        )
+    common = a.index.intersection(b.index)
+    d = (a.reindex(common).astype(float) - b.reindex(common).astype(float)).dropna()
+    if len(d) == 0:
+        raise ValueError("no problem has a value in both runs")
+    return d

@@ -1,0 +1,115 @@
+"""Communication tax: how much pass@k a senior loses when the junior writes every other step.
+
+    tax@k       = solo pass@k − handoff pass@k        (percentage points; > 0 means a loss)
+    retention@k = handoff pass@k / solo pass@k        (fraction; NaN -> None when solo is 0)
+
+computed per benchmark, per benchmark group (pooled problems) and macro (equal weight per group),
+each with a paired bootstrap CI: every resample draws one set of problems and uses it for BOTH
+runs, so the problem-difficulty noise shared by solo and handoff cancels in tax and retention.
+The macro resamples within each group (stratified). A sign-flip p-value for tax is included.
+
+    from tandem_eval.metrics.tax import communication_tax
+    out = communication_tax(solo_samples, handoff_samples, ks=[1, 4, 8])
+    out["macro"]["pass@4"]["tax"]        # {"estimate": 0.11, "low": ..., "high": ..., "se": ...}
+
+Inputs are sample tables of one senior in the two modes (see passk.py for the columns); both must
+cover the same problems. The output is strict-JSON (NaN -> None) and can go into metrics.json.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from tandem_eval.metrics.passk import PROBLEM_KEY, _check_ks, per_problem_pass_at_k
+from tandem_eval.metrics.stats import (
+    _macro_weights,
+    bootstrap_means,
+    percentile_ci,
+    sign_flip_p_value,
+    to_jsonable,
+)
+
+ALPHA = 0.05
+
+# Statistics of the (macro) mean pass@k of the two runs; columns are [solo, handoff] in percent.
+# Vectorised over resamples: `m` has shape (B, 2).
+STATS = {
+    "solo": lambda m: m[:, 0],
+    "handoff": lambda m: m[:, 1],
+    "tax": lambda m: m[:, 0] - m[:, 1],
+    "retention": lambda m: m[:, 1] / m[:, 0],  # solo = 0 -> inf/NaN, dropped from the CI
+}
+
+
+def communication_tax(
+    solo_samples: pd.DataFrame,
+    handoff_samples: pd.DataFrame,
+    ks: Iterable[int],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """Solo, handoff, tax and retention per benchmark / group / macro for each k, with CIs.
+
+    Returns {"ks", "n_boot", "alpha", "seed", "per_benchmark": {bench: {"pass@k": entry}},
+    "per_group": {group: {...}}, "macro": {"pass@k": entry}} where entry = {"solo", "handoff",
+    "tax", "retention": {"estimate", "low", "high", "se", "n_boot"}, "tax_p_value", "n_problems"}.
+    Problems with fewer than k samples in either run are left out for that k.
+    """
+    ks = _check_ks(ks)
+    paired = _paired_table(solo_samples, handoff_samples, ks)
+    out: dict = {"ks": ks, "n_boot": n_boot, "alpha": ALPHA, "seed": seed}
+    for scope, column in (("per_benchmark", "benchmark"), ("per_group", "group")):
+        out[scope] = {
+            name: {f"pass@{k}": _tax_entry(part, k, None, n_boot, seed) for k in ks}
+            for name, part in paired.groupby(column, sort=True)
+        }
+    out["macro"] = {
+        f"pass@{k}": _tax_entry(paired, k, paired["group"].to_numpy(), n_boot, seed) for k in ks
+    }
+    return to_jsonable(out)
+
+
+def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
+    """One row per problem with solo_pass@k and handoff_pass@k (percent); same problems required."""
+    pp_solo = per_problem_pass_at_k(solo, ks).set_index(PROBLEM_KEY)
+    pp_hand = per_problem_pass_at_k(handoff, ks).set_index(PROBLEM_KEY)
+    only_solo = pp_solo.index.difference(pp_hand.index)
+    only_hand = pp_hand.index.difference(pp_solo.index)
+    if len(only_solo) or len(only_hand):
+        raise ValueError(
+            f"solo and handoff runs cover different problems: {len(only_solo) + len(only_hand)} "
+            f"differ ({len(only_solo)} only in solo, {len(only_hand)} only in handoff)"
+        )
+    pp_hand = pp_hand.reindex(pp_solo.index)
+    if not (pp_solo["group"] == pp_hand["group"]).all():
+        raise ValueError("solo and handoff runs assign different groups to the same benchmark")
+    table = pp_solo[["group"]].copy()
+    for k in ks:
+        table[f"solo_pass@{k}"] = pp_solo[f"pass@{k}"] * 100.0
+        table[f"handoff_pass@{k}"] = pp_hand[f"pass@{k}"] * 100.0
+    return table.reset_index()
+
+
+def _tax_entry(
+    part: pd.DataFrame, k: int, groups: np.ndarray | None, n_boot: int, seed: int
+) -> dict:
+    """CIs of solo/handoff/tax/retention for one scope and k from ONE joint problem resampling."""
+    values = part[[f"solo_pass@{k}", f"handoff_pass@{k}"]].to_numpy(dtype=float)
+    keep = ~np.isnan(values).any(axis=1)
+    if not keep.any():
+        return {"n_problems": 0}  # every problem has fewer than k samples in some run
+    values = values[keep]
+    groups = None if groups is None else groups[keep]
+    est, boot = bootstrap_means(values, groups, n_boot, seed)
+    entry: dict = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name, fn in STATS.items():
+            estimate = float(fn(est[None, :])[0])
+            entry[name] = asdict(percentile_ci(estimate, fn(boot), ALPHA))
+    diffs = values[:, 0] - values[:, 1]
+    entry["tax_p_value"] = sign_flip_p_value(diffs, _macro_weights(groups, len(diffs)), n_boot, seed)
+    entry["n_problems"] = int(len(values))
+    return entry

@@ -1,0 +1,240 @@
+"""Schedules: who writes the next token of a trace.
+
+A schedule is a small state machine over emitted tokens. After every token (by whichever model
+is the author) `advance(state, token_id, rng)` may change `state.author` (1 = senior,
+0 = junior). The co-generation loop asks engines to stop early at the tokens that can trigger a
+decision (`stop_ids`, a superset of the deciding tokens) and after `max_run` tokens, so a segment
+never runs past a handoff. The rules, by name (token "surface" = its decoded text; a word start
+is a byte-level BPE token whose string begins with the "Ġ" marker, or "▁" for SentencePiece):
+
+* `solo`         the senior writes everything.
+* `junior-solo`  the junior writes everything.
+* `paragraph`    the paper's evaluation: the senior writes first; a turn ends at the token that
+                 completes a "\\n\\n" (its surface contains "\\n\\n", or it starts with "\\n"
+                 right after a token ending in "\\n"); strict alternation S, J, S, J...
+* `sentence`     alternation; a turn ends at a token whose surface, ignoring trailing spaces, ends
+                 with ".", "!" or "?", or contains a newline. (A decimal point also ends a turn:
+                 the rule sees one token at a time.)
+* `chunk:N`      alternation every N tokens, senior first.
+* `takeover:N`   the senior writes the first N paragraphs (paragraph rule), then the junior
+                 finishes alone; `takeover:0` is junior-solo with the same bookkeeping.
+* `word[:P[:K]]` the paper's training schedule: first author ~ Bernoulli(P) (senior w.p. P);
+                 after every word-start token the author is REDRAWN ~ Bernoulli(P) (a redraw,
+                 not a toggle); a redraw is also forced after K tokens without one. Newline
+                 tokens are not word starts. Defaults P = 0.5, K = 32.
+
+    from tandem_eval.schedules import make_schedule
+    sched = make_schedule("word", tokenizer)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SENIOR, JUNIOR = 1, 0
+
+
+@dataclass
+class State:
+    author: int
+    since_event: int = 0  # tokens since the last decision point
+    events: int = 0  # decision points so far (paragraphs, words, chunks ...)
+    prev_newline: bool = False  # the previous token's surface ended with "\n"
+    handoffs: int = 0  # author changes so far
+
+
+class Vocab:
+    """Per-token surfaces of a tokenizer, computed once."""
+
+    def __init__(self, tokenizer):
+        n = len(tokenizer)
+        pieces = tokenizer.convert_ids_to_tokens(list(range(n)))
+        self.size = n
+        self.surface = [tokenizer.convert_tokens_to_string([p]) if p is not None else "" for p in pieces]
+        self.word_start = np.array([p is not None and p[:1] in ("Ġ", "▁") for p in pieces])
+
+    def ids(self, pred) -> frozenset[int]:
+        return frozenset(i for i, s in enumerate(self.surface) if pred(s))
+
+
+class Schedule:
+    """Base: solo senior. Subclasses override the hooks."""
+
+    name = "solo"
+
+    def __init__(self, vocab: Vocab):
+        self.vocab = vocab
+
+    def first_author(self, rng: np.random.Generator) -> int:
+        return SENIOR
+
+    def init(self, rng: np.random.Generator) -> State:
+        return State(author=self.first_author(rng))
+
+    def stop_ids(self, state: State) -> frozenset[int]:
+        return frozenset()
+
+    def max_run(self, state: State) -> int | None:
+        return None
+
+    def is_event(self, state: State, token_id: int) -> bool:
+        return False
+
+    def next_author(self, state: State, rng: np.random.Generator) -> int:
+        return state.author
+
+    def advance(self, state: State, token_id: int, rng: np.random.Generator) -> State:
+        """Account for one emitted token; on a decision point pick the next author."""
+        state.since_event += 1
+        event = self.is_event(state, token_id)
+        state.prev_newline = (not event) and self.vocab.surface[token_id].endswith("\n")
+        if event:
+            state.events += 1
+            state.since_event = 0
+            new = self.next_author(state, rng)
+            state.handoffs += int(new != state.author)
+            state.author = new
+        return state
+
+
+class JuniorSolo(Schedule):
+    name = "junior-solo"
+
+    def first_author(self, rng):
+        return JUNIOR
+
+
+class Paragraph(Schedule):
+    name = "paragraph"
+
+    def __init__(self, vocab: Vocab):
+        super().__init__(vocab)
+        self._candidates = vocab.ids(lambda s: "\n" in s)
+        self._contains = vocab.ids(lambda s: "\n\n" in s)
+        self._starts = vocab.ids(lambda s: s.startswith("\n"))
+
+    def stop_ids(self, state):
+        return self._candidates
+
+    def is_event(self, state, token_id):
+        return token_id in self._contains or (state.prev_newline and token_id in self._starts)
+
+    def next_author(self, state, rng):
+        return 1 - state.author
+
+
+class Sentence(Paragraph):
+    name = "sentence"
+
+    def __init__(self, vocab: Vocab):
+        Schedule.__init__(self, vocab)
+        self._candidates = vocab.ids(lambda s: "\n" in s or s.rstrip(" ").endswith((".", "!", "?")))
+
+    def is_event(self, state, token_id):
+        return token_id in self._candidates
+
+
+class Chunk(Schedule):
+    name = "chunk"
+
+    def __init__(self, vocab: Vocab, n: int = 32):
+        super().__init__(vocab)
+        if n < 1:
+            raise ValueError("chunk:N needs N >= 1")
+        self.n = n
+
+    def max_run(self, state):
+        return self.n - state.since_event
+
+    def is_event(self, state, token_id):
+        return state.since_event >= self.n
+
+    def next_author(self, state, rng):
+        return 1 - state.author
+
+
+class Takeover(Paragraph):
+    name = "takeover"
+
+    def __init__(self, vocab: Vocab, n: int = 1):
+        super().__init__(vocab)
+        if n < 0:
+            raise ValueError("takeover:N needs N >= 0")
+        self.n = n
+
+    def first_author(self, rng):
+        return SENIOR if self.n > 0 else JUNIOR
+
+    def stop_ids(self, state):
+        return self._candidates if state.author == SENIOR else frozenset()
+
+    def is_event(self, state, token_id):
+        return state.author == SENIOR and super().is_event(state, token_id)
+
+    def next_author(self, state, rng):
+        return JUNIOR if state.events >= self.n else SENIOR
+
+
+class Word(Schedule):
+    name = "word"
+
+    def __init__(self, vocab: Vocab, p: float = 0.5, k: int = 32):
+        super().__init__(vocab)
+        if not 0 <= p <= 1 or k < 1:
+            raise ValueError("word:P:K needs 0 <= P <= 1 and K >= 1")
+        self.p, self.k = p, k
+        self._word_starts = frozenset(np.flatnonzero(vocab.word_start).tolist())
+
+    def first_author(self, rng):
+        return SENIOR if rng.random() < self.p else JUNIOR
+
+    def stop_ids(self, state):
+        return self._word_starts
+
+    def max_run(self, state):
+        return self.k - state.since_event
+
+    def is_event(self, state, token_id):
+        return token_id in self._word_starts or state.since_event >= self.k
+
+    def next_author(self, state, rng):
+        return self.first_author(rng)  # a fresh Bernoulli(p) redraw, not a toggle
+
+
+SCHEDULES = {
+    "solo": Schedule,
+    "junior-solo": JuniorSolo,
+    "paragraph": Paragraph,
+    "sentence": Sentence,
+    "chunk": Chunk,
+    "takeover": Takeover,
+    "word": Word,
+}
+_ARG_TYPES = {"chunk": (int,), "takeover": (int,), "word": (float, int)}
+
+
+def parse_schedule(spec: str) -> tuple[str, tuple]:
+    """'word:0.5:32' -> ('word', (0.5, 32)); validates the name and argument count/types."""
+    name, *raw = spec.split(":")
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {spec!r}; valid: {', '.join(SCHEDULES)} (chunk:N, takeover:N, word[:P[:K]])")
+    types_ = _ARG_TYPES.get(name, ())
+    if len(raw) > len(types_):
+        raise ValueError(f"schedule {name!r} takes at most {len(types_)} argument(s), got {spec!r}")
+    try:
+        args = tuple(t(a) for t, a in zip(types_, raw))
+    except ValueError:
+        raise ValueError(f"bad argument in schedule {spec!r}") from None
+    return name, args
+
+
+def make_schedule(spec: str, tokenizer_or_vocab) -> Schedule:
+    name, args = parse_schedule(spec)
+    vocab = tokenizer_or_vocab if isinstance(tokenizer_or_vocab, Vocab) else Vocab(tokenizer_or_vocab)
+    return SCHEDULES[name](vocab, *args)
+
+
+def needs_junior(spec: str) -> bool:
+    return parse_schedule(spec)[0] != "solo"

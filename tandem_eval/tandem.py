@@ -1,0 +1,136 @@
+"""The co-generation loop shared by evaluation and training: token ids in, token ids + author mask out.
+
+A pool of live traces (larger than one batch) is kept; each trace is always waiting on exactly one
+engine: the senior's while the schedule says the senior writes, the junior's otherwise. Every
+loop iteration steps each engine once, so both models serve whichever traces are theirs
+(continuous batching) instead of alternating in rounds that wait for the longest segment. When a
+trace comes back to a model, the engine catches up on the tokens it missed in one prefill.
+
+Per-trace randomness: the sampling seed and the schedule's Bernoulli draws both derive from the
+trace seed (see `trace_seed`), so a trace is reproducible whatever else shares its batch. No I/O.
+
+    traces = list(cogenerate(specs, senior_engine, junior_engine, make_schedule("paragraph", tok)))
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable, Iterator
+
+import numpy as np
+
+from .engines.base import FINISH_EOS, FINISH_LENGTH, Engine, Request
+from .schedules import JUNIOR, SENIOR, Schedule
+
+
+def trace_seed(run_seed: int, problem_id: str, sample_idx: int) -> int:
+    """Stable 63-bit seed from (run seed, problem id, sample index)."""
+    h = hashlib.sha256(f"{run_seed}\x1f{problem_id}\x1f{sample_idx}".encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    key: Hashable
+    prompt_ids: tuple[int, ...]
+    seed: int
+    max_new_tokens: int
+
+
+@dataclass
+class Trace:
+    key: Hashable
+    prompt_ids: tuple[int, ...]
+    token_ids: list[int] = field(default_factory=list)
+    author_mask: list[int] = field(default_factory=list)  # 1 = senior wrote the token
+    logprobs: list[float] = field(default_factory=list)  # author's raw log-prob of each token
+    finish_reason: str = FINISH_LENGTH  # "eos" or "length" (the shared budget ran out)
+    n_handoffs: int = 0
+
+    @property
+    def senior_fraction(self) -> float:
+        return float(np.mean(self.author_mask)) if self.author_mask else float("nan")
+
+
+class _Live:
+    def __init__(self, spec: TraceSpec, schedule: Schedule):
+        self.spec = spec
+        self.rng = np.random.default_rng(spec.seed)
+        self.state = schedule.init(self.rng)
+        self.trace = Trace(spec.key, spec.prompt_ids)
+
+
+def budget(prompt_len: int, max_new_tokens: int, max_context: int) -> int:
+    """The shared token budget of a trace: the paper's max new tokens within the context."""
+    return max(0, min(max_new_tokens, max_context - prompt_len))
+
+
+def cogenerate(specs: Iterable[TraceSpec], senior: Engine, junior: Engine | None, schedule: Schedule,
+               pool_size: int = 64) -> Iterator[Trace]:
+    """Yield finished traces (in completion order) for every spec."""
+    engines = {SENIOR: senior, JUNIOR: junior}
+    live: dict[Hashable, _Live] = {}
+    pending = iter(specs)
+    exhausted = False
+
+    def submit(lv: _Live) -> None:
+        engine = engines[lv.state.author]
+        if engine is None:
+            raise ValueError(f"schedule {schedule.name!r} hands off to the junior, but no junior engine was given")
+        n = lv.spec.max_new_tokens - len(lv.trace.token_ids)
+        run = schedule.max_run(lv.state)
+        if run is not None:
+            n = min(n, run)
+        engine.submit(Request(lv.spec.key, list(lv.spec.prompt_ids) + lv.trace.token_ids, n,
+                              schedule.stop_ids(lv.state), lv.spec.seed))
+
+    while True:
+        while not exhausted and len(live) < pool_size:
+            spec = next(pending, None)
+            if spec is None:
+                exhausted = True
+                break
+            lv = _Live(spec, schedule)
+            if spec.max_new_tokens <= 0:  # no budget at all: an empty, truncated trace
+                yield lv.trace
+                continue
+            live[spec.key] = lv
+            submit(lv)
+        if not live:
+            return
+        for engine in {id(e): e for e in engines.values() if e is not None}.values():
+            if not engine.has_work():
+                continue
+            for comp in engine.step():
+                lv = live[comp.key]
+                if _absorb(lv, comp, schedule, engine):
+                    del live[comp.key]
+                    for e in engines.values():
+                        if e is not None:
+                            e.release(comp.key)
+                    yield lv.trace
+                else:
+                    submit(lv)
+
+
+def _absorb(lv: _Live, comp, schedule: Schedule, engine: Engine) -> bool:
+    """Append a finished segment to its trace; return True when the trace is complete."""
+    author, trace = lv.state.author, lv.trace
+    last = len(comp.token_ids) - 1
+    for i, (tok, lp) in enumerate(zip(comp.token_ids, comp.logprobs)):
+        trace.token_ids.append(tok)
+        trace.author_mask.append(author)
+        trace.logprobs.append(lp)
+        schedule.advance(lv.state, tok, lv.rng)
+        if lv.state.author != author and i != last:
+            raise RuntimeError(f"engine {engine.name} ran past a handoff at token {i} of a segment; "
+                               "its stop rules do not match the schedule's")
+    trace.n_handoffs = lv.state.handoffs
+    if comp.token_ids and comp.token_ids[-1] in engine.eos_ids:
+        trace.finish_reason = FINISH_EOS
+        return True
+    if len(trace.token_ids) >= lv.spec.max_new_tokens:
+        trace.finish_reason = FINISH_LENGTH
+        return True
+    return False

@@ -1,0 +1,172 @@
+"""Tests for tandem_eval.metrics.passk: the estimator against exact combinatorics, and the
+per-problem / per-benchmark / per-group / macro aggregation on hand-built sample tables.
+
+Run: .venv/bin/python -m pytest tests/test_metrics_passk.py -q
+"""
+import json
+import math
+import warnings
+from fractions import Fraction
+
+import pandas as pd
+import pytest
+
+from tandem_eval.metrics.passk import pass_at_k, per_problem_pass_at_k, summarize_pass_at_k
+
+
+def exact_pass_at_k(n: int, c: int, k: int) -> float:
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def make_samples(spec):
+    """spec: list of (benchmark, group, problem_id, [correct flags]) -> a sample table."""
+    rows = [
+        {"problem_id": pid, "benchmark": bench, "group": group, "sample_idx": i, "correct": flag}
+        for bench, group, pid, flags in spec
+        for i, flag in enumerate(flags)
+    ]
+    return pd.DataFrame(rows)
+
+
+# ---- pass_at_k ------------------------------------------------------------------------------
+
+
+def test_pass_at_k_matches_exact_formula_on_grid():
+    for n in range(1, 33):
+        for c in range(0, n + 1):
+            for k in range(1, n + 1):
+                assert pass_at_k(n, c, k) == pytest.approx(exact_pass_at_k(n, c, k), abs=1e-12), (
+                    n, c, k)
+
+
+@pytest.mark.parametrize("n,c,k", [(200, 3, 100), (500, 1, 250), (1000, 10, 7), (300, 299, 1)])
+def test_pass_at_k_stable_where_binomials_overflow(n, c, k):
+    # C(500, 250) ~ 1e149 and C(1000, 500) overflow-prone; the product form must stay accurate.
+    assert pass_at_k(n, c, k) == pytest.approx(exact_pass_at_k(n, c, k), rel=1e-12)
+
+
+def test_pass_at_k_edge_cases():
+    assert pass_at_k(8, 0, 1) == 0.0
+    assert pass_at_k(8, 0, 8) == 0.0
+    assert pass_at_k(8, 8, 1) == 1.0
+    assert pass_at_k(8, 8, 8) == 1.0
+    assert pass_at_k(8, 1, 8) == 1.0  # k = n: any correct sample is in the only k-subset
+    assert pass_at_k(8, 5, 4) == 1.0  # n - c = 3 < k = 4: exactly 1.0, not 0.9999...
+    assert pass_at_k(8, 3, 1) == pytest.approx(3 / 8)
+    assert pass_at_k(8, 3, 4) == pytest.approx(1 - 5 / 70)
+    assert isinstance(pass_at_k(8, 3, 2), float)
+
+
+@pytest.mark.parametrize(
+    "n,c,k,fragment",
+    [(4, 1, 5, "k=5 exceeds"), (4, 5, 1, "c=5"), (-1, 0, 1, "n >= 0"), (4, -1, 1, "c >= 0"),
+     (4, 1, 0, "k >= 1"), (4, 1, -2, "k >= 1"), (0, 0, 1, "exceeds")],
+)
+def test_pass_at_k_rejects_bad_arguments(n, c, k, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        pass_at_k(n, c, k)
+
+
+def test_pass_at_k_rejects_non_integers():
+    with pytest.raises(TypeError):
+        pass_at_k(8, 2.5, 1)
+
+
+# ---- per_problem_pass_at_k ------------------------------------------------------------------
+
+
+def test_per_problem_table():
+    samples = make_samples([
+        ("amc23", "amc", "p1", [True, False, False, True]),
+        ("amc23", "amc", "p2", [False, False, False, False]),
+    ])
+    table = per_problem_pass_at_k(samples, [1, 2, 4])
+    assert list(table.columns) == ["problem_id", "benchmark", "group", "n", "c",
+                                   "pass@1", "pass@2", "pass@4"]
+    p1 = table.set_index("problem_id").loc["p1"]
+    assert (p1["n"], p1["c"]) == (4, 2)
+    assert p1["pass@1"] == pytest.approx(0.5)
+    assert p1["pass@2"] == pytest.approx(1 - 1 / 6)  # C(2,2)/C(4,2)
+    assert p1["pass@4"] == 1.0
+    assert table.set_index("problem_id").loc["p2", ["pass@1", "pass@4"]].tolist() == [0.0, 0.0]
+
+
+def test_per_problem_same_id_in_two_benchmarks_is_two_problems():
+    samples = make_samples([("aime24", "aime", "1", [True]), ("aime25", "aime", "1", [False])])
+    assert len(per_problem_pass_at_k(samples, [1])) == 2
+
+
+def test_too_few_samples_give_nan_and_one_warning():
+    samples = make_samples([
+        ("amc23", "amc", "p1", [True, False, False, True]),
+        ("amc23", "amc", "p2", [True, False]),  # only 2 samples: pass@4 undefined
+    ])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = per_problem_pass_at_k(samples, [1, 4])
+    assert len(caught) == 1 and "fewer than k" in str(caught[0].message)
+    p2 = table.set_index("problem_id").loc["p2"]
+    assert p2["pass@1"] == pytest.approx(0.5) and math.isnan(p2["pass@4"])
+
+
+@pytest.mark.parametrize(
+    "mutate,fragment",
+    [
+        (lambda df: df.drop(columns="group"), "lack columns"),
+        (lambda df: pd.concat([df, df.iloc[:1]]), "duplicate"),
+        (lambda df: df.assign(correct=[True, None, False, True]), "not True/False"),
+        (lambda df: df.assign(correct=["True", "False", "False", "True"]), "not True/False"),
+        (lambda df: df.iloc[:0], "empty"),
+    ],
+)
+def test_per_problem_refuses_distorting_inputs(mutate, fragment):
+    samples = make_samples([("amc23", "amc", "p1", [True, False, False, True])])
+    with pytest.raises(ValueError, match=fragment):
+        per_problem_pass_at_k(mutate(samples), [1])
+
+
+def test_benchmark_with_two_groups_is_refused():
+    samples = make_samples([("amc23", "amc", "p1", [True]), ("amc23", "other", "p2", [True])])
+    with pytest.raises(ValueError, match="more than one group"):
+        per_problem_pass_at_k(samples, [1])
+
+
+# ---- summarize_pass_at_k --------------------------------------------------------------------
+
+
+def test_summarize_macro_weights_groups_not_benchmarks():
+    # Group "aime" pools aime24 (2 problems) and aime25 (1 problem); "amc" has 1 problem.
+    # pass@1 per problem: aime24 -> 1.0, 0.5; aime25 -> 0.0; amc -> 0.25.
+    samples = make_samples([
+        ("aime24", "aime", "a", [True, True, True, True]),
+        ("aime24", "aime", "b", [True, True, False, False]),
+        ("aime25", "aime", "c", [False, False, False, False]),
+        ("amc23", "amc", "d", [True, False, False, False]),
+    ])
+    out = summarize_pass_at_k(samples, [1, 4])
+    assert out["per_benchmark"]["aime24"]["pass@1"] == pytest.approx(75.0)
+    assert out["per_benchmark"]["aime25"]["pass@1"] == pytest.approx(0.0)
+    assert out["per_benchmark"]["amc23"]["pass@1"] == pytest.approx(25.0)
+    # Pooled group: mean over its 3 problems (50), not the mean of its benchmarks (37.5).
+    assert out["per_group"]["aime"]["pass@1"] == pytest.approx(50.0)
+    assert out["per_group"]["amc"]["pass@1"] == pytest.approx(25.0)
+    # Macro: equal weight per group (37.5), not per problem (43.75) nor per benchmark (33.3).
+    assert out["macro"]["pass@1"] == pytest.approx(37.5)
+    # pass@4 with n = 4 is "any correct": aime -> 2/3, amc -> 1.
+    assert out["per_group"]["aime"]["pass@4"] == pytest.approx(200 / 3)
+    assert out["macro"]["pass@4"] == pytest.approx((200 / 3 + 100) / 2)
+    assert out["n_problems"] == {
+        "per_benchmark": {"aime24": 2, "aime25": 1, "amc23": 1},
+        "per_group": {"aime": 3, "amc": 1},
+        "macro": 4,
+    }
+    json.dumps(out, allow_nan=False)  # strict-JSON serialisable
+
+
+def test_summarize_undefined_k_gives_none_not_crash():
+    samples = make_samples([("amc23", "amc", "p1", [True, False])])
+    with pytest.warns(UserWarning, match="fewer than k"):
+        out = summarize_pass_at_k(samples, [1, 4])
+    assert out["macro"]["pass@1"] == pytest.approx(50.0)
+    assert out["macro"]["pass@4"] is None
+    json.dumps(out, allow_nan=False)

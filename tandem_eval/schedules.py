@@ -55,6 +55,10 @@ class Vocab:
         self.surface = [tokenizer.convert_tokens_to_string([p]) if p is not None else "" for p in pieces]
         self.word_start = np.array([p is not None and p[:1] in ("Ġ", "▁") for p in pieces])
 
+    def text(self, token_id: int) -> str:
+        """Surface of a token; ids past the tokenizer (padded model vocab) have none."""
+        return self.surface[token_id] if 0 <= token_id < self.size else ""
+
     def ids(self, pred) -> frozenset[int]:
         return frozenset(i for i, s in enumerate(self.surface) if pred(s))
 
@@ -89,7 +93,7 @@ class Schedule:
         """Account for one emitted token; on a decision point pick the next author."""
         state.since_event += 1
         event = self.is_event(state, token_id)
-        state.prev_newline = (not event) and self.vocab.surface[token_id].endswith("\n")
+        state.prev_newline = (not event) and self.vocab.text(token_id).endswith("\n")
         if event:
             state.events += 1
             state.since_event = 0

@@ -85,33 +85,41 @@ def cogenerate(specs: Iterable[TraceSpec], senior: Engine, junior: Engine | None
         engine.submit(Request(lv.spec.key, list(lv.spec.prompt_ids) + lv.trace.token_ids, n,
                               schedule.stop_ids(lv.state), lv.spec.seed))
 
-    while True:
-        while not exhausted and len(live) < pool_size:
-            spec = next(pending, None)
-            if spec is None:
-                exhausted = True
-                break
-            lv = _Live(spec, schedule)
-            if spec.max_new_tokens <= 0:  # no budget at all: an empty, truncated trace
-                yield lv.trace
-                continue
-            live[spec.key] = lv
-            submit(lv)
-        if not live:
-            return
-        for engine in {id(e): e for e in engines.values() if e is not None}.values():
-            if not engine.has_work():
-                continue
-            for comp in engine.step():
-                lv = live[comp.key]
-                if _absorb(lv, comp, schedule, engine):
-                    del live[comp.key]
-                    for e in engines.values():
-                        if e is not None:
-                            e.release(comp.key)
+    try:
+        while True:
+            while not exhausted and len(live) < pool_size:
+                spec = next(pending, None)
+                if spec is None:
+                    exhausted = True
+                    break
+                lv = _Live(spec, schedule)
+                if spec.max_new_tokens <= 0:  # no budget at all: an empty, truncated trace
                     yield lv.trace
-                else:
-                    submit(lv)
+                    continue
+                live[spec.key] = lv
+                submit(lv)
+            if not live:
+                return
+            for engine in {id(e): e for e in engines.values() if e is not None}.values():
+                if not engine.has_work():
+                    continue
+                for comp in engine.step():
+                    lv = live[comp.key]
+                    if _absorb(lv, comp, schedule, engine):
+                        del live[comp.key]
+                        _release(engines, comp.key)
+                        yield lv.trace
+                    else:
+                        submit(lv)
+    finally:  # abandoned early (an exception, a killed run): free the engines' per-trace state
+        for key in live:
+            _release(engines, key)
+
+
+def _release(engines: dict, key: Hashable) -> None:
+    for e in engines.values():
+        if e is not None:
+            e.release(key)
 
 
 def _absorb(lv: _Live, comp, schedule: Schedule, engine: Engine) -> bool:

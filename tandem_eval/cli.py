@@ -1,0 +1,276 @@
+"""`tandem-eval`: the command line. Thin commands over pipeline, lens and report.
+
+    tandem-eval solo --senior CKPT --benchmark tiny --n 8
+    tandem-eval handoff --senior CKPT --junior JR --schedule paragraph --out runs/ckpt
+    tandem-eval handoff                      # the bundled toy-world tandem senior and its junior
+    tandem-eval merge runs/ckpt              # join --num-shards outputs
+    tandem-eval benchmarks                   # list the benchmark registry
+
+Every error a user can cause prints one line naming the problem and the fix, and exits with 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .config import ConfigError, EvalConfig, ModelSpec, Sampling
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Evaluate tandem seniors: solo and handoff pass@k, communication tax, legibility, drift.")
+console = Console()
+DEFAULT_SENIOR = "toy:self-paired/tandem"
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (printed as one line), not a bug (printed with a traceback)."""
+    from .data import BenchmarkError, PromptError
+    from .grading import GraderVersionError
+    from .models import ModelError
+    from .results import RunFolderError
+
+    return (ConfigError, BenchmarkError, PromptError, GraderVersionError, ModelError, RunFolderError,
+            NotImplementedError, FileNotFoundError)
+
+
+def fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def guarded(fn):
+    """Run a command body, turning user errors into a one-line message and exit code 2."""
+    try:
+        return fn()
+    except user_errors() as e:
+        fail(str(e))
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
+    except ValueError:
+        raise ConfigError(f"--k must be comma-separated integers like 1,2,4,8; got {text!r}") from None
+    if not ks:
+        raise ConfigError("--k needs at least one value")
+    return ks
+
+
+def _default_senior(senior: Optional[str]) -> str:
+    if senior:
+        return senior
+    from .models import toy_names
+
+    if f"{DEFAULT_SENIOR}" in toy_names():
+        return DEFAULT_SENIOR
+    raise ConfigError("no --senior given and no bundled toy checkpoints in this install; pass --senior PATH")
+
+
+def _default_junior(senior: str, junior: Optional[str]) -> str:
+    if junior:
+        return junior
+    from .models import junior_from_metadata, resolve_model
+
+    found = junior_from_metadata(resolve_model(senior))
+    if found:
+        return found
+    raise ConfigError(f"no --junior given and {senior} has no tandem_meta.json naming one; pass --junior PATH")
+
+
+# Options shared by solo and handoff (typer needs them spelled out per command).
+Senior = typer.Option(None, "--senior", help="Senior checkpoint: an HF-format folder, or toy:NAME. Default: the bundled toy tandem senior.")
+Bench = typer.Option(["tiny"], "--benchmark", "-b", help="Registry name (see `tandem-eval benchmarks`), set (`paper`), or a .jsonl/.parquet/.csv file. Repeatable.")
+N = typer.Option(8, "--n", help="Samples per problem.")
+K = typer.Option("1,2,4,8", "--k", help="pass@k values, comma-separated (each <= --n).")
+EngineOpt = typer.Option("hf", "--engine", help="hf (reference, CPU default) or vllm.")
+Out = typer.Option(None, "--out", help="Output folder. Default: runs/<senior name>.")
+Limit = typer.Option(None, "--limit", help="Only the first N problems of each benchmark.")
+Seed = typer.Option(0, "--seed", help="Run seed; each sample's seed derives from (seed, problem id, sample index).")
+Batch = typer.Option(32, "--batch-size", help="Traces per forward pass (handoff keeps 2x as many live).")
+Temp = typer.Option(0.7, "--temperature")
+TopP = typer.Option(0.8, "--top-p")
+TopK = typer.Option(20, "--top-k", help="0 disables top-k.")
+MaxNew = typer.Option(3000, "--max-new-tokens", help="Shared senior+junior token budget per trace.")
+MaxCtx = typer.Option(4096, "--max-context", help="Prompt + generation limit.")
+Dtype = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16.")
+TP = typer.Option(1, "--tensor-parallel-size", help="vLLM tensor parallelism (GPUs per model).")
+Shards = typer.Option(1, "--num-shards", help="Split problems across N processes (then `tandem-eval merge`).")
+ShardIdx = typer.Option(0, "--shard-index", help="Which shard this process runs (0..N-1).")
+GraderMismatch = typer.Option(False, "--allow-grader-mismatch", help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).")
+Label = typer.Option(None, "--label", help="Display name of this senior in reports.")
+Quiet = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+
+
+def _config(mode, senior, junior, schedule, benchmark, n, k, engine, limit, seed, batch_size, sampling,
+            dtype, tp, num_shards, shard_index, allow_grader, allow_vocab, label) -> EvalConfig:
+    return EvalConfig(
+        senior=ModelSpec(senior, dtype), junior=ModelSpec(junior, dtype) if junior else None, mode=mode,
+        schedule=schedule, benchmarks=tuple(benchmark), n=n, ks=parse_ks(k), seed=seed, limit=limit,
+        engine=engine, sampling=sampling, batch_size=batch_size, tensor_parallel_size=tp, num_shards=num_shards,
+        shard_index=shard_index, allow_vocab_mismatch=allow_vocab, allow_grader_mismatch=allow_grader,
+        label=label or Path(senior.replace("toy:", "toy-")).name)
+
+
+def _out_dir(out: Optional[Path], cfg: EvalConfig) -> Path:
+    root = out or Path("runs") / (cfg.label or "senior")
+    return root / f"shard-{cfg.shard_index}-of-{cfg.num_shards}" if cfg.num_shards > 1 else root
+
+
+@app.command()
+def solo(senior: Optional[str] = Senior, benchmark: list[str] = Bench, n: int = N, k: str = K,
+         engine: str = EngineOpt, out: Optional[Path] = Out, limit: Optional[int] = Limit, seed: int = Seed,
+         batch_size: int = Batch, temperature: float = Temp, top_p: float = TopP, top_k: int = TopK,
+         max_new_tokens: int = MaxNew, max_context: int = MaxCtx, dtype: str = Dtype, tensor_parallel_size: int = TP,
+         num_shards: int = Shards, shard_index: int = ShardIdx, allow_grader_mismatch: bool = GraderMismatch,
+         label: Optional[str] = Label, quiet: bool = Quiet):
+    """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
+    from .pipeline import run_eval
+
+    def body():
+        sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
+        cfg = _config("solo", _default_senior(senior), None, "solo", benchmark, n, k, engine, limit, seed,
+                      batch_size, sampling, dtype, tensor_parallel_size, num_shards, shard_index,
+                      allow_grader_mismatch, False, label)
+        rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
+        print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
+        console.print(f"run folder: {rf.path}")
+
+    guarded(body)
+
+
+@app.command()
+def handoff(senior: Optional[str] = Senior,
+            junior: Optional[str] = typer.Option(None, "--junior", help="Junior checkpoint. Default: the one in the senior's tandem_meta.json."),
+            schedule: str = typer.Option("paragraph", "--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."),
+            benchmark: list[str] = Bench, n: int = N, k: str = K, engine: str = EngineOpt, out: Optional[Path] = Out,
+            limit: Optional[int] = Limit, seed: int = Seed, batch_size: int = Batch, temperature: float = Temp,
+            top_p: float = TopP, top_k: int = TopK, max_new_tokens: int = MaxNew, max_context: int = MaxCtx,
+            dtype: str = Dtype, tensor_parallel_size: int = TP, num_shards: int = Shards,
+            shard_index: int = ShardIdx, allow_grader_mismatch: bool = GraderMismatch,
+            allow_vocab_mismatch: bool = typer.Option(False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."),
+            solo_run: Optional[Path] = typer.Option(None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."),
+            label: Optional[str] = Label, quiet: bool = Quiet):
+    """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
+    from .pipeline import run_handoff
+    from .schedules import parse_schedule
+
+    def body():
+        parse_schedule(schedule)
+        if schedule == "solo":
+            raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
+        s = _default_senior(senior)
+        sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
+        cfg = _config("handoff", s, _default_junior(s, junior), schedule, benchmark, n, k, engine, limit, seed,
+                      batch_size, sampling, dtype, tensor_parallel_size, num_shards, shard_index,
+                      allow_grader_mismatch, allow_vocab_mismatch, label)
+        solo_rf, handoff_rf, tax = run_handoff(cfg, _out_dir(out, cfg), solo_run, progress=not quiet)
+        print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
+        print_tax(tax, cfg.ks)
+        console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
+
+    try:
+        guarded(body)
+    except ValueError as e:  # bad --schedule spelling
+        fail(str(e))
+
+
+@app.command()
+def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-of-N subfolders to merge.")):
+    """Merge the outputs of --num-shards N processes into ROOT/solo and ROOT/handoff-* (and recompute the tax)."""
+    from .metrics.tax import communication_tax
+    from .pipeline import merge_shards
+
+    def body():
+        parts = sorted(p for p in root.glob("shard-*-of-*") if p.is_dir())
+        if not parts:
+            raise FileNotFoundError(f"no shard-I-of-N folders under {root}; run with --num-shards first")
+        kinds = sorted({c.name for p in parts for c in p.iterdir() if (c / "config.json").exists()})
+        merged = {kind: merge_shards([p / kind for p in parts], root / kind) for kind in kinds}
+        for kind, rf in merged.items():
+            if kind.startswith("handoff") and "solo" in merged:
+                ks = list(rf.config()["config"]["ks"])
+                rf.update_metrics({"tax": communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks),
+                                   "solo_run": str(merged["solo"].path.resolve())})
+            console.print(f"merged {len(parts)} shards -> {rf.path}")
+
+    guarded(body)
+
+
+@app.command()
+def benchmarks():
+    """List the benchmark registry (name, group, source)."""
+    from .data import BENCHMARK_SETS, BENCHMARKS
+
+    table = Table("name", "group", "source", "description")
+    for name, spec in BENCHMARKS.items():
+        table.add_row(name, spec.group, str(spec.path or spec.hub_id), spec.description)
+    console.print(table)
+    for name, members in BENCHMARK_SETS.items():
+        console.print(f"set {name}: {', '.join(members)}")
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def print_passk(runs: dict[str, dict], ks) -> None:
+    """One table: rows = benchmarks, groups and macro; columns = pass@k per run."""
+    first = next(iter(runs.values()))
+    table = Table(title="pass@k (%)")
+    table.add_column("benchmark")
+    for name in runs:
+        for k in ks:
+            table.add_column(f"{name} @{k}", justify="right")
+    rows = [(b, "per_benchmark") for b in first["per_benchmark"]]
+    rows += [(g, "per_group") for g in first["per_group"] if g not in first["per_benchmark"]]
+    for label, level in rows + [("macro", None)]:
+        cells = [(r["macro"] if level is None else r[level].get(label, {})).get(f"pass@{k}") for r in runs.values()
+                 for k in ks]
+        table.add_row(label, *map(_fmt, cells))
+    console.print(table)
+
+
+def print_tax(tax: dict, ks) -> None:
+    """Rows = (group or macro, k); solo and handoff pass@k, tax in points and retention, with 95% CIs."""
+    table = Table(title="communication tax = solo - handoff (points); retention = handoff / solo; 95% CI")
+    for col in ("scope", "k", "solo", "handoff", "tax [CI]", "retention [CI]", "p"):
+        table.add_column(col, justify="right")
+    levels = list(tax["per_group"].items()) + [("macro", tax["macro"])]
+    for name, entry in levels:
+        for k in ks:
+            e = entry.get(f"pass@{k}", {})
+            if "tax" not in e:
+                continue
+            t, r = e["tax"], e["retention"]
+            ret = "-" if r["estimate"] is None else (
+                f"{100 * r['estimate']:.1f}% [{_fmt(r['low'] and 100 * r['low'])}, {_fmt(r['high'] and 100 * r['high'])}]")
+            table.add_row(name, str(k), _fmt(e["solo"]["estimate"]), _fmt(e["handoff"]["estimate"]),
+                          f"{_fmt(t['estimate'])} [{_fmt(t['low'])}, {_fmt(t['high'])}]", ret,
+                          _fmt(e.get("tax_p_value")))
+    console.print(table)
+
+
+def _register_optional() -> None:
+    """Commands from other modules (legibility/drift/compare, report/view), when present."""
+    import importlib
+
+    for module in ("tandem_eval.cli_lens", "tandem_eval.report.cli"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            continue
+        mod.register(app)
+
+
+_register_optional()
+
+if __name__ == "__main__":
+    sys.exit(app())

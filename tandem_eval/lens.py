@@ -1,0 +1,474 @@
+"""Legibility and drift: how predictable a senior's solo CoTs are to the junior, and how far the
+senior's next-token distributions have moved from the junior's along those CoTs.
+
+Both lenses read one senior SOLO run (samples.parquet) and teacher-force every CoT: the prompt is
+the junior's chat prefix for the same problem, the CoT is fed as the generated token ids (never
+re-tokenized when the two tokenizers have the same vocabulary). Per token t of a CoT x (EOS
+included), with log-probs at temperature 1 on the raw logits, sliced to the tokenizer vocabulary:
+
+    junior NLL      -log p_j(x_t | x_<t)                              (legibility; lower = more legible)
+    kl_exact        KL(p_s || p_j) = sum_v p_s(v) [log p_s(v) - log p_j(v)]   (full vocabulary, HF only)
+    kl_reverse      KL(p_j || p_s)                                    (HF only)
+    kl_k1           log p_s(x_t) - log p_j(x_t)                       (Monte Carlo, from token log-probs)
+    kl_k3           (r - 1) - log r,  r = p_j(x_t) / p_s(x_t)         (Monte Carlo, >= 0)
+
+all in nats/token. A sample's value is the mean over its tokens; a problem's the mean over its
+samples; a benchmark's the mean over its problems; the macro the mean over benchmark groups.
+k1 and k3 are unbiased for the exact KL only when x_t ~ p_s at temperature 1: on CoTs decoded at
+the paper's T=0.7/top-p/top-k they estimate E_q[log p_s/p_j] under the decoding distribution q.
+
+Exact KL is computed in blocks of `chunk` positions: per block both models' fp32 logits
+[chunk, V] plus one work buffer are alive, so the working set is 3 * chunk * V * 4 bytes whatever
+the CoT length (chunk 256, V = 151,936: 467 MB; see `kl_peak_bytes`).
+
+    from tandem_eval.lens import legibility, drift, summarize, LensOptions
+    per_sample = legibility(samples, junior_engine, senior_tok=tok)       # one row per sample
+    summary = summarize(per_sample, ["junior_nll_mean"], "nll_bins")       # CIs, with/without truncated
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .metrics.stats import bootstrap_ci, paired_compare, to_jsonable
+
+KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
+PROBLEM_KEY = ["benchmark", "problem_id"]
+LEGIBILITY_METRICS = ["junior_nll_mean", "junior_bpb"]
+DRIFT_METRICS = ["kl_exact", "kl_reverse", "kl_k1", "kl_k3"]
+Progress = Callable[[int], None]  # called with the number of samples just finished
+
+
+class LensError(ValueError):
+    """Legibility/drift cannot be computed as asked; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class LensOptions:
+    chunk: int = 256  # positions per logits block: bounds exact-KL memory (3 * chunk * V * 4 B)
+    bins: int = 20  # relative-position bins of the per-position curves
+    batch_tokens: int = 8192  # padded tokens per teacher-forced HF forward (several CoTs at once)
+    allow_vocab_mismatch: bool = False  # legibility only: bits per byte over re-tokenized text
+    n_boot: int = 2000
+    seed: int = 0
+    alpha: float = 0.05
+
+
+def kl_peak_bytes(chunk: int, vocab: int, n_tokens: int = 0, hidden: int = 0) -> int:
+    """Peak bytes of the exact-KL working set: 3 fp32 [chunk, vocab] blocks (senior logits, junior
+    logits, one work buffer) plus both models' fp32 hidden states [n_tokens, hidden]."""
+    return 3 * min(chunk, max(n_tokens, chunk)) * vocab * 4 + 2 * n_tokens * hidden * 4
+
+
+# ---- tokenizers and prompts ----------------------------------------------------------------
+def vocab_matches(tok_a, tok_b) -> bool:
+    """Same token string -> id map (added/special tokens included): ids mean the same to both."""
+    return tok_a is tok_b or tok_a.get_vocab() == tok_b.get_vocab()
+
+
+def require_shared_vocab(senior_tok, junior_tok) -> None:
+    """Drift's precondition: one vocabulary (KL over different vocabularies is undefined)."""
+    if not vocab_matches(senior_tok, junior_tok):
+        raise LensError(f"drift needs one shared tokenizer: KL(senior || junior) over different vocabularies is "
+                        f"undefined (senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or equal sizes with "
+                        "different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per byte) instead")
+
+
+def _ids(x) -> list[int]:
+    return [] if x is None else np.asarray(x, dtype=np.int64).tolist()
+
+
+def junior_prompts(samples: pd.DataFrame, senior_tok, junior_tok) -> list[list[int]]:
+    """The junior's chat prefix for each sample's problem. Same vocabulary and chat template as
+    the senior: the stored prompt ids are exactly that. Otherwise render the problem text (a
+    `problem` column, or the benchmark reloaded by name) with the junior's template."""
+    same = vocab_matches(senior_tok, junior_tok) and senior_tok.chat_template == junior_tok.chat_template
+    if same:
+        return [_ids(p) for p in samples["prompt_ids"]]
+    from .data.prompts import prompt_ids
+
+    texts = samples["problem"] if "problem" in samples else _problem_texts(samples)
+    cache: dict[str, list[int]] = {}
+    return [cache.setdefault(t, prompt_ids(junior_tok, t)) for t in texts]
+
+
+def _problem_texts(samples: pd.DataFrame) -> list[str]:
+    from .data.benchmarks import load_benchmark
+
+    texts = {}
+    for bench in samples["benchmark"].unique():
+        try:
+            texts.update({(p.benchmark, p.problem_id): p.problem for p in load_benchmark(bench)})
+        except Exception as e:  # hub down, renamed file, ...
+            raise LensError(f"the junior's chat template differs from the senior's, so its prompt must be "
+                            f"rebuilt from the problem text, but benchmark {bench!r} could not be loaded ({e}); "
+                            "make the benchmark available offline and rerun") from None
+    missing = [k for k in zip(samples.benchmark, samples.problem_id) if k not in texts]
+    if missing:
+        raise LensError(f"{len(missing)} samples' problems (e.g. {missing[0]}) are not in their benchmark any more")
+    return [texts[k] for k in zip(samples.benchmark, samples.problem_id)]
+
+
+# ---- teacher forcing (HF: batched, padded; other engines: their own score()) ---------------
+def _is_hf(engine) -> bool:
+    return hasattr(engine, "logits_chunks") and hasattr(engine, "model")
+
+
+def _batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Item indices grouped longest first so that n_items * longest <= budget (one item at least)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    out, cur = [], []
+    for i in order:
+        if cur and (len(cur) + 1) * lengths[cur[0]] > budget:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    return out + ([cur] if cur else [])
+
+
+def _hidden(engine, prompts: list[list[int]], conts: list[list[int]]) -> torch.Tensor:
+    """Final hidden states predicting every continuation token, concatenated over items: [sum len, H].
+    One right-padded forward; padding is masked and sits after every real token (positions stay 0..)."""
+    seqs = [p + c for p, c in zip(prompts, conts)]
+    T = max(map(len, seqs))
+    ids = torch.zeros((len(seqs), T), dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+    h = engine.model.get_decoder()(input_ids=ids.to(engine.device), attention_mask=mask.to(engine.device)).last_hidden_state
+    return torch.cat([h[i, len(p) - 1 : len(p) + len(c) - 1] for i, (p, c) in enumerate(zip(prompts, conts))])
+
+
+def _split(flat: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
+    return [x.double().cpu().numpy() for x in torch.split(flat, lengths)]
+
+
+def _check_pairs(prompts, conts):
+    if any(len(p) == 0 for p in prompts):
+        raise LensError("an empty prompt cannot be teacher-forced (the first CoT token has no context)")
+
+
+@torch.inference_mode()
+def token_logprobs(engine, prompts: list[list[int]], conts: list[list[int]], opts: LensOptions = LensOptions(),
+                   progress: Progress | None = None) -> list[np.ndarray]:
+    """Raw log p(cont[i] | prompt + cont[:i]) per item (float64 arrays). HF engines: batched padded
+    forwards + blocked logits; any other engine (vLLM prompt log-probs): its own `score`."""
+    _check_pairs(prompts, conts)
+    out: list[np.ndarray | None] = [None] * len(prompts)
+    lengths = [len(p) + len(c) for p, c in zip(prompts, conts)]
+    for batch in _batches(lengths, opts.batch_tokens if _is_hf(engine) else 64 * 4096):
+        ps, cs = [prompts[i] for i in batch], [conts[i] for i in batch]
+        if _is_hf(engine):
+            target = torch.tensor([t for c in cs for t in c], dtype=torch.long, device=engine.device)
+            parts, a = [], 0
+            for logits in engine.logits_chunks(_hidden(engine, ps, cs), opts.chunk):
+                t = target[a : a + len(logits)]
+                parts.append(logits.gather(1, t[:, None])[:, 0] - logits.logsumexp(-1))
+                a += len(logits)
+            res = _split(torch.cat(parts) if parts else torch.zeros(0), [len(c) for c in cs])
+        else:
+            res = [np.asarray(x, dtype=np.float64) for x in engine.score(ps, cs)]
+        for i, r in zip(batch, res):
+            out[i] = r
+        if progress:
+            progress(len(batch))
+    return out  # type: ignore[return-value]
+
+
+def _kl_block(ls: torch.Tensor, lj: torch.Tensor, t: torch.Tensor):
+    """Raw logits blocks [c, V] (overwritten) + targets [c] -> (KL(s||j), KL(j||s), log p_s(t), log p_j(t)).
+    At most 3 [c, V] buffers are alive: ls, lj and one work buffer (also logsumexp's temporary)."""
+    ls.sub_(ls.logsumexp(-1, keepdim=True))
+    lj.sub_(lj.logsumexp(-1, keepdim=True))
+    lps, lpj = ls.gather(1, t[:, None])[:, 0], lj.gather(1, t[:, None])[:, 0]
+    d = lj.neg_().add_(ls)  # d = log p_s - log p_j, in lj's buffer
+    work = ls.exp()  # p_s
+    kl = work.mul_(d).sum(-1)
+    torch.sub(ls, d, out=work).exp_()  # p_j = exp(log p_s - d)
+    rev = work.mul_(d).sum(-1).neg_()
+    # KL >= 0; fp32 rounding can give -1e-8 when the distributions coincide.
+    return kl.clamp_min_(0), rev.clamp_min_(0), lps, lpj
+
+
+@torch.inference_mode()
+def exact_kl(senior, junior, prompts: list[list[int]], conts: list[list[int]], opts: LensOptions = LensOptions(),
+             progress: Progress | None = None) -> list[dict[str, np.ndarray]]:
+    """Per item, per position: kl, reverse kl, senior and junior log-prob of the CoT token (HF engines)."""
+    _check_pairs(prompts, conts)
+    out: list[dict | None] = [None] * len(prompts)
+    lengths = [len(p) + len(c) for p, c in zip(prompts, conts)]
+    for batch in _batches(lengths, opts.batch_tokens):
+        ps, cs = [prompts[i] for i in batch], [conts[i] for i in batch]
+        target = torch.tensor([t for c in cs for t in c], dtype=torch.long, device=senior.device)
+        hs, hj = _hidden(senior, ps, cs), _hidden(junior, ps, cs)
+        cols: list[list[torch.Tensor]] = [[], [], [], []]
+        a = 0
+        for ls, lj in zip(senior.logits_chunks(hs, opts.chunk), junior.logits_chunks(hj, opts.chunk)):
+            for col, x in zip(cols, _kl_block(ls, lj.to(ls.device), target[a : a + len(ls)])):
+                col.append(x)
+            a += len(ls)
+        split = [_split(torch.cat(c) if c else torch.zeros(0), [len(c) for c in cs]) for c in cols]
+        for k, i in enumerate(batch):
+            out[i] = dict(zip(("kl", "kl_reverse", "senior_lp", "junior_lp"), (s[k] for s in split)))
+        if progress:
+            progress(len(batch))
+    return out  # type: ignore[return-value]
+
+
+# ---- per-sample tables ---------------------------------------------------------------------
+def position_bins(x: np.ndarray, bins: int) -> np.ndarray:
+    """Mean of x per relative-position bin: token i of n sits in bin floor((i + 0.5) / n * bins).
+    CoTs shorter than `bins` leave NaN in the bins they do not reach."""
+    n = len(x)
+    if n == 0:
+        return np.full(bins, np.nan)
+    b = np.minimum(((np.arange(n) + 0.5) / n * bins).astype(int), bins - 1)
+    with np.errstate(invalid="ignore"):
+        return np.bincount(b, weights=x, minlength=bins) / np.bincount(b, minlength=bins)
+
+
+def _base(samples: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in KEYS + ["token_ids", "finish_reason"] if c not in samples]
+    if missing:
+        raise LensError(f"samples lack columns {missing}; pass a run folder written by tandem-eval solo")
+    out = samples[KEYS].copy().reset_index(drop=True)
+    out["sample_idx"] = out["sample_idx"].astype(int)
+    out["n_tokens"] = [len(_ids(t)) for t in samples["token_ids"]]
+    out["truncated"] = (samples["finish_reason"] == "length").to_numpy()
+    if "correct" in samples:
+        out["correct"] = samples["correct"].to_numpy()
+    return out
+
+
+def _cot_text_ids(samples: pd.DataFrame, tok) -> tuple[list[str], list[list[int]]]:
+    """CoT text and ids without a final EOS token (bits per byte counts the text's UTF-8 bytes)."""
+    texts, ids = [], []
+    for t, reason in zip(samples["token_ids"], samples["finish_reason"]):
+        t = _ids(t)
+        if reason == "eos" and t:
+            t = t[:-1]
+        ids.append(t)
+        texts.append(tok.decode(t, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+    return texts, ids
+
+
+def legibility(samples: pd.DataFrame, junior, *, senior_tok, opts: LensOptions = LensOptions(),
+               progress: Progress | None = None) -> pd.DataFrame:
+    """Junior NLL of each senior CoT: one row per sample (nats/token, bits/byte, per-bin curve).
+
+    Same vocabulary: the CoT ids are scored as generated; junior_bpb excludes a final EOS token.
+    Different vocabulary (needs opts.allow_vocab_mismatch): the CoT text without EOS is
+    re-tokenized by the junior; only junior_bpb is comparable across tokenizers."""
+    jtok = junior.tokenizer
+    matched = vocab_matches(senior_tok, jtok)
+    if not matched and not opts.allow_vocab_mismatch:
+        raise LensError("senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in "
+                        "bits per byte of the CoT text instead of nats per shared token")
+    out = _base(samples)
+    prompts = junior_prompts(samples, senior_tok, jtok)
+    texts, no_eos = _cot_text_ids(samples, senior_tok)
+    conts = [_ids(t) for t in samples["token_ids"]] if matched else [jtok.encode(t, add_special_tokens=False) for t in texts]
+    lps = token_logprobs(junior, prompts, conts, opts, progress)
+    nll = [-x for x in lps]
+    n_bytes = np.array([len(t.encode("utf-8")) for t in texts])
+    text_nats = np.array([x[: len(i)].sum() if matched else x.sum() for x, i in zip(nll, no_eos)])
+    out["n_junior_tokens"] = [len(c) for c in conts]
+    out["junior_nll_sum"] = [x.sum() for x in nll]
+    out["junior_nll_mean"] = [x.mean() if len(x) else np.nan for x in nll]
+    out["n_bytes"] = n_bytes
+    out["junior_bpb"] = np.where(n_bytes > 0, text_nats / math.log(2) / np.maximum(n_bytes, 1), np.nan)
+    out["vocab_match"] = matched
+    out["nll_bins"] = [position_bins(x, opts.bins) for x in nll]
+    out["junior_logprobs"] = [x.astype(np.float32) for x in lps]
+    return out
+
+
+def drift(samples: pd.DataFrame, junior, *, senior=None, senior_tok=None, opts: LensOptions = LensOptions(),
+          progress: Progress | None = None) -> pd.DataFrame:
+    """KL drift of each senior CoT: one row per sample (nats/token, per-bin curves).
+
+    `senior` an HF engine: exact forward and reverse KL over the vocabulary, plus k1/k3 from the
+    same forwards. Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
+    (`logprobs` column; re-scored with `senior` when given and the column is missing) and the
+    junior's teacher-forced log-probs; kl_exact and kl_reverse are NaN. `senior_tok` (default: the
+    senior engine's) is checked against the junior's: drift refuses different vocabularies."""
+    jtok = junior.tokenizer
+    stok = senior_tok or (senior.tokenizer if senior is not None else None)
+    if stok is None:
+        raise LensError("drift needs the senior's tokenizer (pass senior or senior_tok) to check the vocabularies")
+    require_shared_vocab(stok, jtok)
+    out = _base(samples)
+    conts = [_ids(t) for t in samples["token_ids"]]
+    prompts = junior_prompts(samples, stok, jtok)
+    if senior is not None and _is_hf(senior) and _is_hf(junior):
+        res = exact_kl(senior, junior, prompts, conts, opts, progress)
+        kl, rev = [r["kl"] for r in res], [r["kl_reverse"] for r in res]
+        lps, lpj = [r["senior_lp"] for r in res], [r["junior_lp"] for r in res]
+        out["method"] = "exact"
+    else:
+        lps = _stored_logprobs(samples, conts, senior, opts)
+        lpj = token_logprobs(junior, prompts, conts, opts, progress)
+        kl = rev = [np.full(len(c), np.nan) for c in conts]
+        out["method"] = "monte-carlo"
+    k1 = [s - j for s, j in zip(lps, lpj)]
+    k3 = [np.expm1(-d) + d for d in k1]  # (r - 1) - log r with log r = -k1
+    mean = lambda xs: [x.mean() if len(x) else np.nan for x in xs]  # noqa: E731
+    out["kl_exact"], out["kl_reverse"], out["kl_k1"], out["kl_k3"] = mean(kl), mean(rev), mean(k1), mean(k3)
+    out["senior_nll_mean"] = [-m for m in mean(lps)]
+    out["junior_nll_mean"] = [-m for m in mean(lpj)]
+    out["kl_bins"] = [position_bins(x, opts.bins) for x in kl]
+    out["k1_bins"] = [position_bins(x, opts.bins) for x in k1]
+    out["kl_tokens"] = [x.astype(np.float32) for x in kl]
+    out["k1_tokens"] = [x.astype(np.float32) for x in k1]
+    return out
+
+
+def _stored_logprobs(samples, conts, senior, opts) -> list[np.ndarray]:
+    stored = samples["logprobs"] if "logprobs" in samples else [None] * len(samples)
+    lps = [np.asarray(s, dtype=np.float64) if isinstance(s, (list, tuple, np.ndarray)) else None for s in stored]
+    if all(x is not None and len(x) == len(c) for x, c in zip(lps, conts)):
+        return lps  # type: ignore[return-value]
+    if senior is None:
+        raise LensError("the samples have no per-token senior log-probs (`logprobs` column); use --engine hf (exact "
+                        "KL re-scores the senior), or regenerate the solo run")
+    return token_logprobs(senior, [_ids(p) for p in samples["prompt_ids"]], conts, opts)
+
+
+# ---- summaries -----------------------------------------------------------------------------
+def per_problem(per_sample: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Mean of `column` over each problem's samples: index (benchmark, problem_id); columns value, group."""
+    g = per_sample.groupby(PROBLEM_KEY, sort=True)
+    return pd.DataFrame({"value": g[column].mean(), "group": g["group"].first()})
+
+
+def _ci_entry(values: pd.Series, groups: pd.Series | None, n_samples: int, opts: LensOptions) -> dict:
+    values = values.dropna()
+    if values.empty:
+        return {"estimate": None, "n_problems": 0, "n_samples": n_samples}
+    ci = bootstrap_ci(values, n_boot=opts.n_boot, alpha=opts.alpha, seed=opts.seed,
+                      groups=None if groups is None else groups.reindex(values.index))
+    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "se": ci.se,
+            "n_problems": int(len(values)), "n_samples": n_samples}
+
+
+def _levels(per_sample: pd.DataFrame, column: str, opts: LensOptions, all_groups: list[str]) -> dict:
+    pp = per_problem(per_sample, column) if len(per_sample) else pd.DataFrame(columns=["value", "group"])
+    n_samples = lambda m: int(per_sample.loc[m, column].notna().sum())  # noqa: E731
+    out = {"per_benchmark": {}, "per_group": {}}
+    for level, col in (("per_benchmark", "benchmark"), ("per_group", "group")):
+        for name in sorted(per_sample[col].unique()):
+            sel = (pp.index.get_level_values(0) == name) if col == "benchmark" else (pp["group"] == name).to_numpy()
+            out[level][name] = _ci_entry(pp["value"][sel], None, n_samples(per_sample[col] == name), opts)
+    present = set(pp.dropna()["group"])
+    if present and present == set(all_groups):
+        out["macro"] = _ci_entry(pp["value"], pp["group"], n_samples(slice(None)), opts)
+    else:  # a group without any value makes the macro undefined, not silently re-weighted
+        out["macro"] = {"estimate": None, "missing_groups": sorted(set(all_groups) - present)}
+    return out
+
+
+def position_curve(per_sample: pd.DataFrame, column: str) -> dict:
+    """Per group (mean over samples of their bin means) and macro (mean over groups) curves."""
+    with warnings.catch_warnings():  # an all-NaN bin (every CoT shorter than `bins`) stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per_group = {g: np.nanmean(np.stack(rows[column].to_list()), axis=0)
+                     for g, rows in per_sample.groupby("group", sort=True)}
+        macro = np.nanmean(np.stack(list(per_group.values())), axis=0) if per_group else None
+    return {"per_group": per_group, "macro": macro}
+
+
+def summarize(per_sample: pd.DataFrame, columns: Sequence[str], curve_columns: Sequence[str] = (),
+              opts: LensOptions = LensOptions(), extra: dict | None = None) -> dict:
+    """metrics.json entry: for each column, CIs per benchmark / group / macro over all samples and
+    over non-truncated ones; per-position curves (all samples); truncation counts. Strict JSON."""
+    groups = sorted(per_sample["group"].unique())
+    clean = per_sample[~per_sample["truncated"].astype(bool)]
+    out = {"unit": "nats/token", "n_samples": len(per_sample), "n_truncated": int(per_sample["truncated"].sum()),
+           "n_problems": int(per_sample.groupby(PROBLEM_KEY).ngroups), "bins": None,
+           "n_boot": opts.n_boot, "alpha": opts.alpha, "seed": opts.seed, **(extra or {})}
+    for c in columns:
+        if per_sample[c].notna().any():
+            out[c] = {"all": _levels(per_sample, c, opts, groups), "no_truncated": _levels(clean, c, opts, groups)}
+    curves = {c: position_curve(per_sample, c) for c in curve_columns if c in per_sample}
+    if curves:
+        out["bins"], out["curves"] = opts.bins, curves
+    return to_jsonable(_listify(out))
+
+
+def _listify(obj):
+    if isinstance(obj, dict):
+        return {k: _listify(v) for k, v in obj.items()}
+    return obj.tolist() if isinstance(obj, np.ndarray) else obj
+
+
+# ---- run-to-run comparison -----------------------------------------------------------------
+_PASS = re.compile(r"^(solo|handoff)_pass@(\d+)$")
+LENS_FILES = {"junior_nll": ("legibility", "junior_nll_mean"), "junior_bpb": ("legibility", "junior_bpb"),
+              **{m: ("drift", m) for m in DRIFT_METRICS}}
+COMPARE_METRICS = ["solo_pass@K", "handoff_pass@K", *LENS_FILES]
+
+
+def metric_mode(metric: str) -> str:
+    """The run mode a metric is read from (solo or handoff); raises on an unknown metric."""
+    m = _PASS.match(metric)
+    if m:
+        return m.group(1)
+    if metric in LENS_FILES:
+        return "solo"
+    raise LensError(f"unknown metric {metric!r}; valid: {', '.join(COMPARE_METRICS)} (K a number, e.g. handoff_pass@4)")
+
+
+def problem_values(run_path, samples: pd.DataFrame, metric: str, exclude_truncated: bool = False) -> pd.DataFrame:
+    """Per-problem values of `metric` for one run: index (benchmark, problem_id), columns value, group.
+    pass@k in percent; lens metrics read RUN/legibility.parquet or RUN/drift.parquet."""
+    from pathlib import Path
+
+    from .metrics.passk import per_problem_pass_at_k
+
+    m = _PASS.match(metric)
+    if m:  # pass@k counts every sample (a truncated CoT is simply wrong): exclude_truncated is ignored
+        k = int(m.group(2))
+        pp = per_problem_pass_at_k(samples, [k]).set_index(PROBLEM_KEY)
+        return pd.DataFrame({"value": 100 * pp[f"pass@{k}"], "group": pp["group"]})
+    name, column = LENS_FILES[metric]
+    path = Path(run_path) / f"{name}.parquet"
+    if not path.exists():
+        raise LensError(f"{path} does not exist; run `tandem-eval {name} --run {run_path} --junior PATH` first")
+    per_sample = pd.read_parquet(path, columns=KEYS + ["truncated", column])
+    if exclude_truncated:
+        per_sample = per_sample[~per_sample["truncated"]]
+    return per_problem(per_sample, column)
+
+
+def compare_values(a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOptions(),
+                   on_mismatch: str = "raise") -> pd.DataFrame:
+    """Paired comparison a - b per benchmark group and macro (stats.paired_compare; groups from a)."""
+    groups = a["group"]
+    rows = [(g, a["value"][a["group"] == g], b["value"][b["group"] == g], None) for g in sorted(groups.unique())]
+    rows.append(("macro", a["value"], b["value"], groups))
+    table = []
+    try:
+        for name, va, vb, grp in rows:
+            p = paired_compare(va, vb, n_boot=opts.n_boot, seed=opts.seed, groups=grp, on_mismatch=on_mismatch,
+                               alpha=opts.alpha)
+            both = va.dropna().index.intersection(vb.dropna().index)  # the problems actually paired
+            table.append({"group": name, "a": _mean(va[both], grp), "b": _mean(vb[both], grp), "diff": p.diff,
+                          "low": p.low, "high": p.high, "p_value": p.p_value, "n_problems": p.n_problems})
+    except ValueError as e:
+        raise LensError(f"cannot pair the two runs: {e}") from None
+    return pd.DataFrame(table)
+
+
+def _mean(v: pd.Series, groups: pd.Series | None) -> float:
+    from .metrics.stats import macro_mean
+
+    return float(v.mean()) if groups is None else macro_mean(v, groups.reindex(v.index))

@@ -1,0 +1,89 @@
+"""HF engine: greedy equals transformers' generate, raw log-probs equal a plain forward,
+catch-up prefill continues correctly, and sampling depends only on (seed, position)."""
+
+import pytest
+import torch
+
+from tandem_eval.config import Sampling
+from tandem_eval.engines.base import Request, generate
+from tandem_eval.engines.hf import HFEngine, _filtered_probs
+
+GREEDY = Sampling(temperature=0, top_p=1, top_k=0)
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_pair):
+    from transformers import AutoModelForCausalLM
+
+    senior, _ = tiny_pair
+    engine = HFEngine(senior, GREEDY, max_batch=4)
+    model = AutoModelForCausalLM.from_pretrained(senior).eval()
+    tok = engine.tokenizer
+    prompts = [tok.encode(t) for t in ["Tom has 3 apples", "Ana", "The answer is \\boxed{7}.\n\nSo Li has 5 coins and",
+                                       "Maya buys 4 more pens.\n\n", "x"]]
+    return engine, model, prompts
+
+
+def _plain_logprobs(model, prompt, cont):
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([prompt + cont])).logits[0].float(), -1)
+    return lp[len(prompt) - 1 : -1].gather(1, torch.tensor(cont)[:, None])[:, 0]
+
+
+def test_greedy_matches_transformers_generate_and_logprobs_match_forward(setup):
+    engine, model, prompts = setup
+    # 5 prompts with max_batch 4: rows join and leave mid-flight (continuous batching).
+    outs = generate(engine, [Request(i, p, 24) for i, p in enumerate(prompts)])
+    for p, out in zip(prompts, outs):
+        ref = model.generate(torch.tensor([p]), max_new_tokens=24, do_sample=False,
+                             eos_token_id=list(engine.eos_ids), pad_token_id=0)[0, len(p):].tolist()
+        assert out.token_ids == ref[: len(out.token_ids)]
+        assert torch.allclose(_plain_logprobs(model, p, out.token_ids), torch.tensor(out.logprobs), atol=1e-4)
+        scored = engine.score([p], [out.token_ids])[0]
+        assert abs(scored - _plain_logprobs(model, p, out.token_ids).numpy()).max() < 1e-4
+
+
+def test_stop_ids_end_a_segment_inclusively(setup):
+    engine, _, prompts = setup
+    [full] = generate(engine, [Request("a", prompts[0], 12)])
+    assert full.finish_reason == "length" and len(full.token_ids) == 12
+    stop = full.token_ids[5]
+    j = full.token_ids.index(stop)
+    [cut] = generate(engine, [Request("b", prompts[0], 12, frozenset({stop}))])
+    assert cut.token_ids == full.token_ids[: j + 1] and cut.finish_reason == "stop"
+
+
+def test_catch_up_after_foreign_tokens_equals_fresh_generation(setup):
+    engine, _, prompts = setup
+    p = prompts[2]
+    engine.submit(Request("t", p, 6))
+    while engine.has_work():
+        [first] = engine.step() or [None]
+    foreign = [11, 42, 7]  # written by "another model"
+    ctx = p + first.token_ids + foreign
+    engine.submit(Request("t", ctx, 8))  # same key: the engine reuses its cache and prefills 4 tokens
+    out = []
+    while engine.has_work():
+        out += engine.step()
+    engine.release("t")
+    [fresh] = generate(engine, [Request("fresh", ctx, 8)])
+    assert out[0].token_ids == fresh.token_ids
+    assert max(abs(a - b) for a, b in zip(out[0].logprobs, fresh.logprobs)) < 1e-4
+
+
+def test_sampling_depends_only_on_seed_and_position(tiny_pair):
+    engine = HFEngine(tiny_pair[0], Sampling(temperature=1.0, top_p=1.0, top_k=0), max_batch=3)
+    p = engine.tokenizer.encode("Tom has")
+    alone = generate(engine, [Request("x", p, 20, seed=5)])[0].token_ids
+    crowd = generate(engine, [Request(i, p, 20, seed=5 if i == 2 else i + 100) for i in range(7)])
+    assert crowd[2].token_ids == alone
+    other = generate(engine, [Request("y", p, 20, seed=6)])[0].token_ids
+    assert other != alone
+
+
+def test_top_k_top_p_filter():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.allclose(_filtered_probs(logits, 2, 1.0), torch.tensor([[0.625, 0.375, 0, 0]]))
+    # top_p 0.8: 0.5 + 0.3 reaches 0.8 -> keep two tokens
+    assert (_filtered_probs(logits, 0, 0.8)[0] > 0).tolist() == [True, True, False, False]
+    assert (_filtered_probs(logits, 0, 0.4)[0] > 0).tolist() == [True, False, False, False]

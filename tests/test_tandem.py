@@ -1,0 +1,128 @@
+"""Co-generation loop: author mask semantics, shared budget, EOS, determinism, real engines."""
+
+import numpy as np
+import pytest
+
+from tandem_eval.config import Sampling
+from tandem_eval.engines.base import Completion
+from tandem_eval.engines.hf import HFEngine
+from tandem_eval.schedules import make_schedule
+from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+from test_schedules import ID, V
+
+EOS = len(V.surface)  # an id outside the fake vocabulary's pieces
+
+
+class ScriptedEngine:
+    """Emits script[position] for each trace; honours stop_ids / max_tokens / EOS like a real engine."""
+
+    def __init__(self, name, script):
+        self.name, self.script, self.eos_ids = name, script, frozenset({EOS})
+        self.live, self.calls = {}, 0
+
+    def submit(self, req):
+        self.live[req.key] = req
+
+    def has_work(self):
+        return bool(self.live)
+
+    def release(self, key):
+        self.live.pop(key, None)
+
+    def step(self):
+        done = []
+        for key, req in list(self.live.items()):
+            self.calls += 1
+            out, pos = [], len(req.token_ids)
+            while True:  # (a real engine takes one token per step; the loop must not care)
+                tok = self.script(key, pos + len(out))
+                out.append(tok)
+                if tok in self.eos_ids or tok in req.stop_ids or len(out) >= req.max_tokens:
+                    break
+            done.append(Completion(key, out, [-1.0 if self.name == "s" else -2.0] * len(out), "stop"))
+            del self.live[key]
+        return done
+
+
+def para_script(key, pos):
+    return [ID["x"], ID["cat"], ID["ĊĊ"]][pos % 3]
+
+
+def test_paragraph_mask_alternates_per_paragraph_and_logprobs_come_from_the_author():
+    sched = make_schedule("paragraph", V)
+    s, j = ScriptedEngine("s", para_script), ScriptedEngine("j", para_script)
+    [t] = cogenerate([TraceSpec("a", (ID["x"],), 0, 10)], s, j, sched)
+    # prompt has 1 token, so paragraphs end at generated positions 1, 4, 7
+    assert t.author_mask == [1, 1, 0, 0, 0, 1, 1, 1, 0, 0]
+    assert t.logprobs == [-1.0 if a else -2.0 for a in t.author_mask]
+    assert t.finish_reason == "length" and len(t.token_ids) == 10 and t.n_handoffs == 3
+
+
+def test_eos_ends_trace_whoever_writes_it():
+    def script(key, pos):
+        return EOS if pos == 4 else para_script(key, pos)
+
+    [t] = cogenerate([TraceSpec("a", (ID["x"],), 0, 50)], ScriptedEngine("s", script), ScriptedEngine("j", script),
+                     make_schedule("paragraph", V))
+    assert t.finish_reason == "eos" and t.token_ids[-1] == EOS and len(t.token_ids) == 4
+    assert t.author_mask[-1] == 0  # the junior was active when EOS came
+
+
+def test_engine_running_past_a_handoff_is_an_error():
+    class Overrunning(ScriptedEngine):
+        def submit(self, req):
+            super().submit(type(req)(req.key, req.token_ids, req.max_tokens, frozenset(), req.seed))
+
+    with pytest.raises(RuntimeError, match="ran past a handoff"):
+        list(cogenerate([TraceSpec("a", (ID["x"],), 0, 10)], Overrunning("s", para_script),
+                        ScriptedEngine("j", para_script), make_schedule("paragraph", V)))
+
+
+def test_solo_schedule_needs_no_junior_but_handoff_does():
+    [t] = cogenerate([TraceSpec("a", (1,), 0, 7)], ScriptedEngine("s", para_script), None, make_schedule("solo", V))
+    assert t.author_mask == [1] * 7
+    with pytest.raises(ValueError, match="no junior engine"):
+        list(cogenerate([TraceSpec("a", (1,), 0, 7)], ScriptedEngine("s", para_script), None,
+                        make_schedule("paragraph", V)))
+
+
+def test_zero_budget_gives_empty_truncated_trace():
+    [t] = cogenerate([TraceSpec("a", (1,), 0, 0)], ScriptedEngine("s", para_script), None, make_schedule("solo", V))
+    assert t.token_ids == [] and t.finish_reason == "length"
+
+
+def test_trace_seed_is_stable_and_distinct():
+    assert trace_seed(0, "aime24/1", 0) == trace_seed(0, "aime24/1", 0)
+    assert len({trace_seed(s, p, i) for s in (0, 1) for p in ("a", "b") for i in range(4)}) == 16
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_pair):
+    sampling = Sampling(temperature=1.0, top_p=0.95, top_k=50)
+    return HFEngine(tiny_pair[0], sampling, max_batch=4), HFEngine(tiny_pair[1], sampling, max_batch=4)
+
+
+@pytest.mark.parametrize("spec", ["paragraph", "word", "sentence", "chunk:5", "takeover:1", "junior-solo"])
+def test_real_engines_deterministic_across_pool_sizes(engines, spec):
+    senior, junior = engines
+    sched = make_schedule(spec, senior.tokenizer)
+    prompt = tuple(senior.tokenizer.encode("Tom has 3 apples.\n\nSo"))
+    specs = [TraceSpec(i, prompt, trace_seed(0, "p", i), 40) for i in range(6)]
+    a = sorted(cogenerate(specs, senior, junior, sched, pool_size=6), key=lambda t: t.key)
+    b = sorted(cogenerate(specs, senior, junior, sched, pool_size=2), key=lambda t: t.key)
+    for x, y in zip(a, b):
+        assert x.token_ids == y.token_ids and x.author_mask == y.author_mask
+        assert len(x.token_ids) == len(x.author_mask) == len(x.logprobs) <= 40
+    if spec == "junior-solo":
+        assert all(set(t.author_mask) == {0} for t in a)
+
+
+def test_word_schedule_senior_fraction_near_half(engines):
+    senior, junior = engines
+    sched = make_schedule("word", senior.tokenizer)
+    prompt = tuple(senior.tokenizer.encode("Tom has"))
+    traces = list(cogenerate([TraceSpec(i, prompt, trace_seed(1, "p", i), 60) for i in range(24)],
+                             senior, junior, sched, pool_size=8))
+    frac = np.mean([m for t in traces for m in t.author_mask])
+    assert 0.3 < frac < 0.7
+    assert np.mean([t.n_handoffs for t in traces]) > 1

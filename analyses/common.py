@@ -1,0 +1,53 @@
+"""Shared command line of the analyses scripts: which results to read and where to write.
+
+Every script in analyses/ reads run folders under results/ only (never a model) and writes one
+paper artifact; `make_all.py` writes all of them. Defaults: the toy world's committed results
+(`results/toy`, found from the repository, not the current directory) and `<results>/report/`.
+
+    python analyses/table2.py                                  # results/toy -> results/toy/report
+    python analyses/fig2_passk.py --results runs/paper --out paper/figures
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only
+
+from tandem_eval.report import ReportError, collect, find_results  # noqa: E402
+from tandem_eval.report.tables import N_BOOT, SEED  # noqa: E402
+
+DEFAULT_WORLD = "toy"
+
+
+def default_results() -> Path:
+    try:
+        return find_results(DEFAULT_WORLD)
+    except ReportError:
+        return find_results()
+
+
+def parse(description: str, argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--results", type=Path, nargs="+", default=None,
+                   help="run folders or folders holding them (default: the repository's results/toy)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: <first results>/report)")
+    p.add_argument("--k", type=int, default=None, help="k of tables (default 4, else the largest common k)")
+    p.add_argument("--n-boot", type=int, default=N_BOOT)
+    p.add_argument("--seed", type=int, default=SEED)
+    args = p.parse_args(argv)
+    args.results = args.results or [default_results()]
+    args.out = args.out or args.results[0] / "report"
+    return args
+
+
+def load(args: argparse.Namespace):
+    return collect(args.results)
+
+
+def report(paths) -> None:
+    for path in paths:
+        print(f"wrote {path}")

@@ -1,0 +1,24 @@
+"""Figure 2: pass@k against k (log2 axis) per benchmark group and macro, solo and handoff, ±1 bootstrap SE bands.
+
+    python analyses/fig2_passk.py [--results results/toy] [--out results/toy/report]   # -> fig2_passk.png + .pdf
+"""
+
+from __future__ import annotations
+
+import common
+from tandem_eval.report import figures, style
+
+NAME = "fig2_passk"
+
+
+def make(col, args):
+    fig = figures.fig_passk(col, n_boot=args.n_boot, seed=args.seed)
+    if fig is None:
+        print(f"{NAME}: skipped, no runs hold its data")
+        return []
+    return style.save(fig, args.out, NAME)
+
+
+if __name__ == "__main__":
+    a = common.parse(__doc__)
+    common.report(make(common.load(a), a))

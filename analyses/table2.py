@@ -1,0 +1,20 @@
+"""Table 2: solo / handoff pass@k, retention, communication tax, junior NLL and KL drift per senior,
+per benchmark group and macro (Markdown, LaTeX booktabs, CSV). One table per handoff schedule.
+
+    python analyses/table2.py [--results results/toy] [--out results/toy/report]
+"""
+
+from __future__ import annotations
+
+import common
+from tandem_eval.report import write_tables
+
+
+def make(col, args):
+    paths, _ = write_tables(col, args.out, k=args.k, n_boot=args.n_boot, seed=args.seed)
+    return paths
+
+
+if __name__ == "__main__":
+    a = common.parse(__doc__)
+    common.report(make(common.load(a), a))

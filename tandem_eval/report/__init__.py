@@ -1,0 +1,90 @@
+"""Reports from run folders: paper tables (Markdown + LaTeX), figures (PNG + PDF), a trace viewer.
+
+    from tandem_eval.report import build_report, find_results, collect
+    build_report([find_results("toy")], "results/toy/report")    # what `tandem-eval report` does
+
+Modules: collect (run discovery, arms), tables (Table 2), figures, style (the one style module),
+view (self-contained HTML trace viewer), cli (the `report` and `view` commands). Nothing here
+loads a model; a report on hundreds of problems takes seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tandem_eval.report.collect import Collection, ReportError, Run, collect, find_results, read_train_log
+from tandem_eval.report.tables import N_BOOT, SEED, table2, to_csv, to_latex, to_markdown
+
+TABLE_NAME = "table2"
+
+
+@dataclass
+class ReportFiles:
+    tables: list[Path] = field(default_factory=list)
+    figures: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # figures without data, with the reason
+
+
+def _slug(schedule: str) -> str:
+    return schedule.replace(":", "-").replace("/", "-")
+
+
+def write_tables(col: Collection, out: Path, k: int | None = None, n_boot: int = N_BOOT,
+                 seed: int = SEED) -> tuple[list[Path], object]:
+    """table2.{md,tex,csv} for the primary handoff schedule, table2_<schedule>.* for the others."""
+    out.mkdir(parents=True, exist_ok=True)
+    primary = col.primary_schedule()
+    written, main = [], None
+    for schedule in [primary] + [s for s in col.handoff_schedules() if s != primary]:
+        t = table2(col, k=k, schedule=schedule, n_boot=n_boot, seed=seed)
+        main = main or t
+        stem = TABLE_NAME if schedule == primary else f"{TABLE_NAME}_{_slug(schedule)}"
+        label = "tab:handoff" if schedule == primary else f"tab:handoff-{_slug(schedule)}"
+        for suffix, text in ((".md", to_markdown(t)), (".tex", to_latex(t, label)), (".csv", to_csv(t))):
+            path = out / f"{stem}{suffix}"
+            path.write_text(text)
+            written.append(path)
+    return written, main
+
+
+def write_figures(col: Collection, out: Path, table, k: int | None = None, n_boot: int = N_BOOT,
+                  seed: int = SEED) -> ReportFiles:
+    from tandem_eval.report import figures, style
+
+    files = ReportFiles()
+    makers = {
+        "fig2_passk": lambda: figures.fig_passk(col, n_boot=n_boot, seed=seed),
+        "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped
+        "fig_legibility_drift": lambda: figures.fig_legibility(col),
+        "fig_training": lambda: figures.fig_training(col, k=k, n_boot=n_boot, seed=seed),
+        "fig_dose": lambda: figures.fig_dose(col, n_boot=n_boot, seed=seed),
+    }
+    for name, make in makers.items():
+        fig = make()
+        if fig is None:
+            files.skipped.append(f"{name}: no runs hold its data")
+        else:
+            files.figures += style.save(fig, out, name)
+    return files
+
+
+def build_report(inputs, out: str | Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED,
+                 with_figures: bool = True) -> ReportFiles:
+    """Collect run folders under `inputs`, write tables (and figures) into `out`."""
+    col = collect(inputs)
+    out = Path(out)
+    files = ReportFiles()
+    table = None
+    if any(r.mode == "solo" or r.schedule == col.primary_schedule() for r in col.runs):
+        files.tables, table = write_tables(col, out, k, n_boot, seed)
+    else:
+        files.skipped.append("table2: no solo or (non-takeover) handoff runs")
+    if with_figures:
+        figs = write_figures(col, out, table, k, n_boot, seed)
+        files.figures, files.skipped = figs.figures, files.skipped + figs.skipped
+    return files
+
+
+__all__ = ["Collection", "ReportError", "ReportFiles", "Run", "build_report", "collect", "find_results",
+           "read_train_log", "table2", "to_latex", "to_markdown", "write_figures", "write_tables"]

@@ -1,0 +1,75 @@
+"""The `report` and `view` commands; tandem_eval/cli.py adds them with `register(app)`.
+
+    tandem-eval report results/toy --out results/toy/report     # tables + figures from run folders
+    tandem-eval report runs/grpo runs/tandem --out /tmp/r --k 8 --no-figures
+    tandem-eval view runs/tandem/solo --out /tmp/tandem.html      # self-contained trace viewer
+
+Both read run folders only (no model is loaded; `view` loads the tokenizer to split tokens).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+RESULTS_HELP = "run folders, or folders holding them (default: the repository's results/)"
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report` and `view` to the `tandem-eval` app."""
+    app.command("report")(report)
+    app.command("view")(view)
+
+
+def _fail(e: Exception) -> None:
+    typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def report(
+    inputs: Optional[list[Path]] = typer.Argument(None, help=RESULTS_HELP, show_default=False),
+    out: Path = typer.Option(..., "--out", "-o", help="folder for table2.{md,tex,csv} and figures (.png + .pdf)"),
+    k: Optional[int] = typer.Option(None, help="k of the main table (default 4 if every run has it, else the largest)"),
+    n_boot: int = typer.Option(2000, "--n-boot", help="bootstrap resamples of problems for CIs and SE bands"),
+    seed: int = typer.Option(0, help="bootstrap seed (fixed, so reruns give byte-identical tables)"),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="also write the figures"),
+) -> None:
+    """Paper tables (Markdown + LaTeX) and figures from run folders: Table 2 (solo/handoff pass@k,
+    retention, communication tax, junior NLL, KL drift, with CIs), pass@k curves, tax bars,
+    legibility/drift, training dynamics and the handoff dose curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never windows
+    from tandem_eval.report import ReportError, build_report, find_results
+
+    start = time.perf_counter()
+    try:
+        files = build_report(inputs or [find_results()], out, k=k, n_boot=n_boot, seed=seed, with_figures=figures)
+    except (ReportError, ValueError) as e:
+        _fail(e)
+    for path in files.tables + files.figures:
+        typer.echo(f"wrote {path}")
+    for reason in files.skipped:
+        typer.echo(f"skipped {reason}")
+    typer.echo(f"report done in {time.perf_counter() - start:.1f} s")
+
+
+def view(
+    run_dir: Path = typer.Argument(..., help="a run folder, or a folder of run folders (e.g. a handoff --out)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN_DIR/view.html)"),
+    tokenizer: Optional[Path] = typer.Option(None, help="tokenizer folder for token boundaries (default: the senior's)"),
+    max_traces: int = typer.Option(1000, "--max-traces", help="keep at most this many traces (whole problems, evenly spaced)"),
+) -> None:
+    """A self-contained HTML page of the traces: tokens colored by author, shaded by the junior's
+    surprise (−log p, from legibility.parquet), with benchmark / problem / correct / mode filters."""
+    from tandem_eval.report import ReportError
+    from tandem_eval.report.view import write_page
+
+    try:
+        path = write_page(run_dir, out, tokenizer, max_traces)
+    except (ReportError, ValueError) as e:
+        _fail(e)
+    typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")

@@ -1,0 +1,311 @@
+"""Trace viewer: one self-contained HTML page (no network, no external files) showing co-generated
+traces token by token, each token's background colored by its author (blue = senior, orange =
+junior) and shaded by the junior's surprise −log p (darker = more surprising) when the run folder
+has per-token arrays in `legibility.parquet`; filters by benchmark, problem, correct and mode.
+
+    tandem-eval view runs/tandem/solo                    # -> runs/tandem/solo/view.html
+    tandem-eval view runs/tandem --out page.html         # every run folder below runs/tandem
+    python -c "from tandem_eval.report.view import write_page; write_page('runs/x/solo')"
+
+Token boundaries need the tokenizer (the senior's checkpoint folder, from config.json, or
+--tokenizer PATH); only the tokenizer is loaded, never a model. Without one the page shows each
+trace's plain text. Byte-level BPE pieces are decoded to bytes and joined with an incremental
+UTF-8 decoder, so a character split over two tokens is shown once, on the token that completes it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html
+import json
+import math
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tandem_eval.report.collect import ReportError, Run
+from tandem_eval.results import find_runs
+
+MAX_TRACES = 1000
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte <-> printable-character table used by every byte-level BPE tokenizer."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
+
+
+def token_surfaces(pieces: list[str | None]) -> list[str]:
+    """Display text of each token from its vocabulary piece (byte-level BPE, SentencePiece, or
+    special tokens), joined so that the surfaces concatenate to the decoded text."""
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out = []
+    for piece in pieces:
+        piece = piece or ""
+        m = _BYTE_PIECE.match(piece)
+        if m:
+            out.append(dec.decode(bytes([int(m.group(1), 16)])))
+        elif piece and all(ch in BYTE_DECODER for ch in piece):
+            out.append(dec.decode(bytes(BYTE_DECODER[ch] for ch in piece)))
+        else:  # a special token or a SentencePiece piece: flush pending bytes, then the piece itself
+            out.append(dec.decode(b"", final=True) + piece.replace("▁", " "))
+    return out
+
+
+def load_tokenizer(cfg: dict, override: str | Path | None = None):
+    """The run's tokenizer (override, else senior, else junior checkpoint), or None if unavailable."""
+    from tandem_eval.models import TOY_DIR
+
+    candidates = [override] if override else [(cfg.get(r) or {}).get("path") for r in ("senior", "junior")]
+    errors = []
+    for c in filter(None, candidates):
+        path = TOY_DIR / str(c)[4:] if str(c).startswith("toy:") else Path(str(c)).expanduser()
+        if not path.exists():
+            errors.append(f"{c}: not found")
+            continue
+        try:
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(str(path))
+        except Exception as e:  # noqa: BLE001 - any failure means "show plain text", with the reason
+            errors.append(f"{c}: {type(e).__name__}: {e}")
+    if override:
+        raise ReportError(f"cannot load the tokenizer {override}: {'; '.join(errors)}")
+    warnings.warn("no tokenizer for token boundaries (" + "; ".join(errors or ["none recorded"]) +
+                  "); showing plain text. Pass --tokenizer PATH", stacklevel=2)
+    return None
+
+
+def _surprise(run: Run) -> dict:
+    """(benchmark, problem_id, sample_idx) -> per-token junior NLL array, from legibility.parquet."""
+    from tandem_eval.report.figures import array_column
+
+    column = array_column(run.side_columns("legibility"), "nll")
+    if column is None:
+        return {}
+    df = run.side_table("legibility", arrays=True)
+    if "sample_idx" not in df.columns:
+        return {}
+    return {(b, p, int(i)): a for b, p, i, a in zip(df["benchmark"], df["problem_id"], df["sample_idx"], df[column])
+            if a is not None}
+
+
+def trace_segments(token_ids, author_mask, tokenizer) -> list[tuple[str, str]]:
+    """A trace as (author, text) segments, author "senior" or "junior" (for notebooks and printing)."""
+    surfaces = token_surfaces(tokenizer.convert_ids_to_tokens([int(t) for t in token_ids]))
+    segments: list[tuple[str, str]] = []
+    for text, a in zip(surfaces, author_mask):
+        who = "senior" if int(a) else "junior"
+        if segments and segments[-1][0] == who:
+            segments[-1] = (who, segments[-1][1] + text)
+        else:
+            segments.append((who, text))
+    return segments
+
+
+def _select(samples: pd.DataFrame, max_traces: int) -> pd.DataFrame:
+    """All traces, or every sample of evenly spaced problems so that at most max_traces remain."""
+    if len(samples) <= max_traces:
+        return samples
+    keys = samples[["benchmark", "problem_id"]].drop_duplicates().sort_values(["benchmark", "problem_id"])
+    per_problem = len(samples) / len(keys)
+    n_keep = max(1, int(max_traces // per_problem))
+    pick = keys.iloc[np.linspace(0, len(keys) - 1, n_keep).round().astype(int)]
+    return samples.merge(pick, on=["benchmark", "problem_id"])
+
+
+def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
+    samples = run.samples().sort_values(["benchmark", "problem_id", "sample_idx"], kind="stable")
+    total = len(samples)
+    samples = _select(samples, max_traces)
+    surprise = _surprise(run)
+    mode = run.mode if run.mode == "solo" else f"handoff · {run.schedule}"
+    rows = []
+    for r in samples.itertuples(index=False):
+        ids = [int(t) for t in (r.token_ids if r.token_ids is not None else [])]
+        mask = [int(a) for a in (r.author_mask if r.author_mask is not None else [1] * len(ids))]
+        row = {"run": run.label, "b": r.benchmark, "p": str(r.problem_id), "i": int(r.sample_idx), "m": mode,
+               "ok": bool(r.correct), "gold": str(r.gold), "ans": str(r.extracted_answer), "fin": str(r.finish_reason),
+               "prompt": str(r.prompt), "a": "".join("1" if a else "0" for a in mask)}
+        if tokenizer is not None and len(ids) == len(mask):
+            row["tok"] = token_surfaces(tokenizer.convert_ids_to_tokens(ids))
+            nll = surprise.get((r.benchmark, r.problem_id, int(r.sample_idx)))
+            if nll is not None and len(nll) == len(ids):
+                row["s"] = [round(float(x), 2) if math.isfinite(float(x)) else None for x in nll]
+        else:
+            row["text"] = str(r.text)
+        rows.append(row)
+    return rows, total
+
+
+def _runs_in(path: Path) -> list[Run]:
+    if not path.exists():
+        raise ReportError(f"{path} does not exist; pass a run folder written by `tandem-eval solo/handoff`")
+    if (path / "config.json").exists():
+        return [Run.load(path)]
+    runs = [Run.load(rf.path) for rf in find_runs(path)]
+    if not runs:
+        raise ReportError(f"{path} holds no run folder (no config.json below it); pass a folder written by "
+                          "`tandem-eval solo/handoff`")
+    return runs
+
+
+def build_page(path: str | Path, tokenizer_path: str | Path | None = None, max_traces: int = MAX_TRACES) -> str:
+    """The HTML page for a run folder or a folder of run folders."""
+    runs = sorted(_runs_in(Path(path)), key=lambda r: (r.label, r.mode != "solo", r.schedule))
+    tokenizers: dict[str, object] = {}
+    traces, total = [], 0
+    for order, run in enumerate(runs):
+        key = str(tokenizer_path or (run.config.get("senior") or {}).get("path"))
+        if key not in tokenizers:
+            tokenizers[key] = load_tokenizer(run.config, tokenizer_path)
+        rows, n = _trace_rows(run, tokenizers[key], max(1, max_traces // len(runs)))
+        traces += [(r["b"], r["p"], order, r["i"], r) for r in rows]
+        total += n
+    traces = [t[-1] for t in sorted(traces, key=lambda t: t[:4])]  # one problem's runs side by side
+    surprises = [x for t in traces for x in t.get("s", []) if x is not None]
+    data = {
+        "title": f"tandem-eval traces: {', '.join(sorted({r.label for r in runs}))} ({Path(path).resolve().name})",
+        "traces": traces, "total": total,
+        "scale": float(np.quantile(surprises, 0.95)) if surprises else None,
+    }
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    return PAGE.replace("__TITLE__", html.escape(data["title"])).replace("__CSS__", CSS).replace(
+        "__DATA__", payload).replace("__JS__", JS)
+
+
+def write_page(path: str | Path, out: str | Path | None = None, tokenizer_path: str | Path | None = None,
+               max_traces: int = MAX_TRACES) -> Path:
+    page = build_page(path, tokenizer_path, max_traces)  # first: it checks `path`
+    out = Path(out) if out else Path(path) / "view.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>__CSS__</style></head>
+<body>
+<header><h1>__TITLE__</h1>
+<div id="legend"><span class="tok sen" style="--a:.35">senior</span> <span class="tok jun" style="--a:.35">junior</span>
+<span id="surprise-legend">shade = junior surprise −log p: <span class="tok sen" style="--a:.08">low</span><span class="tok sen"
+style="--a:.85">high</span></span></div>
+<form id="filters">
+<label>benchmark <select id="f-bench"></select></label>
+<label>problem <select id="f-problem"></select></label>
+<label>correct <select id="f-correct"><option value="">all</option><option value="1">correct</option>
+<option value="0">wrong</option></select></label>
+<label>mode <select id="f-mode"></select></label>
+<label><input type="checkbox" id="f-shade" checked> surprise shading</label>
+</form>
+<div id="status"></div><div id="pager"><button id="prev" type="button">◀ prev</button>
+<span id="page"></span><button id="next" type="button">next ▶</button></div>
+</header>
+<main id="traces"></main>
+<script id="data" type="application/json">__DATA__</script>
+<script>__JS__</script>
+</body></html>
+"""
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#111;background:#fafafa}
+header{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:8px 16px;z-index:1}
+h1{font-size:16px;margin:0 0 4px}
+form label{margin-right:12px;font-size:13px} select{max-width:260px}
+#status,#pager{font-size:12px;color:#555;display:inline-block;margin:4px 12px 0 0}
+main{padding:8px 16px}
+.trace{background:#fff;border:1px solid #ddd;border-radius:6px;margin:10px 0;padding:8px 12px}
+.trace.wrong{border-left:4px solid #c00}.trace.right{border-left:4px solid #2a2}
+.meta{font-size:12px;color:#444;margin-bottom:4px}.meta b{color:#000}
+.body{font:13px/1.6 ui-monospace,Menlo,Consolas,monospace;white-space:pre-wrap;word-break:break-word}
+.tok{--a:.35;border-radius:2px}
+.tok.sen{background:rgba(0,114,178,var(--a))}.tok.jun{background:rgba(213,94,0,var(--a))}
+details{font-size:12px;color:#555}
+"""
+
+JS = r"""
+(function(){
+const D = JSON.parse(document.getElementById('data').textContent);
+const T = D.traces, PER = 20, $ = id => document.getElementById(id);
+let page = 0;
+document.getElementById('surprise-legend').style.display = D.scale ? '' : 'none';
+function fill(sel, values, label){
+  const keep = sel.value; sel.innerHTML = '';
+  [['', 'all (' + values.length + ')']].concat(values.map(v => [v, label ? label(v) : v])).forEach(([v, t]) => {
+    const o = document.createElement('option'); o.value = v; o.textContent = t; sel.appendChild(o); });
+  if (values.includes(keep)) sel.value = keep;
+}
+const uniq = xs => Array.from(new Set(xs)).sort();
+fill($('f-bench'), uniq(T.map(t => t.b)));
+fill($('f-mode'), uniq(T.map(t => t.run + ' · ' + t.m)));
+function problems(){ fill($('f-problem'), uniq(T.filter(t => !$('f-bench').value || t.b === $('f-bench').value).map(t => t.p))); }
+problems();
+function selected(){
+  const b = $('f-bench').value, p = $('f-problem').value, c = $('f-correct').value, m = $('f-mode').value;
+  return T.filter(t => (!b || t.b === b) && (!p || t.p === p) && (!c || String(+t.ok) === c) &&
+                       (!m || t.run + ' · ' + t.m === m));
+}
+function tokens(t, body){
+  const shade = $('f-shade').checked && t.s && D.scale;
+  const frag = document.createDocumentFragment();
+  for (let i = 0; i < t.tok.length; i++){
+    const span = document.createElement('span'), sen = t.a[i] === '1';
+    span.className = 'tok ' + (sen ? 'sen' : 'jun');
+    span.textContent = t.tok[i];
+    let tip = sen ? 'senior' : 'junior';
+    if (t.s && t.s[i] !== null){
+      tip += ' · −log p = ' + t.s[i];
+      if (shade) span.style.setProperty('--a', (0.06 + 0.8 * Math.min(t.s[i] / D.scale, 1)).toFixed(3));
+    }
+    span.title = tip; frag.appendChild(span);
+  }
+  body.appendChild(frag);
+}
+function render(){
+  const rows = selected(), pages = Math.max(1, Math.ceil(rows.length / PER));
+  page = Math.min(page, pages - 1);
+  $('status').textContent = rows.length + ' of ' + T.length + ' traces match' + (T.length < D.total ?
+    ' (the page holds ' + T.length + ' of the runs\' ' + D.total + ' traces: --max-traces)' : '');
+  $('page').textContent = ' page ' + (page + 1) + ' / ' + pages + ' ';
+  const main = $('traces'); main.innerHTML = '';
+  rows.slice(page * PER, (page + 1) * PER).forEach(t => {
+    const div = document.createElement('div');
+    div.className = 'trace ' + (t.ok ? 'right' : 'wrong');
+    div.dataset.benchmark = t.b; div.dataset.problem = t.p; div.dataset.correct = t.ok ? '1' : '0';
+    const meta = document.createElement('div'); meta.className = 'meta';
+    const senior = t.a.length ? (100 * (t.a.split('1').length - 1) / t.a.length).toFixed(0) : '-';
+    meta.innerHTML = '<b></b> · sample <b></b> · <b></b> · answer <b></b> (gold <b></b>) · <b></b> · senior tokens ' +
+      senior + '% · finish ';
+    const bs = meta.querySelectorAll('b');
+    [t.b + ' / ' + t.p, String(t.i), t.run + ' · ' + t.m, t.ans, t.gold, t.ok ? '✔ correct' : '✘ wrong']
+      .forEach((v, i) => { bs[i].textContent = v; });
+    meta.appendChild(document.createTextNode(t.fin));
+    const det = document.createElement('details'), sum = document.createElement('summary');
+    sum.textContent = 'prompt'; det.appendChild(sum); det.appendChild(document.createTextNode(t.prompt));
+    const body = document.createElement('div'); body.className = 'body';
+    if (t.tok) tokens(t, body); else body.textContent = t.text;
+    div.append(meta, det, body); main.appendChild(div);
+  });
+}
+$('f-bench').addEventListener('change', () => { problems(); page = 0; render(); });
+['f-problem', 'f-correct', 'f-mode', 'f-shade'].forEach(id => $(id).addEventListener('change', () => { page = 0; render(); }));
+$('prev').addEventListener('click', () => { page = Math.max(0, page - 1); render(); });
+$('next').addEventListener('click', () => { page += 1; render(); });
+render();
+})();
+"""

@@ -1,0 +1,283 @@
+"""Tests for tandem_eval.report: Table 2 numbers against hand-computed pass@k, best-per-column
+marks, LaTeX shape, figures (axes inspected before saving, then PNG + PDF on disk), byte-identical
+reruns, run discovery, and the committed toy tables regenerating exactly.
+
+Run: .venv/bin/python -m pytest tests/test_report.py -q
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from report_fixtures import make_results, make_run, save_tokenizer
+from tandem_eval.report import ReportError, build_report, collect, find_results, write_tables
+from tandem_eval.report import figures
+from tandem_eval.report.cli import register
+from tandem_eval.report.tables import MACRO, fmt_value, latex_escape, table2, to_latex, to_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED = REPO / "results" / "toy" / "report"
+
+
+def exact_pass_at_k(n: int, c: int, k: int) -> float:
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return make_results(tmp_path_factory.mktemp("results"))
+
+
+@pytest.fixture(scope="module")
+def col(results):
+    return collect([results])
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    """Two arms on one benchmark, 2 problems x 4 samples, flags chosen by hand."""
+    root = tmp_path_factory.mktemp("hand")
+    solo = {"mine": {("bench_x", "p0"): [1, 0, 0, 0], ("bench_x", "p1"): [1, 1, 0, 0]},
+            "other": {("bench_x", "p0"): [1, 1, 1, 1], ("bench_x", "p1"): [1, 1, 1, 1]}}
+    handoff = {"mine": {("bench_x", "p0"): [0, 0, 0, 0], ("bench_x", "p1"): [1, 0, 0, 0]},
+               "other": {("bench_x", "p0"): [0, 0, 0, 0], ("bench_x", "p1"): [0, 0, 0, 0]}}
+    labels = {"mine": "my_senior", "other": "other"}
+    for arm in solo:
+        senior = save_tokenizer(root / "ckpt" / arm)
+        as_bool = lambda d: {k: [bool(x) for x in v] for k, v in d.items()}  # noqa: E731
+        make_run(root / arm / "solo", senior, as_bool(solo[arm]), label=labels[arm], ks=(1, 2, 4))
+        make_run(root / arm / "handoff-paragraph", senior, as_bool(handoff[arm]), "handoff", "paragraph",
+                 label=labels[arm], ks=(1, 2, 4))
+    return collect([root])
+
+
+def _md_rows(md: str) -> list[list[str]]:
+    """Data rows of a Markdown table as cells, the benchmark cell filled down its block."""
+    lines = [line for line in md.splitlines() if line.startswith("|")][2:]
+    rows, scope = [], ""
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        scope = cells[0] or scope
+        rows.append([scope] + cells[1:])
+    return rows
+
+
+# ---- Table 2 -------------------------------------------------------------------------------------
+
+
+def test_table_values_equal_hand_computed_pass_at_k(hand):
+    t = table2(hand, k=2, n_boot=200)
+    solo = (exact_pass_at_k(4, 1, 2) + exact_pass_at_k(4, 2, 2)) / 2 * 100  # (1/2 + 5/6) / 2
+    handoff = (exact_pass_at_k(4, 0, 2) + exact_pass_at_k(4, 1, 2)) / 2 * 100  # (0 + 1/2) / 2
+    mine = t.rows[(t.rows["senior"] == "my_senior") & (t.rows["scope"] == MACRO)].iloc[0]
+    assert mine["solo"] == pytest.approx(solo)
+    assert mine["handoff"] == pytest.approx(handoff)
+    assert mine["tax"] == pytest.approx(solo - handoff)
+    assert mine["retention"] == pytest.approx(100 * handoff / solo)
+    assert mine["solo_low"] <= mine["solo"] <= mine["solo_high"]
+    md = to_markdown(t)
+    row = next(r for r in _md_rows(md) if r[1] == "my_senior" and r[0] == "Macro (n=2)")
+    assert row[2].strip("*").startswith(f"{solo:.1f} ± ")  # 66.7
+    assert row[3].strip("*").startswith(f"{handoff:.1f} ± ")  # 25.0
+    assert row[5].strip("*").startswith(f"{solo - handoff:.1f} ± ")  # 41.7
+    assert "pass@2" in md.splitlines()[0]
+
+
+def test_best_value_per_column_is_marked_on_the_right_cell(hand):
+    rows = _md_rows(to_markdown(table2(hand, k=2, n_boot=200)))
+    block = {r[1]: r for r in rows[:2]}  # bench_x block: my_senior, other
+    header = ["benchmark", "senior", "solo", "handoff", "retention", "tax"]
+    col = {name: i for i, name in enumerate(header)}
+    assert block["other"][col["solo"]].startswith("**100.0")  # other solves everything alone
+    assert not block["my_senior"][col["solo"]].startswith("**")
+    assert block["my_senior"][col["handoff"]].startswith("**25.0")  # other's handoff is 0
+    assert block["my_senior"][col["tax"]].startswith("**")  # lower tax is better: 41.7 < 100
+    assert not block["other"][col["tax"]].startswith("**")
+
+
+def test_latex_has_booktabs_rules_and_escapes(hand):
+    tex = to_latex(table2(hand, k=2, n_boot=200))
+    for rule in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}", r"\end{tabular}"):
+        assert rule in tex
+    assert r"my\_senior" in tex and r"bench\_x" in tex
+    body = "\n".join(line for line in tex.splitlines() if not line.startswith("%"))
+    assert not re.search(r"(?<!\\)[_%#$]", body.replace("$\\pm$", "").replace("$-$", "")), "unescaped special"
+    assert body.count("{") == body.count("}")
+    assert tex.count(r"\begin{") == tex.count(r"\end{")
+    # every data row has as many cells as the column spec
+    spec = re.search(r"\\begin\{tabular\}\{(\w+)\}", tex).group(1)
+    rows = [line for line in body.splitlines() if line.endswith(r"\\")]
+    assert rows and all(line.count(" & ") == len(spec) - 1 for line in rows)
+    assert latex_escape("a_b%c&d") == r"a\_b\%c\&d"
+
+
+def test_format_fixed_and_no_negative_zero():
+    assert fmt_value(55.56, 53.5, 57.5, 1) == "55.6 ± 2.0"
+    assert fmt_value(-0.01, -1.0, 1.0, 1) == "0.0 ± 1.0"
+    assert fmt_value(float("nan"), 0, 1, 1) == "–"
+    assert fmt_value(1.23456, float("nan"), float("nan"), 3) == "1.235"
+
+
+def test_full_table_has_all_columns_and_macro_last(col):
+    t = table2(col, n_boot=200)
+    assert t.k == 4 and t.schedule == "paragraph"
+    assert [c.key for c in t.columns] == ["solo", "handoff", "retention", "tax", "nll", "kl"]
+    assert list(t.rows["scope"].unique()) == ["bench_a", "bench_b", MACRO]
+    assert t.drift_estimator == "kl_exact"
+    macro = t.rows[t.rows["scope"] == MACRO].set_index("senior")
+    assert macro.loc["tandem", "nll"] < macro.loc["grpo", "nll"]  # the fixture's tandem is more legible
+
+
+# ---- figures ----------------------------------------------------------------------------------------
+
+
+def _visible(fig):
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def test_passk_figure_axes(col):
+    fig = figures.fig_passk(col, n_boot=200)
+    axes = _visible(fig)
+    assert [ax.get_title() for ax in axes] == ["bench_a", "bench_b", "Macro"]
+    for ax in axes:
+        assert ax.get_xscale() == "log" and "log2" in ax.get_xlabel()
+        assert ax.get_ylabel() == "pass@k (%)"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
+        assert len(ax.lines) == 4  # 2 arms x (solo, handoff)
+        assert len(ax.collections) == 4  # one SE band per line
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["grpo", "tandem", "solo", "handoff"]
+
+
+def test_other_figures_axes(col):
+    tax = figures.fig_tax(table2(col, n_boot=200))
+    assert "tax@4 (points)" in tax.axes[0].get_ylabel()
+    assert [t.get_text() for t in tax.axes[0].get_xticklabels()] == ["bench_a", "bench_b", "Macro"]
+    leg = figures.fig_legibility(col)
+    ylabels = [ax.get_ylabel() for ax in _visible(leg)]
+    assert ylabels.count("junior NLL (nats/token)") == 2 and sum("KL" in y for y in ylabels) == 2
+    assert "relative position in CoT (%)" in [ax.get_xlabel() for ax in _visible(leg)]
+    train = figures.fig_training(col, n_boot=200)
+    assert {ax.get_xlabel() for ax in _visible(train)} == {"training step"}
+    assert "held-out pass@4 (%)" in [ax.get_ylabel() for ax in _visible(train)]
+    assert "senior-token fraction" in [ax.get_ylabel() for ax in _visible(train)]
+    dose = figures.fig_dose(col, n_boot=200)
+    assert dose.axes[0].get_ylabel() == "pass@1 (%)" and "takeover" in dose.axes[0].get_xlabel()
+
+
+def test_figures_are_none_without_data(hand):
+    assert figures.fig_training(hand) is None
+    assert figures.fig_dose(hand) is None
+    assert figures.fig_legibility(hand) is None
+
+
+def test_build_report_writes_tables_and_png_pdf_figures(results, tmp_path):
+    files = build_report([results], tmp_path, n_boot=200)
+    names = sorted(p.name for p in files.figures)
+    for stem in ("fig2_passk", "fig_tax", "fig_legibility_drift", "fig_training", "fig_dose"):
+        assert f"{stem}.png" in names and f"{stem}.pdf" in names
+    for p in files.figures:
+        data = p.read_bytes()
+        assert len(data) > 5000
+        assert data.startswith(b"\x89PNG") if p.suffix == ".png" else data.startswith(b"%PDF")
+    assert {p.name for p in files.tables} == {"table2.md", "table2.tex", "table2.csv"}
+    assert files.skipped == []
+
+
+def test_report_cli_is_deterministic(results, tmp_path):
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+    outs = [tmp_path / "a", tmp_path / "b"]
+    for out in outs:
+        res = runner.invoke(app, ["report", str(results), "--out", str(out), "--no-figures"])
+        assert res.exit_code == 0, res.output
+    for name in ("table2.md", "table2.tex", "table2.csv"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
+    assert str(results) not in (outs[0] / "table2.md").read_text()  # no paths in the tables
+    res = runner.invoke(app, ["report", str(tmp_path / "missing"), "--out", str(tmp_path / "c")])
+    assert res.exit_code == 2 and "does not exist" in res.output
+
+
+# ---- discovery ----------------------------------------------------------------------------------------
+
+
+def test_collect_groups_arms_and_training_evals(col):
+    assert col.arms == ["grpo", "tandem"]  # checkpoint-N eval runs under train/ are not arms
+    assert col.handoff_schedules() == ["paragraph"]
+    assert {a: sorted(v) for a, v in col.takeover_runs().items()} == {"grpo": [1, 2], "tandem": [1, 2]}
+    (train,) = col.trainings
+    assert train.arm == "tandem" and [r.step for r in train.evals] == [10, 20, 30]
+    assert list(train.log.columns[:2]) == ["step", "reward"]
+
+
+def test_duplicate_labels_with_different_runs_refuse(tmp_path):
+    senior = save_tokenizer(tmp_path / "ckpt" / "same")
+    flags = {("b", "p0"): [True, False]}
+    make_run(tmp_path / "one" / "solo", senior, flags, ks=(1,))
+    make_run(tmp_path / "two" / "solo", senior, flags, ks=(1, 2))
+    with pytest.raises(ReportError, match="distinct labels"):
+        collect([tmp_path])
+    shutil.copytree(tmp_path / "one", tmp_path / "copy" / "one")  # the same experiment twice: fine
+    shutil.rmtree(tmp_path / "two")
+    assert len(collect([tmp_path]).runs) == 1
+
+
+def test_find_results(monkeypatch, tmp_path):
+    monkeypatch.delenv("TANDEM_EVAL_RESULTS", raising=False)
+    nested = tmp_path / "repo" / "notebooks" / "deep"
+    nested.mkdir(parents=True)
+    (tmp_path / "repo" / "pyproject.toml").write_text("")
+    (tmp_path / "repo" / "results" / "toy").mkdir(parents=True)
+    assert find_results(start=nested) == tmp_path / "repo" / "results"
+    assert find_results("toy", start=nested) == tmp_path / "repo" / "results" / "toy"
+    monkeypatch.setenv("TANDEM_EVAL_RESULTS", str(tmp_path / "repo" / "results" / "toy"))
+    assert find_results() == tmp_path / "repo" / "results" / "toy"
+
+
+# ---- committed toy results --------------------------------------------------------------------------
+
+
+def test_committed_toy_tables_regenerate_byte_for_byte(tmp_path):
+    committed = sorted(COMMITTED.glob("table2*.*")) if COMMITTED.exists() else []
+    if not committed:
+        pytest.skip(f"no committed tables under {COMMITTED.relative_to(REPO)} yet "
+                    "(python analyses/make_all.py writes them once results/toy/ holds runs)")
+    written, _ = write_tables(collect([COMMITTED.parent]), tmp_path)
+    assert sorted(p.name for p in written) == [p.name for p in committed]
+    for path in committed:
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs; rerun make_all.py"
+
+
+def test_report_from_training_logs_only(results, tmp_path):
+    files = build_report([results / "train"], tmp_path, n_boot=200)
+    assert files.tables == [] and any("table2" in s for s in files.skipped)
+    assert sorted(p.name for p in files.figures) == ["fig_training.pdf", "fig_training.png"]
+
+
+def test_position_curve_pools_tokens_by_relative_position():
+    curve = figures.position_curve([[0.0, 1.0, 2.0, 3.0], [10.0, float("nan")], []], bins=2)
+    assert curve.tolist() == pytest.approx([(0 + 1 + 10) / 3, (2 + 3) / 2])
+
+
+def test_analyses_make_all_equals_report(results, tmp_path):
+    """analyses/make_all.py (a fresh process) and build_report write identical tables and figures."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, str(REPO / "analyses" / "make_all.py"), "--results", str(results),
+                    "--out", str(tmp_path / "analyses"), "--n-boot", "200"], check=True, capture_output=True,
+                   timeout=600)
+    files = build_report([results], tmp_path / "report", n_boot=200)
+    made = sorted(p.name for p in (tmp_path / "analyses").iterdir())
+    assert made == sorted(p.name for p in files.tables + files.figures)
+    for name in made:
+        assert (tmp_path / "analyses" / name).read_bytes() == (tmp_path / "report" / name).read_bytes(), name

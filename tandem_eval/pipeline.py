@@ -22,6 +22,7 @@ import pandas as pd
 from .config import EvalConfig
 from .data import load_benchmark, prompt_ids, resolve_benchmarks
 from .engines import load_engine
+from .engines.bridge import RetokenizingEngine
 from .grading import Grader, check_grader_versions
 from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
@@ -48,10 +49,10 @@ def open_engines(cfg: EvalConfig, chat_template: str | None = None) -> dict:
                if cfg.engine == "hf" else load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
     if cfg.junior is not None and needs_junior(cfg.schedule):
         junior_path = resolve_model(cfg.junior.path)
-        if not check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch):
-            raise NotImplementedError("text-level handoff across different vocabularies is not implemented yet; "
-                                      "use a junior that shares the senior's tokenizer")
+        same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
         engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
+        if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
+            engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
     return engines
 
 
@@ -135,6 +136,9 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
     if not specs:
         return
     junior = engines.get("junior") if needs_junior(cfg.schedule) else None
+    if isinstance(junior, RetokenizingEngine):
+        for spec in specs:
+            junior.register(spec.key, prompt_ids(junior.inner.tokenizer, meta[spec.key][0].problem), len(spec.prompt_ids))
     pool = cfg.batch_size * (2 if junior is not None else 1)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

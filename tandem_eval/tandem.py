@@ -125,17 +125,19 @@ def _release(engines: dict, key: Hashable) -> None:
 def _absorb(lv: _Live, comp, schedule: Schedule, engine: Engine) -> bool:
     """Append a finished segment to its trace; return True when the trace is complete."""
     author, trace = lv.state.author, lv.trace
-    last = len(comp.token_ids) - 1
+    last, tok = len(comp.token_ids) - 1, None
     for i, (tok, lp) in enumerate(zip(comp.token_ids, comp.logprobs)):
         trace.token_ids.append(tok)
         trace.author_mask.append(author)
         trace.logprobs.append(lp)
         schedule.advance(lv.state, tok, lv.rng)
         if lv.state.author != author and i != last:
+            if getattr(engine, "may_overrun", False):  # text-level handoff: keep text up to the switch
+                break
             raise RuntimeError(f"engine {engine.name} ran past a handoff at token {i} of a segment; "
                                "its stop rules do not match the schedule's")
     trace.n_handoffs = lv.state.handoffs
-    if comp.token_ids and comp.token_ids[-1] in engine.eos_ids:
+    if tok is not None and tok in engine.eos_ids:  # the last token this segment kept
         trace.finish_reason = FINISH_EOS
         return True
     if len(trace.token_ids) >= lv.spec.max_new_tokens:

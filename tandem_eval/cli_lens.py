@@ -32,25 +32,34 @@ def _fail(msg: str) -> None:
 
 @contextlib.contextmanager
 def _errors() -> Iterator[None]:
-    """Known bad-input errors -> one line on stderr and exit status 2."""
-    from .config import ConfigError
-    from .results import RunFolderError
+    """Bad-input errors (the main CLI's list, plus LensError) -> one line on stderr and exit status 2."""
+    from .cli import user_errors
 
     try:
         yield
-    except (LensError, RunFolderError, ConfigError) as e:
+    except (LensError, *user_errors()) as e:
         _fail(str(e))
 
 
 def _model_path(spec: str, role: str) -> Path:
+    from .models import resolve_model  # HF folders and bundled toy:NAME checkpoints
+
     try:
-        from .models import resolve_model  # names like toy:tandem; absent in old checkouts
-    except ImportError:
-        resolve_model = Path
-    path = Path(resolve_model(spec))
-    if not (path / "config.json").exists():
-        raise LensError(f"{role} checkpoint {spec!r} not found (no config.json in {path}); pass an HF-format folder")
-    return path
+        return resolve_model(spec)
+    except ValueError as e:
+        raise LensError(f"{role}: {e}") from None
+
+
+def _junior_spec(junior: Optional[str], senior: str) -> str:
+    """--junior, else the junior the senior's trainer recorded (tandem_meta.json), as `handoff` does."""
+    if junior:
+        return junior
+    from .models import junior_from_metadata
+
+    found = junior_from_metadata(_model_path(senior, "senior"))
+    if not found:
+        raise LensError(f"no --junior given and senior {senior} has no tandem_meta.json naming one; pass --junior PATH")
+    return found
 
 
 def _run_senior(rf) -> str:
@@ -79,8 +88,9 @@ def _solo_run(run: Optional[Path], senior: Optional[str], out: Optional[Path], g
     fields = {k: v for k, v in gen.items() if v is not None}
     if "n" in fields:
         fields["ks"] = tuple(k for k in (1, 2, 4, 8) if k <= fields["n"]) or (1,)
-    cfg = EvalConfig(senior=ModelSpec(senior), mode="solo", schedule="solo", **fields)
-    out = out or Path("runs") / Path(str(senior).replace(":", "-")).name / "solo"
+    label = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
+    cfg = EvalConfig(senior=ModelSpec(senior), mode="solo", schedule="solo", label=label, **fields)
+    out = out / "solo" if out else Path("runs") / label / "solo"
     typer.echo(f"solo run of {senior} -> {out} (reused if already there)")
     return run_eval(cfg, out)
 
@@ -132,9 +142,11 @@ def _print_summary(summary: dict, metric: str, title: str) -> None:
 
 # ---- commands ------------------------------------------------------------------------------
 Senior = typer.Option(None, "--senior", help="Senior checkpoint (HF folder or bundled name). Optional with --run.")
-Junior = typer.Option(..., "--junior", help="Junior checkpoint (HF folder or bundled name) that reads the CoTs.")
+Junior = typer.Option(None, "--junior", help="Junior checkpoint (HF folder or toy:NAME) that reads the CoTs. "
+                      "Default: the junior in the senior's tandem_meta.json.")
 Run = typer.Option(None, "--run", help="The senior's complete SOLO run folder; default: produce/reuse one under --out.")
-Out = typer.Option(None, "--out", help="Where to write a new solo run (default runs/<senior>/solo). Ignored with --run.")
+Out = typer.Option(None, "--out", help="Output folder of a new solo run: OUT/solo (default runs/<senior name>/solo, as "
+                   "`handoff` uses). Ignored with --run.")
 Bench = typer.Option(None, "--benchmark", "-b", help="Benchmarks of a new solo run (repeatable; e.g. paper, tiny).")
 N = typer.Option(None, "--n", help="Samples per problem of a new solo run.")
 Limit = typer.Option(None, "--limit", help="First N problems per benchmark of a new solo run.")
@@ -146,7 +158,7 @@ BatchTok = typer.Option(8192, "--batch-tokens", min=1, help="Padded tokens per t
 NBoot = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples of problems for the CIs.")
 
 
-def legibility_cmd(senior: Optional[str] = Senior, junior: str = Junior, run: Optional[Path] = Run,
+def legibility_cmd(senior: Optional[str] = Senior, junior: Optional[str] = Junior, run: Optional[Path] = Run,
                    out: Optional[Path] = Out, benchmark: Optional[list[str]] = Bench, n: Optional[int] = N,
                    limit: Optional[int] = Limit, engine: str = Engine, dtype: str = Dtype, chunk: int = Chunk,
                    bins: int = Bins, batch_tokens: int = BatchTok, n_boot: int = NBoot,
@@ -158,7 +170,7 @@ def legibility_cmd(senior: Optional[str] = Senior, junior: str = Junior, run: Op
         _run_lens("legibility", locals())
 
 
-def drift_cmd(senior: Optional[str] = Senior, junior: str = Junior, run: Optional[Path] = Run,
+def drift_cmd(senior: Optional[str] = Senior, junior: Optional[str] = Junior, run: Optional[Path] = Run,
               out: Optional[Path] = Out, benchmark: Optional[list[str]] = Bench, n: Optional[int] = N,
               limit: Optional[int] = Limit, engine: str = Engine, dtype: str = Dtype, chunk: int = Chunk,
               bins: int = Bins, batch_tokens: int = BatchTok, n_boot: int = NBoot):
@@ -168,19 +180,21 @@ def drift_cmd(senior: Optional[str] = Senior, junior: str = Junior, run: Optiona
 
 
 def _run_lens(kind: str, a: dict) -> None:
-    from transformers import AutoTokenizer
+    from .models import load_tokenizer
+    from .results import atomic_write_parquet, require_complete
 
-    from .results import atomic_write_parquet
-
-    junior_path = _model_path(a["junior"], "junior")
     gen = {"benchmarks": tuple(a["benchmark"]) if a["benchmark"] else None, "n": a["n"], "limit": a["limit"],
            "engine": a["engine"]}
+    if a["run"] is None and a["senior"] is None:
+        raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
+    senior_spec = a["senior"] or _run_senior(require_complete(a["run"]))
+    junior_path = _model_path(_junior_spec(a["junior"], senior_spec), "junior")
     rf = _solo_run(a["run"], a["senior"], a["out"], gen)
-    senior_path = _model_path(a["senior"] or _run_senior(rf), "senior")
+    senior_path = _model_path(senior_spec, "senior")
     samples = rf.load_samples()
     if samples.empty:
         raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
-    senior_tok, junior_tok = (AutoTokenizer.from_pretrained(str(p)) for p in (senior_path, junior_path))
+    senior_tok, junior_tok = (load_tokenizer(p) for p in (senior_path, junior_path))
     if not lens.vocab_matches(senior_tok, junior_tok):
         if kind == "drift":
             lens.require_shared_vocab(senior_tok, junior_tok)

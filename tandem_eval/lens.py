@@ -19,11 +19,11 @@ the paper's T=0.7/top-p/top-k they estimate E_q[log p_s/p_j] under the decoding 
 
 Exact KL is computed in blocks of `chunk` positions: per block both models' fp32 logits
 [chunk, V] plus one work buffer are alive, so the working set is 3 * chunk * V * 4 bytes whatever
-the CoT length (chunk 256, V = 151,936: 467 MB; see `kl_peak_bytes`).
+the CoT length (chunk 256, V = 151,936: 445 MiB, measured 449 MiB on CPU; see `kl_peak_bytes`).
 
     from tandem_eval.lens import legibility, drift, summarize, LensOptions
     per_sample = legibility(samples, junior_engine, senior_tok=tok)       # one row per sample
-    summary = summarize(per_sample, ["junior_nll_mean"], "nll_bins")       # CIs, with/without truncated
+    summary = summarize(per_sample, ["junior_nll_mean"], ["nll_bins"])     # CIs, with/without truncated
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class LensOptions:
 def kl_peak_bytes(chunk: int, vocab: int, n_tokens: int = 0, hidden: int = 0) -> int:
     """Peak bytes of the exact-KL working set: 3 fp32 [chunk, vocab] blocks (senior logits, junior
     logits, one work buffer) plus both models' fp32 hidden states [n_tokens, hidden]."""
-    return 3 * min(chunk, max(n_tokens, chunk)) * vocab * 4 + 2 * n_tokens * hidden * 4
+    rows = min(chunk, n_tokens) if n_tokens else chunk
+    return 3 * rows * vocab * 4 + 2 * n_tokens * hidden * 4
 
 
 # ---- tokenizers and prompts ----------------------------------------------------------------
@@ -122,9 +123,9 @@ def _is_hf(engine) -> bool:
     return hasattr(engine, "logits_chunks") and hasattr(engine, "model")
 
 
-def _batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+def _batches(lengths: Sequence[int], budget: int, items: Sequence[int] | None = None) -> list[list[int]]:
     """Item indices grouped longest first so that n_items * longest <= budget (one item at least)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    order = sorted(range(len(lengths)) if items is None else items, key=lambda i: -lengths[i])
     out, cur = [], []
     for i in order:
         if cur and (len(cur) + 1) * lengths[cur[0]] > budget:
@@ -134,18 +135,45 @@ def _batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
     return out + ([cur] if cur else [])
 
 
-def _hidden(engine, prompts: list[list[int]], conts: list[list[int]]) -> torch.Tensor:
+def _plan(prompts: list[list[int]], conts: list[list[int]], budget: int,
+          other: list[list[int]] | None = None) -> list[tuple[list[int], bool]]:
+    """Forward batches as (item indices, shared). CoTs of one prompt (a solo run's n samples of a
+    problem) share a batch whose prompt is run once ("shared"); lone prompts go into padded batches.
+    `other`: a second model's prompts (exact KL), grouped jointly so both models can share."""
+    other = other or prompts
+    by_prompt: dict[tuple, list[int]] = {}
+    for i, (p, q) in enumerate(zip(prompts, other)):
+        by_prompt.setdefault((tuple(p), tuple(q)), []).append(i)
+    cont_len = [len(c) for c in conts]
+    plan = [(b, True) for g in by_prompt.values() if len(g) > 1 for b in _batches(cont_len, budget, g)]
+    singles = [g[0] for g in by_prompt.values() if len(g) == 1]
+    full_len = [max(len(p), len(q)) + len(c) for p, q, c in zip(prompts, other, conts)]
+    return plan + [(b, False) for b in _batches(full_len, budget, singles)]
+
+
+def _hidden(engine, prompts: list[list[int]], conts: list[list[int]], shared: bool = False) -> torch.Tensor:
     """Final hidden states predicting every continuation token, concatenated over items: [sum len, H].
-    One right-padded forward; padding is masked and sits after every real token (positions stay 0..)."""
-    seqs = [p + c for p, c in zip(prompts, conts)]
-    T = max(map(len, seqs))
-    ids = torch.zeros((len(seqs), T), dtype=torch.long)
-    mask = torch.zeros((len(seqs), T), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-    h = engine.model.get_decoder()(input_ids=ids.to(engine.device), attention_mask=mask.to(engine.device)).last_hidden_state
-    return torch.cat([h[i, len(p) - 1 : len(p) + len(c) - 1] for i, (p, c) in enumerate(zip(prompts, conts))])
+    Padded batch: one right-padded forward (padding is masked and sits after every real token).
+    Shared (all prompts equal): the prompt runs once; its KV cache is repeated for every CoT."""
+    decoder, dev = engine.model.get_decoder(), engine.device
+    T = max(map(len, conts))
+    if T == 0:
+        return torch.zeros((0, engine.model.config.hidden_size), device=dev)
+    P = len(prompts[0]) if shared else 0
+    ids = torch.zeros((len(conts), T if shared else max(len(p) + len(c) for p, c in zip(prompts, conts))), dtype=torch.long)
+    mask = torch.zeros((len(conts), P + ids.shape[1]), dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompts, conts)):
+        seq = c if shared else p + c
+        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[i, : P + len(seq)] = 1
+    if not shared:
+        h = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev)).last_hidden_state
+        return torch.cat([h[i, len(p) - 1 : len(p) + len(c) - 1] for i, (p, c) in enumerate(zip(prompts, conts))])
+    pre = decoder(input_ids=torch.tensor([prompts[0]], device=dev), use_cache=True)
+    cache, first = pre.past_key_values, pre.last_hidden_state[0, -1:]  # `first` predicts every CoT's token 0
+    cache.batch_repeat_interleave(len(conts))
+    h = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev), past_key_values=cache, use_cache=True).last_hidden_state
+    return torch.cat([torch.cat([first, h[i, : len(c) - 1]]) for i, c in enumerate(conts) if len(c)])
 
 
 def _split(flat: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
@@ -164,16 +192,17 @@ def token_logprobs(engine, prompts: list[list[int]], conts: list[list[int]], opt
     forwards + blocked logits; any other engine (vLLM prompt log-probs): its own `score`."""
     _check_pairs(prompts, conts)
     out: list[np.ndarray | None] = [None] * len(prompts)
-    lengths = [len(p) + len(c) for p, c in zip(prompts, conts)]
-    for batch in _batches(lengths, opts.batch_tokens if _is_hf(engine) else 64 * 4096):
+    hf = _is_hf(engine)
+    for batch, shared in _plan(prompts, conts, opts.batch_tokens if hf else 64 * 4096):
         ps, cs = [prompts[i] for i in batch], [conts[i] for i in batch]
-        if _is_hf(engine):
+        if hf:
             target = torch.tensor([t for c in cs for t in c], dtype=torch.long, device=engine.device)
             parts, a = [], 0
-            for logits in engine.logits_chunks(_hidden(engine, ps, cs), opts.chunk):
+            for logits in engine.logits_chunks(_hidden(engine, ps, cs, shared), opts.chunk):
                 t = target[a : a + len(logits)]
                 parts.append(logits.gather(1, t[:, None])[:, 0] - logits.logsumexp(-1))
                 a += len(logits)
+                del logits  # free this block before the generator makes the next one
             res = _split(torch.cat(parts) if parts else torch.zeros(0), [len(c) for c in cs])
         else:
             res = [np.asarray(x, dtype=np.float64) for x in engine.score(ps, cs)]
@@ -201,21 +230,24 @@ def _kl_block(ls: torch.Tensor, lj: torch.Tensor, t: torch.Tensor):
 
 @torch.inference_mode()
 def exact_kl(senior, junior, prompts: list[list[int]], conts: list[list[int]], opts: LensOptions = LensOptions(),
-             progress: Progress | None = None) -> list[dict[str, np.ndarray]]:
-    """Per item, per position: kl, reverse kl, senior and junior log-prob of the CoT token (HF engines)."""
+             progress: Progress | None = None, senior_prompts: list[list[int]] | None = None) -> list[dict[str, np.ndarray]]:
+    """Per item, per position: kl, reverse kl, senior and junior log-prob of the CoT token (HF engines).
+    `prompts` are the junior's; `senior_prompts` (default: the same) the senior's own chat prefixes."""
+    senior_prompts = senior_prompts or prompts
     _check_pairs(prompts, conts)
+    _check_pairs(senior_prompts, conts)
     out: list[dict | None] = [None] * len(prompts)
-    lengths = [len(p) + len(c) for p, c in zip(prompts, conts)]
-    for batch in _batches(lengths, opts.batch_tokens):
+    for batch, shared in _plan(prompts, conts, opts.batch_tokens, senior_prompts):
         ps, cs = [prompts[i] for i in batch], [conts[i] for i in batch]
         target = torch.tensor([t for c in cs for t in c], dtype=torch.long, device=senior.device)
-        hs, hj = _hidden(senior, ps, cs), _hidden(junior, ps, cs)
+        hs, hj = _hidden(senior, [senior_prompts[i] for i in batch], cs, shared), _hidden(junior, ps, cs, shared)
         cols: list[list[torch.Tensor]] = [[], [], [], []]
         a = 0
         for ls, lj in zip(senior.logits_chunks(hs, opts.chunk), junior.logits_chunks(hj, opts.chunk)):
             for col, x in zip(cols, _kl_block(ls, lj.to(ls.device), target[a : a + len(ls)])):
                 col.append(x)
             a += len(ls)
+            del ls, lj  # else both blocks stay alive while zip() builds the next two (4 blocks, not 3)
         split = [_split(torch.cat(c) if c else torch.zeros(0), [len(c) for c in cs]) for c in cols]
         for k, i in enumerate(batch):
             out[i] = dict(zip(("kl", "kl_reverse", "senior_lp", "junior_lp"), (s[k] for s in split)))
@@ -297,7 +329,7 @@ def drift(samples: pd.DataFrame, junior, *, senior=None, senior_tok=None, opts: 
     """KL drift of each senior CoT: one row per sample (nats/token, per-bin curves).
 
     `senior` an HF engine: exact forward and reverse KL over the vocabulary, plus k1/k3 from the
-    same forwards. Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
+    same forwards (the senior reads its own stored prompt, the junior its chat prefix). Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
     (`logprobs` column; re-scored with `senior` when given and the column is missing) and the
     junior's teacher-forced log-probs; kl_exact and kl_reverse are NaN. `senior_tok` (default: the
     senior engine's) is checked against the junior's: drift refuses different vocabularies."""
@@ -310,7 +342,7 @@ def drift(samples: pd.DataFrame, junior, *, senior=None, senior_tok=None, opts: 
     conts = [_ids(t) for t in samples["token_ids"]]
     prompts = junior_prompts(samples, stok, jtok)
     if senior is not None and _is_hf(senior) and _is_hf(junior):
-        res = exact_kl(senior, junior, prompts, conts, opts, progress)
+        res = exact_kl(senior, junior, prompts, conts, opts, progress, [_ids(p) for p in samples["prompt_ids"]])
         kl, rev = [r["kl"] for r in res], [r["kl_reverse"] for r in res]
         lps, lpj = [r["senior_lp"] for r in res], [r["junior_lp"] for r in res]
         out["method"] = "exact"
@@ -390,6 +422,7 @@ def summarize(per_sample: pd.DataFrame, columns: Sequence[str], curve_columns: S
               opts: LensOptions = LensOptions(), extra: dict | None = None) -> dict:
     """metrics.json entry: for each column, CIs per benchmark / group / macro over all samples and
     over non-truncated ones; per-position curves (all samples); truncation counts. Strict JSON."""
+    curve_columns = [curve_columns] if isinstance(curve_columns, str) else curve_columns
     groups = sorted(per_sample["group"].unique())
     clean = per_sample[~per_sample["truncated"].astype(bool)]
     out = {"unit": "nats/token", "n_samples": len(per_sample), "n_truncated": int(per_sample["truncated"].sum()),

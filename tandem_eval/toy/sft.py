@@ -1,0 +1,282 @@
+"""Supervised fine-tuning of the toy world's initial seniors and juniors (plain torch, fp32, CPU).
+
+Each example is the project's chat prompt for a train-split problem followed by a reference
+solution and `<|im_end|>`; the loss covers the assistant tokens only. Data is an endless stream
+of fresh train-split problems, so there are no epochs and no repeats.
+
+Scenarios (PAPER.md, "Roles and models"); one plain-only base checkpoint serves three roles:
+* self-paired: the senior learns plain solutions (800 steps from scratch); the junior IS the
+  senior's initial checkpoint (`--copy-from SENIOR_DIR` copies it; without it the recipe is
+  re-run, which on CPU reproduces the same weights bit for bit).
+* jargon: the senior continues from the self-paired senior on 85%-jargon data (GSM8K calculator
+  annotations, see task.py), so it annotates most CoTs and is clearly stronger than its junior;
+  the junior is the plain-only self-paired senior, which never saw jargon.
+
+    S=/tmp/toy_ckpts
+    python -m tandem_eval.toy.sft --scenario self-paired --role senior --out $S/self-paired/senior
+    python -m tandem_eval.toy.sft --scenario self-paired --role junior --out $S/self-paired/junior \
+        --copy-from $S/self-paired/senior
+    python -m tandem_eval.toy.sft --scenario jargon --role senior --out $S/jargon/senior \
+        --init-from $S/self-paired/senior
+    python -m tandem_eval.toy.sft --scenario jargon --role junior --out $S/jargon/junior \
+        --copy-from $S/self-paired/senior
+
+Add `--eval-n 200` for a quick solo check at the end; `--minutes M` trains for a wall-time
+budget instead of a step count (not reproducible across machines).
+
+Writes an HF checkpoint (model + tokenizer) and `toy_meta.json` (scenario, role, steps, seed,
+data style, loss curve summary, quick-eval numbers when `--eval-n` > 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from tandem_eval.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
+from tandem_eval.toy.task import Difficulty, iter_problems
+
+SCENARIOS = ("self-paired", "jargon")
+ROLES = ("senior", "junior")
+META_FILE = "toy_meta.json"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    size: str  # a key of models.SIZES
+    p_jargon: float  # probability that an example's solution is in jargon style
+    steps: int
+    lr: float = 3e-3
+    batch_size: int = 16
+    warmup_steps: int = 30
+    weight_decay: float = 0.01
+    init: str | None = None  # the checkpoint this recipe continues from (--init-from), if any
+
+
+# Calibrated on 2 shared CPU cores (1 torch thread, 0.3-0.6 s/step depending on load), solo
+# pass@1 on 200 test problems (greedy / sampled at T 0.7, top_p 0.8, top_k 20, 4 samples):
+# * self-paired senior, 800 steps from scratch (~7 min): 40% / 36%. Accuracy arrives late, during
+#   the LR anneal (greedy 9% at step 600 of the same run), so fewer steps give a much weaker model.
+# * jargon senior, +400 steps on 85%-jargon data (~2 min): 60% / 52%, jargon in 100% of CoTs
+#   (+300 steps gave ~43% / 37%, +600 steps 86% / 80%: too strong to leave RL room).
+# Its junior, the plain-only self-paired senior (36% sampled), is thus clearly weaker.
+_BASE = Recipe(size="senior", p_jargon=0.0, steps=800)
+RECIPES: dict[tuple[str, str], Recipe] = {
+    ("self-paired", "senior"): _BASE,
+    ("self-paired", "junior"): _BASE,  # = the senior's initial checkpoint (--copy-from it)
+    ("jargon", "senior"): Recipe(size="senior", p_jargon=0.85, steps=400, lr=1e-3,
+                                 warmup_steps=20, init="the self-paired senior"),
+    ("jargon", "junior"): _BASE,  # = the self-paired senior (--copy-from it): plain only
+}
+CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than its parent
+COPYABLE = {("self-paired", "junior"), ("jargon", "junior")}
+
+
+def style_label(p_jargon: float) -> str:
+    return "plain" if p_jargon == 0 else f"mix: {p_jargon:.0%} jargon, rest plain"
+
+
+class Batches:
+    """Endless tokenized batches of train-split examples; labels are -100 outside the answer.
+
+    Examples are drawn in pools of 8 batches and grouped by length, which cuts padding (and so
+    CPU time) by ~15% without changing what is learned."""
+
+    POOL = 8
+
+    def __init__(self, tokenizer, recipe: Recipe, seed: int, difficulty: Difficulty):
+        self.tok, self.recipe = tokenizer, recipe
+        self.problems = iter_problems("train", seed, difficulty)
+        self.rng = random.Random(f"style/{seed}")
+        self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.ready: list[list[tuple[list[int], list[int]]]] = []
+
+    def example(self) -> tuple[list[int], list[int]]:
+        p = next(self.problems)
+        style = "jargon" if self.rng.random() < self.recipe.p_jargon else "plain"
+        prompt = self.tok.encode(prompt_text(self.tok, p.problem), add_special_tokens=False)
+        answer = self.tok.encode(p.solution(style), add_special_tokens=False) + [self.eos]
+        return prompt + answer, [-100] * len(prompt) + answer
+
+    def _refill(self) -> None:
+        bs = self.recipe.batch_size
+        pool = sorted((self.example() for _ in range(bs * self.POOL)), key=lambda r: len(r[0]))
+        self.ready = [pool[i:i + bs] for i in range(0, len(pool), bs)]
+        self.rng.shuffle(self.ready)
+
+    def __next__(self) -> dict[str, torch.Tensor]:
+        if not self.ready:
+            self._refill()
+        rows = self.ready.pop()
+        width = max(len(ids) for ids, _ in rows)
+        pad = self.tok.pad_token_id
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (x, y) in enumerate(rows):  # right padding: positions match generation's
+            ids[i, :len(x)], labels[i, :len(y)] = torch.tensor(x), torch.tensor(y)
+            mask[i, :len(x)] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def lr_factor(progress: float, step: int, warmup: int) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak; `progress` in [0, 1]."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+LOG_EVERY = 50
+
+
+def train(model, tokenizer, recipe: Recipe, *, seed: int = 0, minutes: float | None = None,
+          difficulty: Difficulty = Difficulty(), monitor: Callable[[int], dict] | None = None
+          ) -> dict:
+    """Run SFT in place. Stops after `recipe.steps` steps, or after `minutes` of wall time when
+    given (the schedule then follows elapsed time). `monitor(step)` is called every LOG_EVERY
+    steps (e.g. a quick eval); what it returns is logged. Returns a summary for toy_meta.json."""
+    log_every = LOG_EVERY
+    torch.manual_seed(seed)
+    batches = Batches(tokenizer, recipe, seed, difficulty)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
+                            weight_decay=recipe.weight_decay)
+    model.train()
+    start, step, losses, curve = time.time(), 0, [], []
+    while True:
+        elapsed = time.time() - start
+        progress = elapsed / (60 * minutes) if minutes else step / recipe.steps
+        if progress >= 1:
+            break
+        for group in opt.param_groups:
+            group["lr"] = recipe.lr * lr_factor(progress, step, recipe.warmup_steps)
+        loss = model(**next(batches)).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        step += 1
+        if step % log_every == 0:
+            mean = sum(losses[-log_every:]) / log_every
+            curve.append([step, round(mean, 4)])
+            extra = monitor(step) if monitor else None
+            print(f"step {step:5d}  loss {mean:.4f}  lr {opt.param_groups[0]['lr']:.2e}  "
+                  f"{elapsed / 60:.1f} min  {extra or ''}", flush=True)
+            model.train()
+    model.eval()
+    tail = losses[-min(len(losses), log_every):] or [float("nan")]
+    return {"steps": step, "train_minutes": round((time.time() - start) / 60, 2),
+            "first_loss": losses[0] if losses else None, "final_loss": sum(tail) / len(tail),
+            "loss_curve": curve}
+
+
+def save_checkpoint(out: Path, model, tokenizer, meta: dict, dtype: str = "float32") -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    to_save = model if dtype == "float32" else model.to(getattr(torch, dtype))
+    to_save.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def copy_checkpoint(src: Path, out: Path, meta_update: dict) -> Path:
+    """The self-paired junior: byte-identical weights of the senior's initial checkpoint."""
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(src, out)
+    meta = json.loads((src / META_FILE).read_text()) if (src / META_FILE).exists() else {}
+    meta.update(meta_update)
+    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def _monitor(tok, every: int, n: int = 64) -> Callable[[int], dict] | None:
+    """Greedy pass@1 on the first `n` test problems every `every` steps (0: never)."""
+    if not every:
+        return None
+    from tandem_eval.toy.evaluate_quick import complete, score
+    from tandem_eval.toy.task import generate
+
+    problems = generate("test", n)
+
+    def check(step: int, model) -> dict | None:
+        if step % every:
+            return None
+        model.eval()
+        return {"greedy": score(problems, complete(model, tok, problems, sample=False))}
+    return check
+
+
+def run(args: argparse.Namespace) -> Path:
+    out = Path(args.out)
+    base = {"scenario": args.scenario, "role": args.role, "seed": args.seed}
+    if args.copy_from:
+        if (args.scenario, args.role) not in COPYABLE:
+            raise SystemExit("--copy-from is only for the juniors (copies of the self-paired "
+                             "senior)")
+        return copy_checkpoint(Path(args.copy_from), out,
+                               {**base, "copied_from": str(args.copy_from)})
+    recipe = RECIPES[(args.scenario, args.role)]
+    recipe = replace(recipe, steps=args.steps or recipe.steps, size=args.size or recipe.size)
+    if recipe.init and not args.init_from:
+        raise SystemExit(f"this recipe continues from {recipe.init}: pass --init-from DIR")
+    torch.set_num_threads(args.threads)
+    if args.init_from:
+        from tandem_eval.toy.models import load_checkpoint
+
+        model, tok = load_checkpoint(args.init_from)
+    else:
+        tok = toy_tokenizer()
+        model = build_toy_model(tok, recipe.size, args.seed)
+    check = _monitor(tok, args.eval_every)
+    data_seed = args.seed + (CONTINUE_SEED_OFFSET if args.init_from else 0)  # fresh problems
+    summary = train(model, tok, recipe, seed=data_seed, minutes=args.minutes,
+                    monitor=(lambda step: check(step, model)) if check else None)
+    meta = {**base, "data_seed": data_seed, "data_style": style_label(recipe.p_jargon),
+            "recipe": asdict(recipe),
+            "init_from": args.init_from, "model_size": asdict(SIZES[recipe.size]),
+            "n_params": sum(p.numel() for p in model.parameters()),
+            "difficulty": asdict(Difficulty()), "minutes_budget": args.minutes,
+            "save_dtype": args.save_dtype, "torch": torch.__version__, **summary}
+    if args.init_from and (Path(args.init_from) / META_FILE).exists():
+        meta["init_meta"] = json.loads((Path(args.init_from) / META_FILE).read_text())
+    if args.eval_n:
+        from tandem_eval.toy.evaluate_quick import quick_eval
+
+        meta["quick_eval"] = quick_eval(model, tok, n=args.eval_n)
+        print(json.dumps(meta["quick_eval"]))
+    save_checkpoint(out, model, tok, meta, args.save_dtype)
+    print(f"saved {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenario", required=True, choices=SCENARIOS)
+    ap.add_argument("--role", required=True, choices=ROLES)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--minutes", type=float, help="train for this wall time instead of --steps")
+    ap.add_argument("--steps", type=int, help="override the recipe's step count")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size", choices=list(SIZES), help="override the recipe's model size")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (machines are shared)")
+    ap.add_argument("--eval-n", type=int, default=0, help="quick-eval on this many test problems")
+    ap.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--copy-from", help="self-paired junior: copy this senior checkpoint")
+    ap.add_argument("--init-from", help="continue from this checkpoint (jargon senior recipe)")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="greedy pass@1 on 64 test problems every this many steps (x50)")
+    run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

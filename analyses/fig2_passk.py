@@ -6,19 +6,14 @@
 from __future__ import annotations
 
 import common
-from tandem_eval.report import figures, style
+from tandem_eval.report import figures
 
 NAME = "fig2_passk"
 
 
 def make(col, args):
-    fig = figures.fig_passk(col, n_boot=args.n_boot, seed=args.seed)
-    if fig is None:
-        print(f"{NAME}: skipped, no runs hold its data")
-        return []
-    return style.save(fig, args.out, NAME)
+    return common.save_figure(NAME, figures.fig_passk(col, n_boot=args.n_boot, seed=args.seed), args.out)
 
 
 if __name__ == "__main__":
-    a = common.parse(__doc__)
-    common.report(make(common.load(a), a))
+    common.main(__doc__, make)

@@ -16,5 +16,4 @@ def make(col, args):
 
 
 if __name__ == "__main__":
-    a = common.parse(__doc__)
-    common.report(make(common.load(a), a))
+    common.main(__doc__, make)

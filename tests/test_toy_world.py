@@ -21,10 +21,12 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
             ck = toy_world.final_checkpoint(work / "train" / sc / arm / "seed0", toy_world.SCALES["ci"].rl_steps)
             meta = json.loads((ck / "tandem_meta.json").read_text())
             assert meta["arm"] == arm
-            assert (results / sc / arm / "seed0" / "train_log.jsonl").exists()
+            assert (results / sc / arm / "seed0" / "train" / "train_log.jsonl").exists()
     assert "| tandem |" in (results / "summary.md").read_text()
     table = (results / "report" / "table2.md").read_text()
-    assert "self-paired/tandem/s0" in table
+    for sc in toy_world.SCENARIOS:
+        for arm in toy_world.ARMS:
+            assert f"{sc}/{arm}/s0" in table
     # resumable: a second call finds every stage done and changes nothing
     before = (results / "summary.json").read_text()
     toy_world.main(["--scale", "ci", "--results", str(results), "--work", str(work), "--jobs", "1", "--no-bundle"])

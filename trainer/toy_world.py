@@ -166,9 +166,11 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
         evals += [(sc, "junior", 0, init[sc]["junior"]) for sc in SCENARIOS]
         list(pool.map(lambda e: eval_job(results, data, s, e[0], e[1], e[2], e[3], init[e[0]]["junior"]), evals))
     for (sc, arm, seed), ck in finals.items():  # training curves travel with the results
-        log_src = ck.parent / "train_log.jsonl"
-        if log_src.exists():
-            shutil.copy(log_src, results / sc / arm / f"seed{seed}" / "train_log.jsonl")
+        log_src, dst = ck.parent / "train_log.jsonl", results / sc / arm / f"seed{seed}" / "train"
+        if log_src.exists():  # a sibling of the run folders: they are final evaluations, not step evals
+            dst.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log_src, dst / "train_log.jsonl")
+            (dst / "tandem_meta.json").write_text(json.dumps({"arm": f"{sc}/{arm}/s{seed}"}) + "\n")
     return finals
 
 

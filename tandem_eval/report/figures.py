@@ -80,7 +80,7 @@ def _legend(fig, arms: list[str], modes: list[str] | None = None) -> None:
     handles = [Line2D([], [], color=style.arm_color(a), linewidth=3, label=a) for a in arms]
     for m in modes or []:
         handles.append(Line2D([], [], color="black", label=style.MODE_LABEL[m], **style.MODE_LINE[m]))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6 if len(handles) <= 8 else 4))
 
 
 def _panels(n: int, ncols: int = 3, panel_h: float = 1.6):
@@ -129,7 +129,9 @@ def fig_tax(table: Table | None):
     arms = sorted(rows["senior"].unique())
     width = 0.8 / len(arms)
     with style.paper():
-        fig, ax = plt.subplots(figsize=style.size(1 if len(scopes) <= 3 else 2, 0.6), layout="constrained")
+        many = len(arms) > 6  # e.g. one label per seed: the legend goes below the axes, in columns
+        aspect = 0.6 + (0.025 * len(arms) if many else 0)
+        fig, ax = plt.subplots(figsize=style.size(2 if many or len(scopes) > 3 else 1, aspect), layout="constrained")
         for i, arm in enumerate(arms):
             part = rows[rows["senior"] == arm].set_index("scope").reindex(scopes)
             x = np.arange(len(scopes)) + (i - (len(arms) - 1) / 2) * width
@@ -141,7 +143,10 @@ def fig_tax(table: Table | None):
         ax.set_xlabel("benchmark")
         ax.set_ylabel(f"communication tax@{table.k} (points)")
         ax.set_title(f"solo − handoff pass@{table.k} ({table.schedule}); bars: 95% CI")
-        ax.legend(ncol=min(len(arms), 4))
+        if many:
+            fig.legend(loc="outside lower center", ncol=4)
+        else:
+            ax.legend(ncol=min(len(arms), 4))
     return fig
 
 

@@ -40,7 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("runs/demo"))
     ap.add_argument("--n", type=int, default=4, help="samples per problem")
-    ap.add_argument("--limit", type=int, default=16, help="problems")
+    ap.add_argument("--limit", type=int, default=50, help="problems")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     args = ap.parse_args()
     senior, junior, bench = _pair(args.out)

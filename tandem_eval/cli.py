@@ -11,7 +11,6 @@ Every error a user can cause prints one line naming the problem and the fix, and
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Optional

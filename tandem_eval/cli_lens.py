@@ -18,7 +18,7 @@ from typing import Iterator, Optional
 
 import typer
 
-from . import lens
+from . import compare, lens
 from .lens import LensError, LensOptions
 from .metrics.stats import to_jsonable
 
@@ -273,13 +273,13 @@ def compare_cmd(run_a: Path = typer.Argument(..., help="Run (or a folder holding
     with _errors():
         if on_mismatch not in ("raise", "intersect"):
             raise LensError(f"--on-mismatch must be raise or intersect, got {on_mismatch!r}")
-        mode = lens.metric_mode(metric)
+        mode = compare.metric_mode(metric)
         vals = []
         for p in (run_a, run_b):
             rf = _find_run(p, mode)
             samples = rf.load_samples() if mode == "handoff" or metric.startswith("solo_") else None
-            vals.append(lens.problem_values(rf.path, samples, metric, no_truncated))
-        table = lens.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+            vals.append(compare.problem_values(rf.path, samples, metric, no_truncated))
+        table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
         _print_compare(table, metric, run_a, run_b)
         if json_out:
             json_out.write_text(json.dumps({"metric": metric, "a": str(run_a), "b": str(run_b), "no_truncated": no_truncated,

@@ -29,7 +29,6 @@ the CoT length (chunk 256, V = 151,936: 445 MiB, measured 449 MiB on CPU; see `k
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -38,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .metrics.stats import bootstrap_ci, paired_compare, to_jsonable
+from .metrics.stats import bootstrap_ci, to_jsonable
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
 PROBLEM_KEY = ["benchmark", "problem_id"]
@@ -441,67 +440,3 @@ def _listify(obj):
     if isinstance(obj, dict):
         return {k: _listify(v) for k, v in obj.items()}
     return obj.tolist() if isinstance(obj, np.ndarray) else obj
-
-
-# ---- run-to-run comparison -----------------------------------------------------------------
-_PASS = re.compile(r"^(solo|handoff)_pass@(\d+)$")
-LENS_FILES = {"junior_nll": ("legibility", "junior_nll_mean"), "junior_bpb": ("legibility", "junior_bpb"),
-              **{m: ("drift", m) for m in DRIFT_METRICS}}
-COMPARE_METRICS = ["solo_pass@K", "handoff_pass@K", *LENS_FILES]
-
-
-def metric_mode(metric: str) -> str:
-    """The run mode a metric is read from (solo or handoff); raises on an unknown metric."""
-    m = _PASS.match(metric)
-    if m:
-        return m.group(1)
-    if metric in LENS_FILES:
-        return "solo"
-    raise LensError(f"unknown metric {metric!r}; valid: {', '.join(COMPARE_METRICS)} (K a number, e.g. handoff_pass@4)")
-
-
-def problem_values(run_path, samples: pd.DataFrame, metric: str, exclude_truncated: bool = False) -> pd.DataFrame:
-    """Per-problem values of `metric` for one run: index (benchmark, problem_id), columns value, group.
-    pass@k in percent; lens metrics read RUN/legibility.parquet or RUN/drift.parquet."""
-    from pathlib import Path
-
-    from .metrics.passk import per_problem_pass_at_k
-
-    m = _PASS.match(metric)
-    if m:  # pass@k counts every sample (a truncated CoT is simply wrong): exclude_truncated is ignored
-        k = int(m.group(2))
-        pp = per_problem_pass_at_k(samples, [k]).set_index(PROBLEM_KEY)
-        return pd.DataFrame({"value": 100 * pp[f"pass@{k}"], "group": pp["group"]})
-    name, column = LENS_FILES[metric]
-    path = Path(run_path) / f"{name}.parquet"
-    if not path.exists():
-        raise LensError(f"{path} does not exist; run `tandem-eval {name} --run {run_path} --junior PATH` first")
-    per_sample = pd.read_parquet(path, columns=KEYS + ["truncated", column])
-    if exclude_truncated:
-        per_sample = per_sample[~per_sample["truncated"]]
-    return per_problem(per_sample, column)
-
-
-def compare_values(a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOptions(),
-                   on_mismatch: str = "raise") -> pd.DataFrame:
-    """Paired comparison a - b per benchmark group and macro (stats.paired_compare; groups from a)."""
-    groups = a["group"]
-    rows = [(g, a["value"][a["group"] == g], b["value"][b["group"] == g], None) for g in sorted(groups.unique())]
-    rows.append(("macro", a["value"], b["value"], groups))
-    table = []
-    try:
-        for name, va, vb, grp in rows:
-            p = paired_compare(va, vb, n_boot=opts.n_boot, seed=opts.seed, groups=grp, on_mismatch=on_mismatch,
-                               alpha=opts.alpha)
-            both = va.dropna().index.intersection(vb.dropna().index)  # the problems actually paired
-            table.append({"group": name, "a": _mean(va[both], grp), "b": _mean(vb[both], grp), "diff": p.diff,
-                          "low": p.low, "high": p.high, "p_value": p.p_value, "n_problems": p.n_problems})
-    except ValueError as e:
-        raise LensError(f"cannot pair the two runs: {e}") from None
-    return pd.DataFrame(table)
-
-
-def _mean(v: pd.Series, groups: pd.Series | None) -> float:
-    from .metrics.stats import macro_mean
-
-    return float(v.mean()) if groups is None else macro_mean(v, groups.reindex(v.index))

@@ -100,11 +100,15 @@ def run_eval(cfg: EvalConfig, out: str | Path, engines: dict | None = None, prog
              flush_every: int = 64, on_flush: Callable[[int], None] | None = None) -> RunFolder:
     """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable."""
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
+    # Validate every input before the run folder exists, so a bad command leaves nothing behind.
+    for spec in (cfg.senior, cfg.junior):
+        if spec is not None:
+            resolve_model(spec.path)
+    problems = load_problems(cfg)
     rf = RunFolder(out)
     rf.init(cfg, extra={"grader": grader_versions})
     if rf.is_complete():
         return rf
-    problems = load_problems(cfg)
     if not problems:
         raise RunFolderError(f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
                              f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards")

@@ -109,7 +109,8 @@ def _err(args):
     return " ".join(result.output.split())
 
 
-def test_cli_bad_inputs(tiny_pair, tmp_path):
+def test_cli_bad_inputs(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # default --out is runs/<label> under the working directory
     senior, junior = tiny_pair
     assert "checkpoint not found" in _err(["solo", "--senior", str(tmp_path / "nope")])
     assert "no config.json" in _err(["solo", "--senior", str(tmp_path)])
@@ -121,6 +122,7 @@ def test_cli_bad_inputs(tiny_pair, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem": "1+1?", "answer": "2"}\n{"problem": "2+2?", "answer": ""}\n')
     assert "line 2" in _err(["solo", "--senior", senior, "--benchmark", str(bad), "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "o").exists()  # failed commands leave nothing
 
 
 def test_cli_vocab_mismatch_and_missing_chat_template(tiny_pair, tmp_path):

@@ -12,7 +12,6 @@ and seeds independently.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

@@ -23,6 +23,7 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
             assert meta["arm"] == arm
             assert (results / sc / arm / "seed0" / "train" / "train_log.jsonl").exists()
     assert "| tandem |" in (results / "summary.md").read_text()
+    assert (results / "summary.png").stat().st_size > 10_000 and (results / "summary.pdf").exists()
     table = (results / "report" / "table2.md").read_text()
     for sc in toy_world.SCENARIOS:
         for arm in toy_world.ARMS:

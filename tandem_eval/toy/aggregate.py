@@ -1,7 +1,8 @@
 """The toy world's Table 2: every arm's numbers as mean over seeds, with a seeds x problems bootstrap CI.
 
 Reads results/toy/<scenario>/<arm>/seed<S>/{solo,handoff-paragraph} run folders (with their
-legibility.parquet / drift.parquet) and writes results/toy/summary.json and summary.md. For each
+legibility.parquet / drift.parquet) and writes results/toy/summary.json, summary.md and
+summary.png/.pdf (solo and handoff pass@4 and drift per arm and scenario). For each
 metric we build a [seeds, problems] matrix of per-problem values (all seeds evaluate the same test
 problems); the estimate is its mean, and the 95% CI resamples seeds and problems with replacement
 (2,000 draws, seed 0: deterministic). Differences against grpo resample problems jointly (paired)
@@ -125,7 +126,42 @@ def write_summary(results: str | Path, scenarios, arms) -> dict:
         summary["scenarios"][sc]["diff_vs_grpo"] = diffs
     atomic_write_json(results / "summary.json", summary)
     atomic_write_text(results / "summary.md", "\n".join(lines) + "\n")
+    plot_summary(summary, results)
     return summary
+
+
+PLOTTED = [("solo@4", "solo pass@4 (%)"), ("handoff@4", "handoff pass@4 (%)"), ("kl", "KL(senior‖junior) (nats/token)")]
+
+
+def plot_summary(summary: dict, out: Path) -> list[Path]:
+    """summary.png/.pdf: per scenario, each arm's solo and handoff pass@4 and drift, 95% CI bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..report import style
+
+    scenarios = list(summary["scenarios"])
+    with style.paper():
+        fig, axes = plt.subplots(1, len(PLOTTED), figsize=style.size(2, 0.36), layout="constrained", squeeze=False)
+        for ax, (metric, label) in zip(axes[0], PLOTTED):
+            arms = [a for a in ("init", "grpo", "tandem", "kl-reg")
+                    if any(metric in summary["scenarios"][sc].get(a, {}) for sc in scenarios)]
+            width = 0.8 / max(len(arms), 1)
+            for i, arm in enumerate(arms):
+                vals = [summary["scenarios"][sc].get(arm, {}).get(metric) for sc in scenarios]
+                est = [v["estimate"] if v else np.nan for v in vals]
+                err = [[v["estimate"] - v["low"] if v else 0 for v in vals], [v["high"] - v["estimate"] if v else 0 for v in vals]]
+                x = np.arange(len(scenarios)) + (i - (len(arms) - 1) / 2) * width
+                color = style.ARM_COLORS["base"] if arm == "init" else style.arm_color(arm)
+                ax.bar(x, est, width, yerr=err, color=color, label="initial senior" if arm == "init" else arm,
+                       capsize=2, error_kw={"linewidth": 0.7})
+            ax.set_xticks(np.arange(len(scenarios)), scenarios)
+            ax.set_ylabel(label)
+        fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=4)
+        fig.suptitle("toy world: mean over seeds, 95% CI (bootstrap over seeds and problems)")
+    return style.save(fig, out, "summary")
 
 
 def _diffs(stats: dict, base: str) -> dict:

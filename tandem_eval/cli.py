@@ -103,17 +103,21 @@ Shards = typer.Option(1, "--num-shards", help="Split problems across N processes
 ShardIdx = typer.Option(0, "--shard-index", help="Which shard this process runs (0..N-1).")
 GraderMismatch = typer.Option(False, "--allow-grader-mismatch", help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).")
 Label = typer.Option(None, "--label", help="Display name of this senior in reports.")
+ChatTemplate = typer.Option(None, "--chat-template", help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).")
 Quiet = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 
 
 def _config(mode, senior, junior, schedule, benchmark, n, k, engine, limit, seed, batch_size, sampling,
-            dtype, tp, num_shards, shard_index, allow_grader, allow_vocab, label) -> EvalConfig:
+            dtype, tp, num_shards, shard_index, allow_grader, allow_vocab, label, chat_template=None) -> EvalConfig:
+    if chat_template is not None and not chat_template.is_file():
+        raise ConfigError(f"--chat-template {chat_template}: no such file; pass a Jinja template file")
     return EvalConfig(
         senior=ModelSpec(senior, dtype), junior=ModelSpec(junior, dtype) if junior else None, mode=mode,
         schedule=schedule, benchmarks=tuple(benchmark), n=n, ks=parse_ks(k), seed=seed, limit=limit,
         engine=engine, sampling=sampling, batch_size=batch_size, tensor_parallel_size=tp, num_shards=num_shards,
         shard_index=shard_index, allow_vocab_mismatch=allow_vocab, allow_grader_mismatch=allow_grader,
-        label=label or Path(senior.replace("toy:", "toy-")).name)
+        label=label or Path(senior.replace("toy:", "toy-")).name,
+        chat_template=chat_template.read_text() if chat_template else None)
 
 
 def _out_dir(out: Optional[Path], cfg: EvalConfig) -> Path:
@@ -127,7 +131,7 @@ def solo(senior: Optional[str] = Senior, benchmark: list[str] = Bench, n: int = 
          batch_size: int = Batch, temperature: float = Temp, top_p: float = TopP, top_k: int = TopK,
          max_new_tokens: int = MaxNew, max_context: int = MaxCtx, dtype: str = Dtype, tensor_parallel_size: int = TP,
          num_shards: int = Shards, shard_index: int = ShardIdx, allow_grader_mismatch: bool = GraderMismatch,
-         label: Optional[str] = Label, quiet: bool = Quiet):
+         label: Optional[str] = Label, chat_template: Optional[Path] = ChatTemplate, quiet: bool = Quiet):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
     from .pipeline import run_eval
 
@@ -135,7 +139,7 @@ def solo(senior: Optional[str] = Senior, benchmark: list[str] = Bench, n: int = 
         sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
         cfg = _config("solo", _default_senior(senior), None, "solo", benchmark, n, k, engine, limit, seed,
                       batch_size, sampling, dtype, tensor_parallel_size, num_shards, shard_index,
-                      allow_grader_mismatch, False, label)
+                      allow_grader_mismatch, False, label, chat_template)
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
         print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
         console.print(f"run folder: {rf.path}")
@@ -154,7 +158,7 @@ def handoff(senior: Optional[str] = Senior,
             shard_index: int = ShardIdx, allow_grader_mismatch: bool = GraderMismatch,
             allow_vocab_mismatch: bool = typer.Option(False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."),
             solo_run: Optional[Path] = typer.Option(None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."),
-            label: Optional[str] = Label, quiet: bool = Quiet):
+            label: Optional[str] = Label, chat_template: Optional[Path] = ChatTemplate, quiet: bool = Quiet):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
     from .pipeline import run_handoff
     from .schedules import parse_schedule
@@ -167,7 +171,7 @@ def handoff(senior: Optional[str] = Senior,
         sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
         cfg = _config("handoff", s, _default_junior(s, junior), schedule, benchmark, n, k, engine, limit, seed,
                       batch_size, sampling, dtype, tensor_parallel_size, num_shards, shard_index,
-                      allow_grader_mismatch, allow_vocab_mismatch, label)
+                      allow_grader_mismatch, allow_vocab_mismatch, label, chat_template)
         solo_rf, handoff_rf, tax = run_handoff(cfg, _out_dir(out, cfg), solo_run, progress=not quiet)
         print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
         print_tax(tax, cfg.ks)

@@ -38,13 +38,13 @@ def load_problems(cfg: EvalConfig) -> list:
     return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index]
 
 
-def open_engines(cfg: EvalConfig, chat_template: str | None = None) -> dict:
+def open_engines(cfg: EvalConfig) -> dict:
     """Load the senior (and the junior when the schedule needs one) on the configured backend."""
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
     senior_path = resolve_model(cfg.senior.path)
-    tok = load_tokenizer(senior_path, chat_template)
+    tok = load_tokenizer(senior_path)
     engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, tokenizer=tok, **kw)
                if cfg.engine == "hf" else load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
     if cfg.junior is not None and needs_junior(cfg.schedule):
@@ -105,6 +105,9 @@ def run_eval(cfg: EvalConfig, out: str | Path, engines: dict | None = None, prog
         if spec is not None:
             resolve_model(spec.path)
     problems = load_problems(cfg)
+    if problems:  # a tokenizer without a chat template fails here, not halfway through
+        tok = engines["senior"].tokenizer if engines else load_tokenizer(resolve_model(cfg.senior.path))
+        prompt_ids(tok, problems[0].problem, chat_template=cfg.chat_template)
     rf = RunFolder(out)
     rf.init(cfg, extra={"grader": grader_versions})
     if rf.is_complete():
@@ -129,7 +132,7 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
     done = rf.done_keys()
     specs, meta = [], {}
     for problem in problems:
-        prompt = tuple(prompt_ids(tok, problem.problem))
+        prompt = tuple(prompt_ids(tok, problem.problem, chat_template=cfg.chat_template))
         n_new = budget(len(prompt), cfg.sampling.max_new_tokens, cfg.sampling.max_context)
         for i in range(cfg.n):
             if (problem.benchmark, problem.problem_id, i) in done:

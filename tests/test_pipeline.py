@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tandem_eval.cli import app
+from tandem_eval.tiny import CHATML_TEMPLATE
 from tandem_eval.config import ConfigError, EvalConfig, ModelSpec, Sampling
 from tandem_eval.pipeline import merge_shards, open_engines, run_eval, run_handoff
 from tandem_eval.results import RunFolder, RunFolderError
@@ -141,6 +142,13 @@ def test_cli_vocab_mismatch_and_missing_chat_template(tiny_pair, tmp_path):
     other_tok.save_pretrained(plain)
     (plain / "chat_template.jinja").unlink(missing_ok=True)
     assert "no chat_template" in _err(["solo", "--senior", str(plain), "--limit", "1", "--out", str(tmp_path / "p")])
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML_TEMPLATE)
+    ok = runner.invoke(app, ["solo", "--senior", str(plain), "--chat-template", str(template), "--limit", "1",
+                             "--n", "1", "--k", "1", "--max-new-tokens", "4", "--out", str(tmp_path / "p"), "-q"])
+    assert ok.exit_code == 0, ok.output
+    cfg = json.loads((tmp_path / "p" / "solo" / "config.json").read_text())["config"]
+    assert cfg["chat_template"] == CHATML_TEMPLATE
 
 
 def test_cli_help_explains_commands():

@@ -62,16 +62,13 @@ def junior_from_metadata(senior: Path) -> str | None:
     return str(p if p.is_absolute() else (Path(senior) / p).resolve())
 
 
-def load_tokenizer(path: Path, chat_template: str | None = None):
+def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(str(path))
+        return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as e:
         raise ModelError(f"cannot load the tokenizer at {path}: {e}") from None
-    if chat_template:
-        tok.chat_template = chat_template
-    return tok
 
 
 def check_vocab(senior_tok, junior_tok, allow_mismatch: bool = False) -> bool:

@@ -44,9 +44,8 @@ def open_engines(cfg: EvalConfig) -> dict:
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
     senior_path = resolve_model(cfg.senior.path)
-    tok = load_tokenizer(senior_path)
-    engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, tokenizer=tok, **kw)
-               if cfg.engine == "hf" else load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
+    engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
+    tok = engines["senior"].tokenizer
     if cfg.junior is not None and needs_junior(cfg.schedule):
         junior_path = resolve_model(cfg.junior.path)
         same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)

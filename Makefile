@@ -8,7 +8,7 @@ VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo 
 STAMP  := $(VENV)/.installed-$(VLLM_EXTRA)
 DEMO   ?= runs/demo
 
-.PHONY: demo test venv toy bench clean
+.PHONY: demo test lint venv toy bench clean
 
 venv: $(STAMP)
 
@@ -22,7 +22,11 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 	touch $(STAMP)
 
-test: venv
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: venv lint
 	$(BIN)/python -m pytest -q -ra --timeout=1200
 
 demo: venv

@@ -32,8 +32,13 @@ def default_results() -> Path:
 
 def parse(description: str, argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--results", type=Path, nargs="+", default=None,
-                   help="run folders or folders holding them (default: the repository's results/toy)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="run folders or folders holding them (default: the repository's results/toy)",
+    )
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <first results>/report)")
     p.add_argument("--k", type=int, default=None, help="k of tables (default 4, else the largest common k)")
     p.add_argument("--n-boot", type=int, default=N_BOOT)

@@ -1,11 +1,12 @@
 """Figure 2: pass@k against k (log2 axis) per benchmark group and macro, solo and handoff, ±1 bootstrap SE bands.
 
-    python analyses/fig2_passk.py [--results results/toy] [--out results/toy/report]   # -> fig2_passk.png + .pdf
+python analyses/fig2_passk.py [--results results/toy] [--out results/toy/report]   # -> fig2_passk.png + .pdf
 """
 
 from __future__ import annotations
 
 import common
+
 from tandem_eval.report import figures
 
 NAME = "fig2_passk"

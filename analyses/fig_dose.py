@@ -1,11 +1,12 @@
 """Handoff dose curve: macro pass@1 against the takeover point (runs with schedule takeover:N).
 
-    python analyses/fig_dose.py [--results results/toy] [--out results/toy/report]   # -> fig_dose.png + .pdf
+python analyses/fig_dose.py [--results results/toy] [--out results/toy/report]   # -> fig_dose.png + .pdf
 """
 
 from __future__ import annotations
 
 import common
+
 from tandem_eval.report import figures
 
 NAME = "fig_dose"

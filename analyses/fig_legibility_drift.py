@@ -1,11 +1,13 @@
 """Legibility and drift: per-sample junior NLL and KL distributions per senior, and per-position curves.
 
-    python analyses/fig_legibility_drift.py [--results results/toy] [--out results/toy/report]   # -> fig_legibility_drift.png + .pdf
+python analyses/fig_legibility_drift.py [--results results/toy] [--out results/toy/report]
+# -> fig_legibility_drift.png + .pdf
 """
 
 from __future__ import annotations
 
 import common
+
 from tandem_eval.report import figures
 
 NAME = "fig_legibility_drift"

@@ -1,11 +1,12 @@
 """Training dynamics: trainer-log reward, accuracy, senior-token fraction, KL, and held-out pass@k against step.
 
-    python analyses/fig_training.py [--results results/toy] [--out results/toy/report]   # -> fig_training.png + .pdf
+python analyses/fig_training.py [--results results/toy] [--out results/toy/report]   # -> fig_training.png + .pdf
 """
 
 from __future__ import annotations
 
 import common
+
 from tandem_eval.report import figures
 
 NAME = "fig_training"

@@ -7,6 +7,7 @@ per benchmark group and macro (Markdown, LaTeX booktabs, CSV). One table per han
 from __future__ import annotations
 
 import common
+
 from tandem_eval.report import write_tables
 
 

@@ -44,8 +44,12 @@ def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, po
     sched = make_schedule(schedule, senior.tokenizer)
     pool = batch if schedule == "solo" else pool_factor * batch
     t0 = time.perf_counter()
-    total = sum(len(t.token_ids) for t in cogenerate(specs(senior.tokenizer, n, tokens), senior,
-                                                     None if schedule == "solo" else junior, sched, pool))
+    total = sum(
+        len(t.token_ids)
+        for t in cogenerate(
+            specs(senior.tokenizer, n, tokens), senior, None if schedule == "solo" else junior, sched, pool
+        )
+    )
     return total / (time.perf_counter() - t0)
 
 
@@ -91,8 +95,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="also measure the vLLM backend (cogen only)")
     ap.add_argument("--pool-factor", type=int, default=2, help="live traces = factor x batch for handoff")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (1 is stable on a shared 2-core machine; 2 collapses under contention)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1 is stable on a shared 2-core machine; 2 collapses under contention)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as root:
@@ -100,15 +108,19 @@ def main() -> None:
         senior, junior = HFEngine(sp, SAMPLING, max_batch=args.batch), HFEngine(jp, SAMPLING, max_batch=args.batch)
         n, t, b = args.traces, args.tokens, args.batch
         pf = args.pool_factor
-        modes = {f"hf {s}": (lambda s=s: run_cogen(senior, junior, s, n, t, b, pf)) for s in ("solo", "paragraph", "word")}
-        modes.update({f"hf lockstep-{s}": (lambda s=s: run_lockstep(senior, junior, s, n, t, b))
-                      for s in ("paragraph", "word")})
+        modes = {
+            f"hf {s}": (lambda s=s: run_cogen(senior, junior, s, n, t, b, pf)) for s in ("solo", "paragraph", "word")
+        }
+        modes.update(
+            {f"hf lockstep-{s}": (lambda s=s: run_lockstep(senior, junior, s, n, t, b)) for s in ("paragraph", "word")}
+        )
         if args.vllm:
             from tandem_eval.engines.vllm_engine import VLLMEngine
 
             vs, vj = VLLMEngine(sp, SAMPLING, max_batch=b), VLLMEngine(jp, SAMPLING, max_batch=b)
-            modes.update({f"vllm {s}": (lambda s=s: run_cogen(vs, vj, s, n, t, b, pf))
-                          for s in ("solo", "paragraph", "word")})
+            modes.update(
+                {f"vllm {s}": (lambda s=s: run_cogen(vs, vj, s, n, t, b, pf)) for s in ("solo", "paragraph", "word")}
+            )
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
         # caches and allocations and is discarded; each mode keeps its best round.
         best = {name: 0.0 for name in modes}

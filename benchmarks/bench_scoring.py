@@ -34,7 +34,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8, help="CoTs per problem (a solo run's samples share the prompt)")
     ap.add_argument("--max-new", type=int, default=128, help="tokens per CoT (random models rarely stop early)")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); 1 helps on a busy machine")
+    ap.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: torch's default); 1 helps on a busy machine"
+    )
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM prompt-log-prob row")
     args = ap.parse_args()
 
@@ -56,12 +58,16 @@ def main() -> None:
     sampling = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=args.max_new, max_context=1024)
     senior, junior = HFEngine(senior_path, sampling, max_batch=32), HFEngine(junior_path, sampling, max_batch=32)
     problems = load_benchmark("tiny")
-    prompts = [prompt_ids(senior.tokenizer, problems[i // args.n % len(problems)].problem)
-               for i in range(args.problems * args.n)]
+    prompts = [
+        prompt_ids(senior.tokenizer, problems[i // args.n % len(problems)].problem)
+        for i in range(args.problems * args.n)
+    ]
     n_params = sum(p.numel() for p in senior.model.parameters())
-    print(f"models: {n_params / 1e6:.2f}M parameters, vocab {senior.vocab_size}; {args.problems} problems x {args.n} "
-          f"CoTs x <= {args.max_new} tokens (prompts ~{sum(map(len, prompts)) // len(prompts)} tokens); "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"models: {n_params / 1e6:.2f}M parameters, vocab {senior.vocab_size}; {args.problems} problems x {args.n} "
+        f"CoTs x <= {args.max_new} tokens (prompts ~{sum(map(len, prompts)) // len(prompts)} tokens); "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     def gen(n=len(prompts), max_new=args.max_new):
         reqs = [Request(i, p, max_new, seed=i) for i, p in enumerate(prompts[:n])]
@@ -71,11 +77,21 @@ def main() -> None:
     n_tok = sum(len(c) for c in conts)
     rows = [("HF generate (senior, batch 32, KV cache)", t_gen)]
     opts = lens.LensOptions()
-    rows.append(("HF score, one CoT per forward (HFEngine.score)", _best(lambda: junior.score(prompts, conts), args.repeats)[0]))
-    rows.append(("HF score, batched + shared prompts (lens.token_logprobs)",
-                 _best(lambda: lens.token_logprobs(junior, prompts, conts, opts), args.repeats)[0]))
-    rows.append(("HF exact KL, both models (lens.exact_kl)",
-                 _best(lambda: lens.exact_kl(senior, junior, prompts, conts, opts), args.repeats)[0]))
+    rows.append(
+        ("HF score, one CoT per forward (HFEngine.score)", _best(lambda: junior.score(prompts, conts), args.repeats)[0])
+    )
+    rows.append(
+        (
+            "HF score, batched + shared prompts (lens.token_logprobs)",
+            _best(lambda: lens.token_logprobs(junior, prompts, conts, opts), args.repeats)[0],
+        )
+    )
+    rows.append(
+        (
+            "HF exact KL, both models (lens.exact_kl)",
+            _best(lambda: lens.exact_kl(senior, junior, prompts, conts, opts), args.repeats)[0],
+        )
+    )
     if not args.no_vllm:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from tandem_eval.engines.vllm_engine import VLLMEngine, vllm_available
@@ -84,8 +100,12 @@ def main() -> None:
             t = time.perf_counter()
             v = VLLMEngine(junior_path, Sampling(temperature=0, max_context=1024), max_batch=64, kv_cache_gib=0.25)
             start = time.perf_counter() - t
-            rows.append((f"vLLM prompt log-probs (junior; start {start:.1f} s not counted)",
-                         _best(lambda: v.score(prompts, conts), args.repeats)[0]))
+            rows.append(
+                (
+                    f"vLLM prompt log-probs (junior; start {start:.1f} s not counted)",
+                    _best(lambda: v.score(prompts, conts), args.repeats)[0],
+                )
+            )
             v.close()
         else:
             print("vllm not installed: skipping the vLLM row")
@@ -94,10 +114,14 @@ def main() -> None:
     for name, secs in rows:
         print(f"{name:<62} {n_tok / secs:>12,.0f} {t_gen / secs:>10.1f}")
     ratio = t_gen / rows[2][1]
-    print(f"\nbatched HF scoring / HF generation = {ratio:.1f}x (target >= 5x): {'OK' if ratio >= 5 else 'BELOW TARGET'}")
+    print(
+        f"\nbatched HF scoring / HF generation = {ratio:.1f}x (target >= 5x): {'OK' if ratio >= 5 else 'BELOW TARGET'}"
+    )
     peak = lens.kl_peak_bytes(opts.chunk, 151_936, 4096, 2560)
-    print(f"exact-KL working set for a 4,096-token CoT, vocab 151,936, hidden 2,560, chunk {opts.chunk}: "
-          f"{peak / 2**20:,.0f} MiB (unchunked: {lens.kl_peak_bytes(4096, 151_936, 4096, 2560) / 2**30:.1f} GiB)")
+    print(
+        f"exact-KL working set for a 4,096-token CoT, vocab 151,936, hidden 2,560, chunk {opts.chunk}: "
+        f"{peak / 2**20:,.0f} MiB (unchunked: {lens.kl_peak_bytes(4096, 151_936, 4096, 2560) / 2**30:.1f} GiB)"
+    )
 
 
 if __name__ == "__main__":

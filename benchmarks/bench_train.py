@@ -6,8 +6,8 @@ same model sizes; only the rollouts differ (word:0.5:32 co-generation vs solo). 
 alternately (`--repeats` rounds) and the median step time per arm is reported, excluding each run's
 first step (engine start-up, warm-up). Shared machines make step times noisy, so the fastest
 step of each arm is compared (medians are printed too), and CPU time is reported next to wall
-time (run with --threads 1 to keep spin-waiting threads out of it). Random tiny models rarely stop early, so both arms mostly
-generate the full `--tokens`; the mean response length is printed to check that.
+time (run with --threads 1 to keep spin-waiting threads out of it). Random tiny models rarely
+stop early, so both arms mostly generate the full `--tokens`; the mean response length is printed to check that.
 
     python benchmarks/bench_train.py                       # HF engine, CPU defaults
     python benchmarks/bench_train.py --tokens 256 --prompts 8 --repeats 3
@@ -51,11 +51,28 @@ def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[flo
     from trainer.recipe import recipe_from_dict
     from trainer.run import build_trainer
 
-    recipe = recipe_from_dict(dict(
-        arm=arm, schedule="word:0.5:32" if arm == "tandem" else "solo", senior=str(senior), junior=None,
-        train_data="tiny", output_dir=str(out), group_size=a.group, prompts_per_step=a.prompts,
-        updates_per_step=2, micro_batch=a.micro_batch, steps=a.steps, max_new_tokens=a.tokens, max_context=1024,
-        dtype="float32", engine=a.engine, rollout_batch=a.prompts * a.group, save_every=10_000, seed=0))
+    recipe = recipe_from_dict(
+        dict(
+            arm=arm,
+            schedule="word:0.5:32" if arm == "tandem" else "solo",
+            senior=str(senior),
+            junior=None,
+            train_data="tiny",
+            output_dir=str(out),
+            group_size=a.group,
+            prompts_per_step=a.prompts,
+            updates_per_step=2,
+            micro_batch=a.micro_batch,
+            steps=a.steps,
+            max_new_tokens=a.tokens,
+            max_context=1024,
+            dtype="float32",
+            engine=a.engine,
+            rollout_batch=a.prompts * a.group,
+            save_every=10_000,
+            seed=0,
+        )
+    )
     trainer = build_trainer(recipe)
     timer = StepTimer(recipe.updates_per_step)
     trainer.add_callback(timer)
@@ -107,22 +124,29 @@ def main() -> None:
                 cpu[arm] += c
                 rollout[arm] += g
                 lengths[arm].append(n)
-    print(f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
-          f"engine {a.engine}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm")
+    print(
+        f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
+        f"engine {a.engine}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
+    )
     ratio = {}
     for name, t in (("wall", wall), ("cpu", cpu)):
         best = {arm: min(x) for arm, x in t.items()}
         ratio[name] = best["tandem"] / best["grpo"]
         for arm in ("grpo", "tandem"):
-            print(f"  {name:4s} {arm:7s} {best[arm]:6.2f} s/step min, {statistics.median(t[arm]):6.2f} median "
-                  f"({', '.join(f'{x:.2f}' for x in t[arm])})")
+            print(
+                f"  {name:4s} {arm:7s} {best[arm]:6.2f} s/step min, {statistics.median(t[arm]):6.2f} median "
+                f"({', '.join(f'{x:.2f}' for x in t[arm])})"
+            )
     for arm in ("grpo", "tandem"):
         g = min(rollout[arm])
         print(f"  wall {arm:7s} rollout {g:6.2f} s + updates {max(min(wall[arm]) - g, 0):6.2f} s (fastest steps)")
     for arm in ("grpo", "tandem"):
         print(f"  mean response length {arm:7s} {statistics.mean(lengths[arm]):.1f} tokens")
-    print(f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
-          "(target <= 1.4x; paper ~1.8-2x)")
+    print(
+        f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
+        "(target <= 1.4x; paper ~1.8-2x)"
+    )
+
 
 if __name__ == "__main__":
     main()

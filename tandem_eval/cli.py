@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -21,8 +20,12 @@ from rich.table import Table
 
 from .config import ConfigError, EvalConfig, ModelSpec, Sampling
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Evaluate tandem seniors: solo and handoff pass@k, communication tax, legibility, drift.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Evaluate tandem seniors: solo and handoff pass@k, communication tax, legibility, drift.",
+)
 console = Console()
 DEFAULT_SENIOR = "toy:self-paired/tandem"
 
@@ -34,8 +37,16 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from .models import ModelError
     from .results import RunFolderError
 
-    return (ConfigError, BenchmarkError, PromptError, GraderVersionError, ModelError, RunFolderError,
-            NotImplementedError, FileNotFoundError)
+    return (
+        ConfigError,
+        BenchmarkError,
+        PromptError,
+        GraderVersionError,
+        ModelError,
+        RunFolderError,
+        NotImplementedError,
+        FileNotFoundError,
+    )
 
 
 def fail(message: str) -> None:
@@ -61,7 +72,7 @@ def parse_ks(text: str) -> tuple[int, ...]:
     return ks
 
 
-def _default_senior(senior: Optional[str]) -> str:
+def _default_senior(senior: str | None) -> str:
     if senior:
         return senior
     from .models import toy_names
@@ -71,7 +82,7 @@ def _default_senior(senior: Optional[str]) -> str:
     raise ConfigError("no --senior given and no bundled toy checkpoints in this install; pass --senior PATH")
 
 
-def _default_junior(senior: str, junior: Optional[str]) -> str:
+def _default_junior(senior: str, junior: str | None) -> str:
     if junior:
         return junior
     from .models import junior_from_metadata, resolve_model
@@ -83,8 +94,17 @@ def _default_junior(senior: str, junior: Optional[str]) -> str:
 
 
 # Options shared by solo and handoff (typer needs them spelled out per command).
-Senior = typer.Option(None, "--senior", help="Senior checkpoint: an HF-format folder, or toy:NAME. Default: the bundled toy tandem senior.")
-Bench = typer.Option(["tiny"], "--benchmark", "-b", help="Registry name (see `tandem-eval benchmarks`), set (`paper`), or a .jsonl/.parquet/.csv file. Repeatable.")
+Senior = typer.Option(
+    None,
+    "--senior",
+    help="Senior checkpoint: an HF-format folder, or toy:NAME. Default: the bundled toy tandem senior.",
+)
+Bench = typer.Option(
+    ["tiny"],
+    "--benchmark",
+    "-b",
+    help="Registry name (see `tandem-eval benchmarks`), set (`paper`), or a .jsonl/.parquet/.csv file. Repeatable.",
+)
 N = typer.Option(8, "--n", help="Samples per problem.")
 K = typer.Option("1,2,4,8", "--k", help="pass@k values, comma-separated (each <= --n).")
 EngineOpt = typer.Option("hf", "--engine", help="hf (reference, CPU default) or vllm.")
@@ -101,45 +121,124 @@ Dtype = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16.")
 TP = typer.Option(1, "--tensor-parallel-size", help="vLLM tensor parallelism (GPUs per model).")
 Shards = typer.Option(1, "--num-shards", help="Split problems across N processes (then `tandem-eval merge`).")
 ShardIdx = typer.Option(0, "--shard-index", help="Which shard this process runs (0..N-1).")
-GraderMismatch = typer.Option(False, "--allow-grader-mismatch", help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).")
+GraderMismatch = typer.Option(
+    False,
+    "--allow-grader-mismatch",
+    help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
+)
 Label = typer.Option(None, "--label", help="Display name of this senior in reports.")
-ChatTemplate = typer.Option(None, "--chat-template", help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).")
+ChatTemplate = typer.Option(
+    None,
+    "--chat-template",
+    help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
+)
 Quiet = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 
 
-def _config(mode, senior, junior, schedule, benchmark, n, k, engine, limit, seed, batch_size, sampling,
-            dtype, tp, num_shards, shard_index, allow_grader, allow_vocab, label, chat_template=None) -> EvalConfig:
+def _config(
+    mode,
+    senior,
+    junior,
+    schedule,
+    benchmark,
+    n,
+    k,
+    engine,
+    limit,
+    seed,
+    batch_size,
+    sampling,
+    dtype,
+    tp,
+    num_shards,
+    shard_index,
+    allow_grader,
+    allow_vocab,
+    label,
+    chat_template=None,
+) -> EvalConfig:
     if chat_template is not None and not chat_template.is_file():
         raise ConfigError(f"--chat-template {chat_template}: no such file; pass a Jinja template file")
     return EvalConfig(
-        senior=ModelSpec(senior, dtype), junior=ModelSpec(junior, dtype) if junior else None, mode=mode,
-        schedule=schedule, benchmarks=tuple(benchmark), n=n, ks=parse_ks(k), seed=seed, limit=limit,
-        engine=engine, sampling=sampling, batch_size=batch_size, tensor_parallel_size=tp, num_shards=num_shards,
-        shard_index=shard_index, allow_vocab_mismatch=allow_vocab, allow_grader_mismatch=allow_grader,
+        senior=ModelSpec(senior, dtype),
+        junior=ModelSpec(junior, dtype) if junior else None,
+        mode=mode,
+        schedule=schedule,
+        benchmarks=tuple(benchmark),
+        n=n,
+        ks=parse_ks(k),
+        seed=seed,
+        limit=limit,
+        engine=engine,
+        sampling=sampling,
+        batch_size=batch_size,
+        tensor_parallel_size=tp,
+        num_shards=num_shards,
+        shard_index=shard_index,
+        allow_vocab_mismatch=allow_vocab,
+        allow_grader_mismatch=allow_grader,
         label=label or Path(senior.replace("toy:", "toy-")).name,
-        chat_template=chat_template.read_text() if chat_template else None)
+        chat_template=chat_template.read_text() if chat_template else None,
+    )
 
 
-def _out_dir(out: Optional[Path], cfg: EvalConfig) -> Path:
+def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
     root = out or Path("runs") / (cfg.label or "senior")
     return root / f"shard-{cfg.shard_index}-of-{cfg.num_shards}" if cfg.num_shards > 1 else root
 
 
 @app.command()
-def solo(senior: Optional[str] = Senior, benchmark: list[str] = Bench, n: int = N, k: str = K,
-         engine: str = EngineOpt, out: Optional[Path] = Out, limit: Optional[int] = Limit, seed: int = Seed,
-         batch_size: int = Batch, temperature: float = Temp, top_p: float = TopP, top_k: int = TopK,
-         max_new_tokens: int = MaxNew, max_context: int = MaxCtx, dtype: str = Dtype, tensor_parallel_size: int = TP,
-         num_shards: int = Shards, shard_index: int = ShardIdx, allow_grader_mismatch: bool = GraderMismatch,
-         label: Optional[str] = Label, chat_template: Optional[Path] = ChatTemplate, quiet: bool = Quiet):
+def solo(
+    senior: str | None = Senior,
+    benchmark: list[str] = Bench,
+    n: int = N,
+    k: str = K,
+    engine: str = EngineOpt,
+    out: Path | None = Out,
+    limit: int | None = Limit,
+    seed: int = Seed,
+    batch_size: int = Batch,
+    temperature: float = Temp,
+    top_p: float = TopP,
+    top_k: int = TopK,
+    max_new_tokens: int = MaxNew,
+    max_context: int = MaxCtx,
+    dtype: str = Dtype,
+    tensor_parallel_size: int = TP,
+    num_shards: int = Shards,
+    shard_index: int = ShardIdx,
+    allow_grader_mismatch: bool = GraderMismatch,
+    label: str | None = Label,
+    chat_template: Path | None = ChatTemplate,
+    quiet: bool = Quiet,
+):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
     from .pipeline import run_eval
 
     def body():
         sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
-        cfg = _config("solo", _default_senior(senior), None, "solo", benchmark, n, k, engine, limit, seed,
-                      batch_size, sampling, dtype, tensor_parallel_size, num_shards, shard_index,
-                      allow_grader_mismatch, False, label, chat_template)
+        cfg = _config(
+            "solo",
+            _default_senior(senior),
+            None,
+            "solo",
+            benchmark,
+            n,
+            k,
+            engine,
+            limit,
+            seed,
+            batch_size,
+            sampling,
+            dtype,
+            tensor_parallel_size,
+            num_shards,
+            shard_index,
+            allow_grader_mismatch,
+            False,
+            label,
+            chat_template,
+        )
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
         print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
         console.print(f"run folder: {rf.path}")
@@ -148,17 +247,42 @@ def solo(senior: Optional[str] = Senior, benchmark: list[str] = Bench, n: int = 
 
 
 @app.command()
-def handoff(senior: Optional[str] = Senior,
-            junior: Optional[str] = typer.Option(None, "--junior", help="Junior checkpoint. Default: the one in the senior's tandem_meta.json."),
-            schedule: str = typer.Option("paragraph", "--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."),
-            benchmark: list[str] = Bench, n: int = N, k: str = K, engine: str = EngineOpt, out: Optional[Path] = Out,
-            limit: Optional[int] = Limit, seed: int = Seed, batch_size: int = Batch, temperature: float = Temp,
-            top_p: float = TopP, top_k: int = TopK, max_new_tokens: int = MaxNew, max_context: int = MaxCtx,
-            dtype: str = Dtype, tensor_parallel_size: int = TP, num_shards: int = Shards,
-            shard_index: int = ShardIdx, allow_grader_mismatch: bool = GraderMismatch,
-            allow_vocab_mismatch: bool = typer.Option(False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."),
-            solo_run: Optional[Path] = typer.Option(None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."),
-            label: Optional[str] = Label, chat_template: Optional[Path] = ChatTemplate, quiet: bool = Quiet):
+def handoff(
+    senior: str | None = Senior,
+    junior: str | None = typer.Option(
+        None, "--junior", help="Junior checkpoint. Default: the one in the senior's tandem_meta.json."
+    ),
+    schedule: str = typer.Option(
+        "paragraph", "--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."
+    ),
+    benchmark: list[str] = Bench,
+    n: int = N,
+    k: str = K,
+    engine: str = EngineOpt,
+    out: Path | None = Out,
+    limit: int | None = Limit,
+    seed: int = Seed,
+    batch_size: int = Batch,
+    temperature: float = Temp,
+    top_p: float = TopP,
+    top_k: int = TopK,
+    max_new_tokens: int = MaxNew,
+    max_context: int = MaxCtx,
+    dtype: str = Dtype,
+    tensor_parallel_size: int = TP,
+    num_shards: int = Shards,
+    shard_index: int = ShardIdx,
+    allow_grader_mismatch: bool = GraderMismatch,
+    allow_vocab_mismatch: bool = typer.Option(
+        False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."
+    ),
+    solo_run: Path | None = typer.Option(
+        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."
+    ),
+    label: str | None = Label,
+    chat_template: Path | None = ChatTemplate,
+    quiet: bool = Quiet,
+):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
     from .pipeline import run_handoff
     from .schedules import parse_schedule
@@ -169,9 +293,28 @@ def handoff(senior: Optional[str] = Senior,
             raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
         s = _default_senior(senior)
         sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
-        cfg = _config("handoff", s, _default_junior(s, junior), schedule, benchmark, n, k, engine, limit, seed,
-                      batch_size, sampling, dtype, tensor_parallel_size, num_shards, shard_index,
-                      allow_grader_mismatch, allow_vocab_mismatch, label, chat_template)
+        cfg = _config(
+            "handoff",
+            s,
+            _default_junior(s, junior),
+            schedule,
+            benchmark,
+            n,
+            k,
+            engine,
+            limit,
+            seed,
+            batch_size,
+            sampling,
+            dtype,
+            tensor_parallel_size,
+            num_shards,
+            shard_index,
+            allow_grader_mismatch,
+            allow_vocab_mismatch,
+            label,
+            chat_template,
+        )
         solo_rf, handoff_rf, tax = run_handoff(cfg, _out_dir(out, cfg), solo_run, progress=not quiet)
         print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
         print_tax(tax, cfg.ks)
@@ -198,8 +341,12 @@ def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-
         for kind, rf in merged.items():
             if kind.startswith("handoff") and "solo" in merged:
                 ks = list(rf.config()["config"]["ks"])
-                rf.update_metrics({"tax": communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks),
-                                   "solo_run": str(merged["solo"].path.resolve())})
+                rf.update_metrics(
+                    {
+                        "tax": communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks),
+                        "solo_run": str(merged["solo"].path.resolve()),
+                    }
+                )
             console.print(f"merged {len(parts)} shards -> {rf.path}")
 
     guarded(body)
@@ -233,8 +380,11 @@ def print_passk(runs: dict[str, dict], ks) -> None:
     rows = [(b, "per_benchmark") for b in first["per_benchmark"]]
     rows += [(g, "per_group") for g in first["per_group"] if g not in first["per_benchmark"]]
     for label, level in rows + [("macro", None)]:
-        cells = [(r["macro"] if level is None else r[level].get(label, {})).get(f"pass@{k}") for r in runs.values()
-                 for k in ks]
+        cells = [
+            (r["macro"] if level is None else r[level].get(label, {})).get(f"pass@{k}")
+            for r in runs.values()
+            for k in ks
+        ]
         table.add_row(label, *map(_fmt, cells))
     console.print(table)
 
@@ -251,11 +401,23 @@ def print_tax(tax: dict, ks) -> None:
             if "tax" not in e:
                 continue
             t, r = e["tax"], e["retention"]
-            ret = "-" if r["estimate"] is None else (
-                f"{100 * r['estimate']:.1f}% [{_fmt(r['low'] and 100 * r['low'])}, {_fmt(r['high'] and 100 * r['high'])}]")
-            table.add_row(name, str(k), _fmt(e["solo"]["estimate"]), _fmt(e["handoff"]["estimate"]),
-                          f"{_fmt(t['estimate'])} [{_fmt(t['low'])}, {_fmt(t['high'])}]", ret,
-                          _fmt(e.get("tax_p_value")))
+            ret = (
+                "-"
+                if r["estimate"] is None
+                else (
+                    f"{100 * r['estimate']:.1f}% "
+                    f"[{_fmt(r['low'] and 100 * r['low'])}, {_fmt(r['high'] and 100 * r['high'])}]"
+                )
+            )
+            table.add_row(
+                name,
+                str(k),
+                _fmt(e["solo"]["estimate"]),
+                _fmt(e["handoff"]["estimate"]),
+                f"{_fmt(t['estimate'])} [{_fmt(t['low'])}, {_fmt(t['high'])}]",
+                ret,
+                _fmt(e.get("tax_p_value")),
+            )
     console.print(table)
 
 

@@ -21,8 +21,11 @@ from .metrics.passk import per_problem_pass_at_k
 from .metrics.stats import macro_mean, paired_compare
 
 _PASS = re.compile(r"^(solo|handoff)_pass@(\d+)$")
-LENS_FILES = {"junior_nll": ("legibility", "junior_nll_mean"), "junior_bpb": ("legibility", "junior_bpb"),
-              **{m: ("drift", m) for m in DRIFT_METRICS}}
+LENS_FILES = {
+    "junior_nll": ("legibility", "junior_nll_mean"),
+    "junior_bpb": ("legibility", "junior_bpb"),
+    **{m: ("drift", m) for m in DRIFT_METRICS},
+}
 COMPARE_METRICS = ["solo_pass@K", "handoff_pass@K", *LENS_FILES]
 
 
@@ -54,8 +57,9 @@ def problem_values(run_path, samples: pd.DataFrame, metric: str, exclude_truncat
     return per_problem(per_sample, column)
 
 
-def compare_values(a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOptions(),
-                   on_mismatch: str = "raise") -> pd.DataFrame:
+def compare_values(
+    a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOptions(), on_mismatch: str = "raise"
+) -> pd.DataFrame:
     """Paired comparison a - b per benchmark group and macro (stats.paired_compare; groups from a)."""
     groups = a["group"]
     rows = [(g, a["value"][a["group"] == g], b["value"][b["group"] == g], None) for g in sorted(groups.unique())]
@@ -63,11 +67,22 @@ def compare_values(a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOpt
     table = []
     try:
         for name, va, vb, grp in rows:
-            p = paired_compare(va, vb, n_boot=opts.n_boot, seed=opts.seed, groups=grp, on_mismatch=on_mismatch,
-                               alpha=opts.alpha)
+            p = paired_compare(
+                va, vb, n_boot=opts.n_boot, seed=opts.seed, groups=grp, on_mismatch=on_mismatch, alpha=opts.alpha
+            )
             both = va.dropna().index.intersection(vb.dropna().index)  # the problems actually paired
-            table.append({"group": name, "a": _mean(va[both], grp), "b": _mean(vb[both], grp), "diff": p.diff,
-                          "low": p.low, "high": p.high, "p_value": p.p_value, "n_problems": p.n_problems})
+            table.append(
+                {
+                    "group": name,
+                    "a": _mean(va[both], grp),
+                    "b": _mean(vb[both], grp),
+                    "diff": p.diff,
+                    "low": p.low,
+                    "high": p.high,
+                    "p_value": p.p_value,
+                    "n_problems": p.n_problems,
+                }
+            )
     except ValueError as e:
         raise LensError(f"cannot pair the two runs: {e}") from None
     return pd.DataFrame(table)

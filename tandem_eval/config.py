@@ -74,9 +74,13 @@ class EvalConfig:
 
     def __post_init__(self):
         if self.mode == "handoff" and self.junior is None:
-            raise ConfigError("handoff needs a junior: pass --junior PATH (or a senior checkpoint with tandem metadata)")
+            raise ConfigError(
+                "handoff needs a junior: pass --junior PATH (or a senior checkpoint with tandem metadata)"
+            )
         if self.mode == "solo" and self.schedule not in ("solo", "junior-solo"):
-            raise ConfigError(f"mode solo cannot use schedule {self.schedule!r}; use `tandem-eval handoff --schedule ...`")
+            raise ConfigError(
+                f"mode solo cannot use schedule {self.schedule!r}; use `tandem-eval handoff --schedule ...`"
+            )
         if self.n < 1:
             raise ConfigError(f"--n must be >= 1, got {self.n}")
         bad = [k for k in self.ks if k < 1 or k > self.n]

@@ -44,8 +44,18 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     args = ap.parse_args()
     senior, junior, bench = _pair(args.out)
-    common = ["--benchmark", bench, "--n", str(args.n), "--k", ",".join(str(k) for k in (1, 2, 4) if k <= args.n),
-              "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens)]
+    common = [
+        "--benchmark",
+        bench,
+        "--n",
+        str(args.n),
+        "--k",
+        ",".join(str(k) for k in (1, 2, 4) if k <= args.n),
+        "--limit",
+        str(args.limit),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+    ]
     _cli(["handoff", "--senior", senior, "--junior", junior, "--out", str(args.out), *common])
     solo = args.out / "solo"
     _cli(["legibility", "--senior", senior, "--junior", junior, "--run", str(solo)])
@@ -55,8 +65,10 @@ def main() -> None:
     console.rule("done")
     console.print(f"senior {senior}  junior {junior}  benchmark {bench}")
     console.print(f"run folders: {solo}  {args.out / 'handoff-paragraph'}  (samples.parquet, metrics.json)")
-    console.print(f"legibility/drift: {solo / 'legibility.parquet'}  {solo / 'drift.parquet'}  "
-                  f"(metrics.json keys {sorted(k for k in metrics if k in ('legibility', 'drift'))})")
+    console.print(
+        f"legibility/drift: {solo / 'legibility.parquet'}  {solo / 'drift.parquet'}  "
+        f"(metrics.json keys {sorted(k for k in metrics if k in ('legibility', 'drift'))})"
+    )
     console.print(f"report: {args.out / 'report'}")
 
 

@@ -29,20 +29,22 @@ import re
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for_connections
-from typing import Callable
 
 # The grader is part of the measurement: other versions give other verdicts (the independent
 # reproduction found silent false negatives without these exact versions), so they are pinned.
 PINNED = {"math-verify": "0.9.0", "latex2sympy2_extended": "1.11.0"}
-_FIX = ("pip install math-verify==0.9.0 latex2sympy2_extended==1.11.0, or pass "
-        "--allow-grader-mismatch to accept a different grader (recorded in the run)")
-_WORKER_EXTRA_MEMORY = 4 << 30   # address space a worker may add on top of its start-up size
-_STARTUP_TIMEOUT_S = 120.0       # a worker that is not ready by then is a broken install
-_MAX_BATCH = 16                  # items per message to a worker
-_MAX_FAST_LEN = 1000             # longer answers skip the regex fast path (go to math-verify)
-_PRELOAD_IF_IMPORTED = ("torch", "transformers")   # see Grader.__init__
+_FIX = (
+    "pip install math-verify==0.9.0 latex2sympy2_extended==1.11.0, or pass "
+    "--allow-grader-mismatch to accept a different grader (recorded in the run)"
+)
+_WORKER_EXTRA_MEMORY = 4 << 30  # address space a worker may add on top of its start-up size
+_STARTUP_TIMEOUT_S = 120.0  # a worker that is not ready by then is a broken install
+_MAX_BATCH = 16  # items per message to a worker
+_MAX_FAST_LEN = 1000  # longer answers skip the regex fast path (go to math-verify)
+_PRELOAD_IF_IMPORTED = ("torch", "transformers")  # see Grader.__init__
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _SPACE_FORM_END = re.compile(r"[\s$]")
 
@@ -54,9 +56,9 @@ class GraderVersionError(RuntimeError):
 @dataclass(frozen=True)
 class Grade:
     correct: bool
-    status: str                # "ok" | "no_answer" | "timeout" | "error"
-    extracted: str | None      # content of the last \boxed{}, None when absent
-    detail: str = ""           # how it was decided, or what went wrong
+    status: str  # "ok" | "no_answer" | "timeout" | "error"
+    extracted: str | None  # content of the last \boxed{}, None when absent
+    detail: str = ""  # how it was decided, or what went wrong
 
 
 def check_grader_versions(allow_mismatch: bool = False) -> dict:
@@ -100,13 +102,13 @@ def extract_answer(text: str) -> str | None:
                 j += 1
             if depth != 0 or j >= len(text):
                 return None
-            answer, pos = text[i + 1:j], j + 1
-        elif i > m.end() and i < len(text):   # "\boxed 5": up to whitespace or "$"
+            answer, pos = text[i + 1 : j], j + 1
+        elif i > m.end() and i < len(text):  # "\boxed 5": up to whitespace or "$"
             end = _SPACE_FORM_END.search(text, i)
             j = end.start() if end else len(text)
             answer, pos = text[i:j], j
         else:
-            answer, pos = None, i               # bare "\boxed" with nothing after it
+            answer, pos = None, i  # bare "\boxed" with nothing after it
     return answer if answer is not None and answer.strip() else None
 
 
@@ -151,6 +153,7 @@ def _fast_grade(prediction: str, gold: str) -> tuple[Grade | None, str | None]:
 # ---------------------------------------------------------------- worker process side
 def _math_verify(extracted: str, gold: str) -> bool:
     from math_verify import parse, verify
+
     # Both sides are wrapped in \boxed{} so math-verify reads them as LaTeX. Its own timeouts
     # are disabled (None): they use SIGALRM, and the Grader enforces the deadline by killing.
     # raise_on_error stays False, math-verify's reference behaviour: a side that fails to parse
@@ -164,6 +167,7 @@ def _cap_memory() -> None:
     """Best effort: a sympy blow-up fails with MemoryError instead of exhausting the machine."""
     try:
         import resource
+
         with open("/proc/self/statm") as f:
             size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -179,12 +183,12 @@ def _worker_main(conn) -> None:
     # math-verify warns once that its timeouts are off; that is deliberate here.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     _cap_memory()
-    _math_verify("\\frac{1}{2}", "0.5")   # warm-up (imports, parser set-up) before the clock runs
+    _math_verify("\\frac{1}{2}", "0.5")  # warm-up (imports, parser set-up) before the clock runs
     conn.send("ready")
     while True:
         try:
             batch = conn.recv()
-        except EOFError:   # the parent went away without close()
+        except EOFError:  # the parent went away without close()
             return
         if batch is None:
             return
@@ -202,8 +206,8 @@ class _Worker:
     conn: object
     started: float
     ready: bool = False
-    batch: deque = field(default_factory=deque)   # items sent, not yet answered; head = current
-    t0: float = 0.0                                # when the head item started
+    batch: deque = field(default_factory=deque)  # items sent, not yet answered; head = current
+    t0: float = 0.0  # when the head item started
 
 
 class Grader:
@@ -235,12 +239,13 @@ class Grader:
         self.close()
 
     def close(self) -> None:
-        for w in self._workers:   # no polite shutdown needed: workers hold no state
+        for w in self._workers:  # no polite shutdown needed: workers hold no state
             self._kill(w)
         self._workers = []
 
-    def grade_many(self, pairs: list[tuple[str, str]], timeout: float = 5.0,
-                   progress: Callable[[int, int], None] | None = None) -> list[Grade]:
+    def grade_many(
+        self, pairs: list[tuple[str, str]], timeout: float = 5.0, progress: Callable[[int, int], None] | None = None
+    ) -> list[Grade]:
         """Grade (prediction, gold) pairs in order; progress(n_done, n_total) after each item."""
         results: list[Grade | None] = [None] * len(pairs)
         todo: deque = deque()
@@ -251,7 +256,7 @@ class Grader:
             results[i] = grade_
         n_done = len(pairs) - len(todo)
         if progress is not None and n_done:
-            progress(n_done, len(pairs))   # the fast-path items, at once
+            progress(n_done, len(pairs))  # the fast-path items, at once
 
         def finish(idx: int, g: Grade) -> None:
             nonlocal n_done
@@ -268,14 +273,14 @@ class Grader:
             self._workers.append(self._start())
         while todo or any(w.batch for w in self._workers):
             now = time.monotonic()
-            for w in self._workers:   # hand work to idle workers; small batches near the end
+            for w in self._workers:  # hand work to idle workers; small batches near the end
                 if w.ready and not w.batch and todo:
                     k = max(1, min(_MAX_BATCH, len(todo) // (2 * self.n_workers)))
                     w.batch.extend(todo.popleft() for _ in range(k))
                     w.t0 = now
                     try:
                         w.conn.send(list(w.batch))
-                    except OSError:   # died while idle: not the batch's fault
+                    except OSError:  # died while idle: not the batch's fault
                         self._replace(w, todo)
             busy = [w for w in self._workers if w.batch]
             wait_s = min((w.t0 + timeout - now for w in busy), default=1.0)
@@ -286,8 +291,7 @@ class Grader:
             for w in list(self._workers):
                 if w.batch and now - w.t0 > timeout:
                     idx, extracted, _ = w.batch.popleft()
-                    finish(idx, Grade(False, "timeout", extracted,
-                                      f"no verdict within {timeout:g} s; worker killed"))
+                    finish(idx, Grade(False, "timeout", extracted, f"no verdict within {timeout:g} s; worker killed"))
                     self._replace(w, todo)
                 elif not w.ready and now - w.started > _STARTUP_TIMEOUT_S:
                     raise RuntimeError(f"grading worker not ready after {_STARTUP_TIMEOUT_S:g} s")
@@ -302,23 +306,23 @@ class Grader:
                 idx, status, correct, detail = msg
                 _, extracted, _ = w.batch.popleft()
                 finish(idx, Grade(correct, status, extracted, detail))
-                w.t0 = time.monotonic()   # the next item's clock starts now
+                w.t0 = time.monotonic()  # the next item's clock starts now
         except (EOFError, OSError):
             w.proc.join(timeout=1.0)
-            if not w.ready:   # e.g. math-verify not importable: retrying would loop forever
-                raise RuntimeError(f"grading worker failed to start (exit code {w.proc.exitcode});"
-                                   f" is math-verify installed? ({_FIX})") from None
-            if w.batch:       # crashed (segfault, OOM kill) while grading the head item
+            if not w.ready:  # e.g. math-verify not importable: retrying would loop forever
+                raise RuntimeError(
+                    f"grading worker failed to start (exit code {w.proc.exitcode}); is math-verify installed? ({_FIX})"
+                ) from None
+            if w.batch:  # crashed (segfault, OOM kill) while grading the head item
                 idx, extracted, _ = w.batch.popleft()
-                finish(idx, Grade(False, "error", extracted,
-                                  f"worker died (exit code {w.proc.exitcode})"))
+                finish(idx, Grade(False, "error", extracted, f"worker died (exit code {w.proc.exitcode})"))
             self._replace(w, todo)
 
     def _start(self) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child_conn,), daemon=True)
         proc.start()
-        child_conn.close()   # so the parent sees EOF when the worker dies
+        child_conn.close()  # so the parent sees EOF when the worker dies
         return _Worker(proc, parent_conn, time.monotonic())
 
     def _replace(self, w: _Worker, todo: deque) -> None:

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -77,9 +77,11 @@ def vocab_matches(tok_a, tok_b) -> bool:
 def require_shared_vocab(senior_tok, junior_tok) -> None:
     """Drift's precondition: one vocabulary (KL over different vocabularies is undefined)."""
     if not vocab_matches(senior_tok, junior_tok):
-        raise LensError(f"drift needs one shared tokenizer: KL(senior || junior) over different vocabularies is "
-                        f"undefined (senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or equal sizes with "
-                        "different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per byte) instead")
+        raise LensError(
+            f"drift needs one shared tokenizer: KL(senior || junior) over different vocabularies is "
+            f"undefined (senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or equal sizes with "
+            "different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per byte) instead"
+        )
 
 
 def _ids(x) -> list[int]:
@@ -108,9 +110,11 @@ def _problem_texts(samples: pd.DataFrame) -> list[str]:
         try:
             texts.update({(p.benchmark, p.problem_id): p.problem for p in load_benchmark(bench)})
         except Exception as e:  # hub down, renamed file, ...
-            raise LensError(f"the junior's chat template differs from the senior's, so its prompt must be "
-                            f"rebuilt from the problem text, but benchmark {bench!r} could not be loaded ({e}); "
-                            "make the benchmark available offline and rerun") from None
+            raise LensError(
+                f"the junior's chat template differs from the senior's, so its prompt must be "
+                f"rebuilt from the problem text, but benchmark {bench!r} could not be loaded ({e}); "
+                "make the benchmark available offline and rerun"
+            ) from None
     missing = [k for k in zip(samples.benchmark, samples.problem_id) if k not in texts]
     if missing:
         raise LensError(f"{len(missing)} samples' problems (e.g. {missing[0]}) are not in their benchmark any more")
@@ -134,8 +138,9 @@ def _batches(lengths: Sequence[int], budget: int, items: Sequence[int] | None = 
     return out + ([cur] if cur else [])
 
 
-def _plan(prompts: list[list[int]], conts: list[list[int]], budget: int,
-          other: list[list[int]] | None = None) -> list[tuple[list[int], bool]]:
+def _plan(
+    prompts: list[list[int]], conts: list[list[int]], budget: int, other: list[list[int]] | None = None
+) -> list[tuple[list[int], bool]]:
     """Forward batches as (item indices, shared). CoTs of one prompt (a solo run's n samples of a
     problem) share a batch whose prompt is run once ("shared"); lone prompts go into padded batches.
     `other`: a second model's prompts (exact KL), grouped jointly so both models can share."""
@@ -159,7 +164,9 @@ def _hidden(engine, prompts: list[list[int]], conts: list[list[int]], shared: bo
     if T == 0:
         return torch.zeros((0, engine.model.config.hidden_size), device=dev)
     P = len(prompts[0]) if shared else 0
-    ids = torch.zeros((len(conts), T if shared else max(len(p) + len(c) for p, c in zip(prompts, conts))), dtype=torch.long)
+    ids = torch.zeros(
+        (len(conts), T if shared else max(len(p) + len(c) for p, c in zip(prompts, conts))), dtype=torch.long
+    )
     mask = torch.zeros((len(conts), P + ids.shape[1]), dtype=torch.long)
     for i, (p, c) in enumerate(zip(prompts, conts)):
         seq = c if shared else p + c
@@ -171,7 +178,9 @@ def _hidden(engine, prompts: list[list[int]], conts: list[list[int]], shared: bo
     pre = decoder(input_ids=torch.tensor([prompts[0]], device=dev), use_cache=True)
     cache, first = pre.past_key_values, pre.last_hidden_state[0, -1:]  # `first` predicts every CoT's token 0
     cache.batch_repeat_interleave(len(conts))
-    h = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev), past_key_values=cache, use_cache=True).last_hidden_state
+    h = decoder(
+        input_ids=ids.to(dev), attention_mask=mask.to(dev), past_key_values=cache, use_cache=True
+    ).last_hidden_state
     return torch.cat([torch.cat([first, h[i, : len(c) - 1]]) for i, c in enumerate(conts) if len(c)])
 
 
@@ -185,8 +194,13 @@ def _check_pairs(prompts, conts):
 
 
 @torch.inference_mode()
-def token_logprobs(engine, prompts: list[list[int]], conts: list[list[int]], opts: LensOptions = LensOptions(),
-                   progress: Progress | None = None) -> list[np.ndarray]:
+def token_logprobs(
+    engine,
+    prompts: list[list[int]],
+    conts: list[list[int]],
+    opts: LensOptions = LensOptions(),
+    progress: Progress | None = None,
+) -> list[np.ndarray]:
     """Raw log p(cont[i] | prompt + cont[:i]) per item (float64 arrays). HF engines: batched padded
     forwards + blocked logits; any other engine (vLLM prompt log-probs): its own `score`."""
     _check_pairs(prompts, conts)
@@ -228,8 +242,15 @@ def _kl_block(ls: torch.Tensor, lj: torch.Tensor, t: torch.Tensor):
 
 
 @torch.inference_mode()
-def exact_kl(senior, junior, prompts: list[list[int]], conts: list[list[int]], opts: LensOptions = LensOptions(),
-             progress: Progress | None = None, senior_prompts: list[list[int]] | None = None) -> list[dict[str, np.ndarray]]:
+def exact_kl(
+    senior,
+    junior,
+    prompts: list[list[int]],
+    conts: list[list[int]],
+    opts: LensOptions = LensOptions(),
+    progress: Progress | None = None,
+    senior_prompts: list[list[int]] | None = None,
+) -> list[dict[str, np.ndarray]]:
     """Per item, per position: kl, reverse kl, senior and junior log-prob of the CoT token (HF engines).
     `prompts` are the junior's; `senior_prompts` (default: the same) the senior's own chat prefixes."""
     senior_prompts = senior_prompts or prompts
@@ -292,8 +313,9 @@ def _cot_text_ids(samples: pd.DataFrame, tok) -> tuple[list[str], list[list[int]
     return texts, ids
 
 
-def legibility(samples: pd.DataFrame, junior, *, senior_tok, opts: LensOptions = LensOptions(),
-               progress: Progress | None = None) -> pd.DataFrame:
+def legibility(
+    samples: pd.DataFrame, junior, *, senior_tok, opts: LensOptions = LensOptions(), progress: Progress | None = None
+) -> pd.DataFrame:
     """Junior NLL of each senior CoT: one row per sample (nats/token, bits/byte, per-bin curve).
 
     Same vocabulary: the CoT ids are scored as generated; junior_bpb excludes a final EOS token.
@@ -302,12 +324,18 @@ def legibility(samples: pd.DataFrame, junior, *, senior_tok, opts: LensOptions =
     jtok = junior.tokenizer
     matched = vocab_matches(senior_tok, jtok)
     if not matched and not opts.allow_vocab_mismatch:
-        raise LensError("senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in "
-                        "bits per byte of the CoT text instead of nats per shared token")
+        raise LensError(
+            "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in "
+            "bits per byte of the CoT text instead of nats per shared token"
+        )
     out = _base(samples)
     prompts = junior_prompts(samples, senior_tok, jtok)
     texts, no_eos = _cot_text_ids(samples, senior_tok)
-    conts = [_ids(t) for t in samples["token_ids"]] if matched else [jtok.encode(t, add_special_tokens=False) for t in texts]
+    conts = (
+        [_ids(t) for t in samples["token_ids"]]
+        if matched
+        else [jtok.encode(t, add_special_tokens=False) for t in texts]
+    )
     lps = token_logprobs(junior, prompts, conts, opts, progress)
     nll = [-x for x in lps]
     n_bytes = np.array([len(t.encode("utf-8")) for t in texts])
@@ -323,12 +351,20 @@ def legibility(samples: pd.DataFrame, junior, *, senior_tok, opts: LensOptions =
     return out
 
 
-def drift(samples: pd.DataFrame, junior, *, senior=None, senior_tok=None, opts: LensOptions = LensOptions(),
-          progress: Progress | None = None) -> pd.DataFrame:
+def drift(
+    samples: pd.DataFrame,
+    junior,
+    *,
+    senior=None,
+    senior_tok=None,
+    opts: LensOptions = LensOptions(),
+    progress: Progress | None = None,
+) -> pd.DataFrame:
     """KL drift of each senior CoT: one row per sample (nats/token, per-bin curves).
 
     `senior` an HF engine: exact forward and reverse KL over the vocabulary, plus k1/k3 from the
-    same forwards (the senior reads its own stored prompt, the junior its chat prefix). Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
+    same forwards (the senior reads its own stored prompt, the junior its chat prefix).
+    Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
     (`logprobs` column; re-scored with `senior` when given and the column is missing) and the
     junior's teacher-forced log-probs; kl_exact and kl_reverse are NaN. `senior_tok` (default: the
     senior engine's) is checked against the junior's: drift refuses different vocabularies."""
@@ -369,8 +405,10 @@ def _stored_logprobs(samples, conts, senior, opts) -> list[np.ndarray]:
     if all(x is not None and len(x) == len(c) for x, c in zip(lps, conts)):
         return lps  # type: ignore[return-value]
     if senior is None:
-        raise LensError("the samples have no per-token senior log-probs (`logprobs` column); use --engine hf (exact "
-                        "KL re-scores the senior), or regenerate the solo run")
+        raise LensError(
+            "the samples have no per-token senior log-probs (`logprobs` column); use --engine hf (exact "
+            "KL re-scores the senior), or regenerate the solo run"
+        )
     return token_logprobs(senior, [_ids(p) for p in samples["prompt_ids"]], conts, opts)
 
 
@@ -385,10 +423,21 @@ def _ci_entry(values: pd.Series, groups: pd.Series | None, n_samples: int, opts:
     values = values.dropna()
     if values.empty:
         return {"estimate": None, "n_problems": 0, "n_samples": n_samples}
-    ci = bootstrap_ci(values, n_boot=opts.n_boot, alpha=opts.alpha, seed=opts.seed,
-                      groups=None if groups is None else groups.reindex(values.index))
-    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "se": ci.se,
-            "n_problems": int(len(values)), "n_samples": n_samples}
+    ci = bootstrap_ci(
+        values,
+        n_boot=opts.n_boot,
+        alpha=opts.alpha,
+        seed=opts.seed,
+        groups=None if groups is None else groups.reindex(values.index),
+    )
+    return {
+        "estimate": ci.estimate,
+        "low": ci.low,
+        "high": ci.high,
+        "se": ci.se,
+        "n_problems": int(len(values)),
+        "n_samples": n_samples,
+    }
 
 
 def _levels(per_sample: pd.DataFrame, column: str, opts: LensOptions, all_groups: list[str]) -> dict:
@@ -411,22 +460,37 @@ def position_curve(per_sample: pd.DataFrame, column: str) -> dict:
     """Per group (mean over samples of their bin means) and macro (mean over groups) curves."""
     with warnings.catch_warnings():  # an all-NaN bin (every CoT shorter than `bins`) stays NaN
         warnings.simplefilter("ignore", RuntimeWarning)
-        per_group = {g: np.nanmean(np.stack(rows[column].to_list()), axis=0)
-                     for g, rows in per_sample.groupby("group", sort=True)}
+        per_group = {
+            g: np.nanmean(np.stack(rows[column].to_list()), axis=0)
+            for g, rows in per_sample.groupby("group", sort=True)
+        }
         macro = np.nanmean(np.stack(list(per_group.values())), axis=0) if per_group else None
     return {"per_group": per_group, "macro": macro}
 
 
-def summarize(per_sample: pd.DataFrame, columns: Sequence[str], curve_columns: Sequence[str] = (),
-              opts: LensOptions = LensOptions(), extra: dict | None = None) -> dict:
+def summarize(
+    per_sample: pd.DataFrame,
+    columns: Sequence[str],
+    curve_columns: Sequence[str] = (),
+    opts: LensOptions = LensOptions(),
+    extra: dict | None = None,
+) -> dict:
     """metrics.json entry: for each column, CIs per benchmark / group / macro over all samples and
     over non-truncated ones; per-position curves (all samples); truncation counts. Strict JSON."""
     curve_columns = [curve_columns] if isinstance(curve_columns, str) else curve_columns
     groups = sorted(per_sample["group"].unique())
     clean = per_sample[~per_sample["truncated"].astype(bool)]
-    out = {"unit": "nats/token", "n_samples": len(per_sample), "n_truncated": int(per_sample["truncated"].sum()),
-           "n_problems": int(per_sample.groupby(PROBLEM_KEY).ngroups), "bins": None,
-           "n_boot": opts.n_boot, "alpha": opts.alpha, "seed": opts.seed, **(extra or {})}
+    out = {
+        "unit": "nats/token",
+        "n_samples": len(per_sample),
+        "n_truncated": int(per_sample["truncated"].sum()),
+        "n_problems": int(per_sample.groupby(PROBLEM_KEY).ngroups),
+        "bins": None,
+        "n_boot": opts.n_boot,
+        "alpha": opts.alpha,
+        "seed": opts.seed,
+        **(extra or {}),
+    }
     for c in columns:
         if per_sample[c].notna().any():
             out[c] = {"all": _levels(per_sample, c, opts, groups), "no_truncated": _levels(clean, c, opts, groups)}

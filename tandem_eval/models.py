@@ -40,11 +40,13 @@ def resolve_model(name: str | Path) -> Path:
     if not path.exists():
         raise ModelError(f"checkpoint not found: {path} (pass an HF-format folder with config.json, or toy:NAME)")
     if not (path / "config.json").exists():
-        raise ModelError(f"{path} is not an HF-format checkpoint (no config.json); pass the folder that "
-                         "save_pretrained wrote")
+        raise ModelError(
+            f"{path} is not an HF-format checkpoint (no config.json); pass the folder that save_pretrained wrote"
+        )
     if not any((path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
-        raise ModelError(f"{path} has no tokenizer files; save the tokenizer next to the weights "
-                         "(tokenizer.save_pretrained(PATH))")
+        raise ModelError(
+            f"{path} has no tokenizer files; save the tokenizer next to the weights (tokenizer.save_pretrained(PATH))"
+        )
     return path
 
 
@@ -78,5 +80,6 @@ def check_vocab(senior_tok, junior_tok, allow_mismatch: bool = False) -> bool:
         raise ModelError(
             f"senior and junior tokenizers differ ({len(senior_tok)} vs {len(junior_tok)} tokens); token-level "
             "handoff needs one vocabulary. Use a junior from the same model family, or pass "
-            "--allow-vocab-mismatch for text-level handoff with re-tokenization")
+            "--allow-vocab-mismatch for text-level handoff with re-tokenization"
+        )
     return same

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -65,18 +65,33 @@ def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
     for trace, g in zip(traces, grades):
         problem, sample_idx, seed = meta[trace.key]
         mask = np.asarray(trace.author_mask, dtype=np.int8)
-        rows.append({
-            "problem_id": problem.problem_id, "benchmark": problem.benchmark, "group": problem.group,
-            "sample_idx": sample_idx, "mode": cfg.mode, "schedule": cfg.schedule, "seed": seed,
-            "problem": problem.problem,
-            "prompt": tokenizer.decode(list(trace.prompt_ids)),
-            "text": tokenizer.decode(trace.token_ids, skip_special_tokens=True),
-            "prompt_ids": list(trace.prompt_ids), "token_ids": trace.token_ids, "author_mask": mask.tolist(),
-            "logprobs": trace.logprobs, "gold": problem.answer, "extracted_answer": g.extracted,
-            "correct": bool(g.correct), "grade_status": g.status, "finish_reason": trace.finish_reason,
-            "n_tokens": len(trace.token_ids), "n_senior_tokens": int(mask.sum()),
-            "senior_fraction": float(mask.mean()) if len(mask) else float("nan"), "n_handoffs": trace.n_handoffs,
-        })
+        rows.append(
+            {
+                "problem_id": problem.problem_id,
+                "benchmark": problem.benchmark,
+                "group": problem.group,
+                "sample_idx": sample_idx,
+                "mode": cfg.mode,
+                "schedule": cfg.schedule,
+                "seed": seed,
+                "problem": problem.problem,
+                "prompt": tokenizer.decode(list(trace.prompt_ids)),
+                "text": tokenizer.decode(trace.token_ids, skip_special_tokens=True),
+                "prompt_ids": list(trace.prompt_ids),
+                "token_ids": trace.token_ids,
+                "author_mask": mask.tolist(),
+                "logprobs": trace.logprobs,
+                "gold": problem.answer,
+                "extracted_answer": g.extracted,
+                "correct": bool(g.correct),
+                "grade_status": g.status,
+                "finish_reason": trace.finish_reason,
+                "n_tokens": len(trace.token_ids),
+                "n_senior_tokens": int(mask.sum()),
+                "senior_fraction": float(mask.mean()) if len(mask) else float("nan"),
+                "n_handoffs": trace.n_handoffs,
+            }
+        )
     return rows
 
 
@@ -95,8 +110,14 @@ def summarize(samples: pd.DataFrame, cfg: EvalConfig) -> dict:
     }
 
 
-def run_eval(cfg: EvalConfig, out: str | Path, engines: dict | None = None, progress: bool = True,
-             flush_every: int = 64, on_flush: Callable[[int], None] | None = None) -> RunFolder:
+def run_eval(
+    cfg: EvalConfig,
+    out: str | Path,
+    engines: dict | None = None,
+    progress: bool = True,
+    flush_every: int = 64,
+    on_flush: Callable[[int], None] | None = None,
+) -> RunFolder:
     """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable."""
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
     # Validate every input before the run folder exists, so a bad command leaves nothing behind.
@@ -112,8 +133,10 @@ def run_eval(cfg: EvalConfig, out: str | Path, engines: dict | None = None, prog
     if rf.is_complete():
         return rf
     if not problems:
-        raise RunFolderError(f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
-                             f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards")
+        raise RunFolderError(
+            f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
+            f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
+        )
     own = engines is None
     engines = engines or open_engines(cfg)
     try:
@@ -145,19 +168,27 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
     junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     if isinstance(junior, RetokenizingEngine):
         for spec in specs:
-            junior.register(spec.key, prompt_ids(junior.inner.tokenizer, meta[spec.key][0].problem), len(spec.prompt_ids))
+            junior.register(
+                spec.key, prompt_ids(junior.inner.tokenizer, meta[spec.key][0].problem), len(spec.prompt_ids)
+            )
     pool = cfg.batch_size * (2 if junior is not None else 1)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    columns = [TextColumn(f"{cfg.mode}:{cfg.schedule}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[tps]} tok/s"), TimeRemainingColumn()]
+    columns = [
+        TextColumn(f"{cfg.mode}:{cfg.schedule}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tps]} tok/s"),
+        TimeRemainingColumn(),
+    ]
     with Grader() as grader, Progress(*columns, disable=not progress, transient=False) as bar:
         task = bar.add_task("gen", total=len(specs), tps="-")
         buffer, n_tok, t0 = [], 0, time.time()
 
         def flush():
-            grades = grader.grade_many([(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer)
-                                        for t in buffer])
+            grades = grader.grade_many(
+                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in buffer]
+            )
             rf.append_shard(_rows(buffer, meta, grades, tok, cfg))
             if on_flush:
                 on_flush(len(buffer))
@@ -182,8 +213,9 @@ def handoff_dirname(schedule: str) -> str:
     return "handoff-" + schedule.replace(":", "_")
 
 
-def run_handoff(cfg: EvalConfig, out_root: str | Path, solo_run: str | Path | None = None,
-                progress: bool = True) -> tuple[RunFolder, RunFolder, dict]:
+def run_handoff(
+    cfg: EvalConfig, out_root: str | Path, solo_run: str | Path | None = None, progress: bool = True
+) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them."""
     out_root = Path(out_root)
     engines = open_engines(cfg)
@@ -205,15 +237,19 @@ def merge_shards(parts: list[str | Path], out: str | Path) -> RunFolder:
     folders = [require_complete(p) for p in parts]
     cfgs = [f.config() for f in folders]
     if len({c["fingerprint"] for c in cfgs}) != 1:
-        raise RunFolderError("shards come from different experiments (fingerprints differ); merge only the "
-                             "--shard-index 0..N-1 outputs of one command")
+        raise RunFolderError(
+            "shards come from different experiments (fingerprints differ); merge only the "
+            "--shard-index 0..N-1 outputs of one command"
+        )
     from .config import from_dict
 
     cfg = dataclasses.replace(from_dict(EvalConfig, cfgs[0]["config"]), num_shards=1, shard_index=0)
     indices = sorted(c["config"]["shard_index"] for c in cfgs)
     if indices != list(range(cfgs[0]["config"]["num_shards"])):
-        raise RunFolderError(f"shard indices {indices} do not cover 0..{cfgs[0]['config']['num_shards'] - 1}; "
-                             "finish the missing shards first")
+        raise RunFolderError(
+            f"shard indices {indices} do not cover 0..{cfgs[0]['config']['num_shards'] - 1}; "
+            "finish the missing shards first"
+        )
     rf = RunFolder(out)
     rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})
     if not rf.is_complete():

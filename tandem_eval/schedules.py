@@ -223,7 +223,9 @@ def parse_schedule(spec: str) -> tuple[str, tuple]:
     """'word:0.5:32' -> ('word', (0.5, 32)); validates the name and argument count/types."""
     name, *raw = spec.split(":")
     if name not in SCHEDULES:
-        raise ValueError(f"unknown schedule {spec!r}; valid: {', '.join(SCHEDULES)} (chunk:N, takeover:N, word[:P[:K]])")
+        raise ValueError(
+            f"unknown schedule {spec!r}; valid: {', '.join(SCHEDULES)} (chunk:N, takeover:N, word[:P[:K]])"
+        )
     types_ = _ARG_TYPES.get(name, ())
     if len(raw) > len(types_):
         raise ValueError(f"schedule {name!r} takes at most {len(types_)} argument(s), got {spec!r}")

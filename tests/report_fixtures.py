@@ -46,18 +46,38 @@ def save_tokenizer(path: Path) -> Path:
 
 
 def trace_paragraphs(a: int, b: int, answer: int) -> list[str]:
-    return [f"Step 1: {a} + {b} = {a + b}.\n\n", f"Step 2: {a + b} * 2 = {2 * (a + b)}.\n\n",
-            f"So the answer is \\boxed{{{answer}}}."]
+    return [
+        f"Step 1: {a} + {b} = {a + b}.\n\n",
+        f"Step 2: {a + b} * 2 = {2 * (a + b)}.\n\n",
+        f"So the answer is \\boxed{{{answer}}}.",
+    ]
 
 
-def make_run(path: Path, senior: Path, flags: dict, mode: str = "solo", schedule: str = "solo",
-             label: str | None = None, ks=KS, side_tables: bool = False, extra: dict | None = None) -> RunFolder:
+def make_run(
+    path: Path,
+    senior: Path,
+    flags: dict,
+    mode: str = "solo",
+    schedule: str = "solo",
+    label: str | None = None,
+    ks=KS,
+    side_tables: bool = False,
+    extra: dict | None = None,
+) -> RunFolder:
     """A complete run folder. flags: {(benchmark, problem_id): [correct per sample]}."""
     tok = tokenizer()
     n = max(len(v) for v in flags.values())
-    cfg = EvalConfig(senior=ModelSpec(str(senior)), junior=ModelSpec(str(senior.parent / "junior")),
-                     mode=mode, schedule=schedule, benchmarks=tuple(sorted({b for b, _ in flags})), n=n,
-                     ks=tuple(ks), seed=0, label=label)
+    cfg = EvalConfig(
+        senior=ModelSpec(str(senior)),
+        junior=ModelSpec(str(senior.parent / "junior")),
+        mode=mode,
+        schedule=schedule,
+        benchmarks=tuple(sorted({b for b, _ in flags})),
+        n=n,
+        ks=tuple(ks),
+        seed=0,
+        label=label,
+    )
     rf = RunFolder(path)
     rf.init(cfg, extra)
     rows, legi, drift = [], [], []
@@ -76,23 +96,54 @@ def make_run(path: Path, senior: Path, flags: dict, mode: str = "solo", schedule
                 mask += [author] * len(piece)
             text = tok.decode(ids)
             rng = np.random.default_rng(zlib.crc32(f"{path.name}{pid}{i}".encode()))
-            rows.append({
-                "problem_id": pid, "benchmark": bench, "group": bench, "sample_idx": i, "mode": mode,
-                "schedule": schedule, "seed": 0, "prompt": f"What is 2 * ({a} + {b})?", "text": text,
-                "prompt_ids": [1, 2, 3], "token_ids": ids, "author_mask": mask,
-                "logprobs": (-rng.exponential(0.3, len(ids))).tolist(), "gold": str(gold),
-                "extracted_answer": str(answer), "correct": bool(ok), "grade_status": "ok",
-                "finish_reason": "eos", "n_tokens": len(ids), "n_senior_tokens": int(sum(mask)),
-                "senior_fraction": sum(mask) / len(mask), "n_handoffs": int(np.abs(np.diff(mask)).sum()),
-            })
+            rows.append(
+                {
+                    "problem_id": pid,
+                    "benchmark": bench,
+                    "group": bench,
+                    "sample_idx": i,
+                    "mode": mode,
+                    "schedule": schedule,
+                    "seed": 0,
+                    "prompt": f"What is 2 * ({a} + {b})?",
+                    "text": text,
+                    "prompt_ids": [1, 2, 3],
+                    "token_ids": ids,
+                    "author_mask": mask,
+                    "logprobs": (-rng.exponential(0.3, len(ids))).tolist(),
+                    "gold": str(gold),
+                    "extracted_answer": str(answer),
+                    "correct": bool(ok),
+                    "grade_status": "ok",
+                    "finish_reason": "eos",
+                    "n_tokens": len(ids),
+                    "n_senior_tokens": int(sum(mask)),
+                    "senior_fraction": sum(mask) / len(mask),
+                    "n_handoffs": int(np.abs(np.diff(mask)).sum()),
+                }
+            )
             nll = rng.exponential(0.8 if "grpo" in str(senior) else 0.5, len(ids))
             kl = rng.exponential(0.2 if "grpo" in str(senior) else 0.1, len(ids))
             key = {"benchmark": bench, "problem_id": pid, "sample_idx": i, "n_tokens": len(ids)}
-            legi.append({**key, "junior_nll_sum": float(nll.sum()), "junior_nll_mean": float(nll.mean()),
-                         "token_nll": nll.tolist()})
-            drift.append({**key, "kl_exact": float(kl.mean()), "kl_k1": float(kl.mean() * 1.1),
-                          "kl_k3": float(kl.mean() * 0.9), "kl_reverse": float(kl.mean()), "truncated": False,
-                          "token_kl": kl.tolist()})
+            legi.append(
+                {
+                    **key,
+                    "junior_nll_sum": float(nll.sum()),
+                    "junior_nll_mean": float(nll.mean()),
+                    "token_nll": nll.tolist(),
+                }
+            )
+            drift.append(
+                {
+                    **key,
+                    "kl_exact": float(kl.mean()),
+                    "kl_k1": float(kl.mean() * 1.1),
+                    "kl_k3": float(kl.mean() * 0.9),
+                    "kl_reverse": float(kl.mean()),
+                    "truncated": False,
+                    "token_kl": kl.tolist(),
+                }
+            )
     rf.append_shard(rows)
     import pandas as pd
 
@@ -132,14 +183,29 @@ def make_results(root: Path) -> Path:
         loss = 0.3 if arm == "grpo" else 0.05
         make_run(root / arm / "handoff-paragraph", senior, degrade(solo, loss, 20 + a), "handoff", "paragraph")
         for n_takeover in (1, 2):
-            make_run(root / arm / f"handoff-takeover:{n_takeover}", senior,
-                     degrade(solo, 2 * loss / n_takeover, 30 + n_takeover), "handoff", f"takeover:{n_takeover}")
+            make_run(
+                root / arm / f"handoff-takeover:{n_takeover}",
+                senior,
+                degrade(solo, 2 * loss / n_takeover, 30 + n_takeover),
+                "handoff",
+                f"takeover:{n_takeover}",
+            )
     train = root / "train" / "tandem"
     train.mkdir(parents=True, exist_ok=True)
     (train / "tandem_meta.json").write_text(json.dumps({"arm": "tandem", "junior": "toy:junior"}))
     rng = np.random.default_rng(5)
-    lines = [json.dumps({"step": s, "reward": 0.3 + s / 100 + rng.normal(0, 0.02), "accuracy": 0.3 + s / 100,
-                         "senior_fraction": 0.5 + rng.normal(0, 0.01), "kl": 0.01 * s}) for s in range(1, 31)]
+    lines = [
+        json.dumps(
+            {
+                "step": s,
+                "reward": 0.3 + s / 100 + rng.normal(0, 0.02),
+                "accuracy": 0.3 + s / 100,
+                "senior_fraction": 0.5 + rng.normal(0, 0.01),
+                "kl": 0.01 * s,
+            }
+        )
+        for s in range(1, 31)
+    ]
     (train / "train_log.jsonl").write_text("\n".join(lines) + "\n")
     for step in (10, 20, 30):
         ckpt = save_tokenizer(train / f"checkpoint-{step}")

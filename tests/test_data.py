@@ -109,11 +109,14 @@ def test_hub_rows_are_normalised(monkeypatch):
     import datasets
 
     fake = {
-        ("openai/gsm8k", "main"): [{"question": "Q1", "answer": "48/2 = <<48/2=24>>24\n#### 1,024"},
-                                   {"question": "Q2", "answer": "so\n#### 72"}],
+        ("openai/gsm8k", "main"): [
+            {"question": "Q1", "answer": "48/2 = <<48/2=24>>24\n#### 1,024"},
+            {"question": "Q2", "answer": "so\n#### 72"},
+        ],
         ("Hothan/OlympiadBench", "OE_TO_maths_en_COMP"): [
             {"id": 7, "question": "Find x.", "final_answer": ["$3$"]},
-            {"id": 9, "question": "Find all y.", "final_answer": ["1", "2"]}],
+            {"id": 9, "question": "Find all y.", "final_answer": ["1", "2"]},
+        ],
         ("MathArena/aime_2025", None): [{"problem_idx": 1, "problem": "P", "answer": 204}],
     }
     calls = []
@@ -127,8 +130,7 @@ def test_hub_rows_are_normalised(monkeypatch):
     assert [p.answer for p in gsm] == ["1024", "72"]
     assert [p.problem_id for p in gsm] == ["gsm8k/0000", "gsm8k/0001"]
     oly = load_benchmark("olympiadbench")
-    assert [(p.problem_id, p.answer) for p in oly] == [("olympiadbench/7", "$3$"),
-                                                       ("olympiadbench/9", "1, 2")]
+    assert [(p.problem_id, p.answer) for p in oly] == [("olympiadbench/7", "$3$"), ("olympiadbench/9", "1, 2")]
     (aime,) = load_benchmark("aime25")
     assert (aime.problem_id, aime.answer, aime.group) == ("aime25/1", "204", "aime")
     assert calls[0] == ("openai/gsm8k", "main", "test")
@@ -138,20 +140,21 @@ def test_hub_rows_are_normalised(monkeypatch):
 
 
 def test_local_jsonl_custom_columns(tmp_path):
-    path = write_jsonl(tmp_path / "mine.jsonl", [
-        {"qid": "a", "question": "1+1?", "gold": 2},
-        {"qid": "b", "question": "2+2?", "gold": "4"},
-    ])
+    path = write_jsonl(
+        tmp_path / "mine.jsonl",
+        [
+            {"qid": "a", "question": "1+1?", "gold": 2},
+            {"qid": "b", "question": "2+2?", "gold": "4"},
+        ],
+    )
     problems = load_benchmark(path, problem_col="question", answer_col="gold", id_col="qid")
-    assert [(p.problem_id, p.problem, p.answer) for p in problems] == [("a", "1+1?", "2"),
-                                                                      ("b", "2+2?", "4")]
+    assert [(p.problem_id, p.problem, p.answer) for p in problems] == [("a", "1+1?", "2"), ("b", "2+2?", "4")]
     assert {(p.benchmark, p.group) for p in problems} == {("mine", "mine")}
 
 
 def test_local_file_ids_default_to_row_order(tmp_path):
     path = write_jsonl(tmp_path / "noid.jsonl", [{"problem": "p", "answer": "1"}] * 3)
-    assert [p.problem_id for p in load_benchmark(str(path))] == ["noid/0000", "noid/0001",
-                                                                 "noid/0002"]
+    assert [p.problem_id for p in load_benchmark(str(path))] == ["noid/0000", "noid/0001", "noid/0002"]
 
 
 def test_local_parquet_and_csv(tmp_path):
@@ -196,8 +199,10 @@ def test_empty_value_in_parquet_names_row(tmp_path):
 
 
 def test_duplicate_ids_name_the_id(tmp_path):
-    path = write_jsonl(tmp_path / "d.jsonl", [{"problem_id": "q7", "problem": "a", "answer": "1"},
-                                              {"problem_id": "q7", "problem": "b", "answer": "2"}])
+    path = write_jsonl(
+        tmp_path / "d.jsonl",
+        [{"problem_id": "q7", "problem": "a", "answer": "1"}, {"problem_id": "q7", "problem": "b", "answer": "2"}],
+    )
     with pytest.raises(BenchmarkError, match="duplicate problem id 'q7'.*line 1 and line 2"):
         load_benchmark(path)
 
@@ -231,12 +236,13 @@ def chat_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     corpus = [p.problem + INSTRUCTION for p in load_benchmark("tiny")]
     tok.train_from_iterator(corpus, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                 pad_token="<|endoftext|>")
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     hf.chat_template = CHATML
     return hf
 
@@ -249,8 +255,9 @@ def test_user_message_is_problem_plus_instruction():
 def test_prompt_ids_chatml(chat_tokenizer):
     problem = "Tom has 3 apples and buys 4 more. How many apples does he have?"
     text = prompt_text(chat_tokenizer, problem)
-    assert text == (f"<|im_start|>user\n{user_message(problem)}<|im_end|>\n"
-                    "<|im_start|>assistant\n<think>\n\n</think>\n\n")  # thinking disabled
+    assert text == (
+        f"<|im_start|>user\n{user_message(problem)}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )  # thinking disabled
     ids = prompt_ids(chat_tokenizer, problem)
     assert isinstance(ids, list) and all(type(i) is int for i in ids)
     assert ids == chat_tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -271,8 +278,13 @@ def test_as_id_list_accepts_every_return_shape():
     from transformers import BatchEncoding
 
     expected = [5, 6, 7]
-    for out in ([5, 6, 7], [[5, 6, 7]], {"input_ids": [5, 6, 7]},
-                BatchEncoding({"input_ids": [5, 6, 7]}), torch.tensor([[5, 6, 7]])):
+    for out in (
+        [5, 6, 7],
+        [[5, 6, 7]],
+        {"input_ids": [5, 6, 7]},
+        BatchEncoding({"input_ids": [5, 6, 7]}),
+        torch.tensor([[5, 6, 7]]),
+    ):
         assert _as_id_list(out) == expected
     with pytest.raises(PromptError, match="batch of 2"):
         _as_id_list([[1], [2]])

@@ -19,8 +19,16 @@ def setup(tiny_pair):
     engine = HFEngine(senior, GREEDY, max_batch=4)
     model = AutoModelForCausalLM.from_pretrained(senior).eval()
     tok = engine.tokenizer
-    prompts = [tok.encode(t) for t in ["Tom has 3 apples", "Ana", "The answer is \\boxed{7}.\n\nSo Li has 5 coins and",
-                                       "Maya buys 4 more pens.\n\n", "x"]]
+    prompts = [
+        tok.encode(t)
+        for t in [
+            "Tom has 3 apples",
+            "Ana",
+            "The answer is \\boxed{7}.\n\nSo Li has 5 coins and",
+            "Maya buys 4 more pens.\n\n",
+            "x",
+        ]
+    ]
     return engine, model, prompts
 
 
@@ -35,8 +43,9 @@ def test_greedy_matches_transformers_generate_and_logprobs_match_forward(setup):
     # 5 prompts with max_batch 4: rows join and leave mid-flight (continuous batching).
     outs = generate(engine, [Request(i, p, 24) for i, p in enumerate(prompts)])
     for p, out in zip(prompts, outs):
-        ref = model.generate(torch.tensor([p]), max_new_tokens=24, do_sample=False,
-                             eos_token_id=list(engine.eos_ids), pad_token_id=0)[0, len(p):].tolist()
+        ref = model.generate(
+            torch.tensor([p]), max_new_tokens=24, do_sample=False, eos_token_id=list(engine.eos_ids), pad_token_id=0
+        )[0, len(p) :].tolist()
         assert out.token_ids == ref[: len(out.token_ids)]
         assert torch.allclose(_plain_logprobs(model, p, out.token_ids), torch.tensor(out.logprobs), atol=1e-4)
         scored = engine.score([p], [out.token_ids])[0]

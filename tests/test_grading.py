@@ -10,11 +10,17 @@ import pytest
 
 from tandem_eval import grading
 from tandem_eval.grading import (
-    PINNED, Grade, Grader, GraderVersionError, check_grader_versions, extract_answer, grade,
+    PINNED,
+    Grade,
+    Grader,
+    GraderVersionError,
+    check_grader_versions,
+    extract_answer,
+    grade,
     normalize_answer,
 )
 
-POWER_TOWER = r"so the answer is \boxed{9^{9^{9^{9^{9^{9}}}}}}"   # sympy evaluates it forever
+POWER_TOWER = r"so the answer is \boxed{9^{9^{9^{9^{9^{9}}}}}}"  # sympy evaluates it forever
 
 
 @pytest.fixture(scope="module")
@@ -25,22 +31,25 @@ def grader():
 
 
 # ------------------------------------------------------------------ extraction
-@pytest.mark.parametrize("text, expected", [
-    (r"so \boxed{42}.", "42"),
-    (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),                       # nested braces
-    (r"\boxed{\sqrt{\frac{a}{b^{2}}}} done", r"\sqrt{\frac{a}{b^{2}}}"),
-    (r"first \boxed{1}, then \boxed{2}, finally \boxed{3}", "3"),  # last of several
-    (r"\boxed{1} and \fbox{7}", "7"),                              # \fbox counts
-    (r"$\boxed 5$", "5"),                                          # space form
-    (r"\boxed {12}", "12"),
-    (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),                            # escaped braces
-    (r"\boxed{\boxed{4}}", r"\boxed{4}"),                          # outer box wins
-    ("no box here", None),
-    (r"\boxed{}", None),                                           # empty
-    (r"\boxed{1} ... \boxed{\frac{1}{2}", None),                   # unbalanced last box
-    (r"\boxed", None),
-    (r"\boxedx{3}", None),                                         # not the \boxed macro
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"so \boxed{42}.", "42"),
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),  # nested braces
+        (r"\boxed{\sqrt{\frac{a}{b^{2}}}} done", r"\sqrt{\frac{a}{b^{2}}}"),
+        (r"first \boxed{1}, then \boxed{2}, finally \boxed{3}", "3"),  # last of several
+        (r"\boxed{1} and \fbox{7}", "7"),  # \fbox counts
+        (r"$\boxed 5$", "5"),  # space form
+        (r"\boxed {12}", "12"),
+        (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),  # escaped braces
+        (r"\boxed{\boxed{4}}", r"\boxed{4}"),  # outer box wins
+        ("no box here", None),
+        (r"\boxed{}", None),  # empty
+        (r"\boxed{1} ... \boxed{\frac{1}{2}", None),  # unbalanced last box
+        (r"\boxed", None),
+        (r"\boxedx{3}", None),  # not the \boxed macro
+    ],
+)
 def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
 
@@ -49,11 +58,11 @@ def test_normalize_answer_is_conservative():
     assert normalize_answer(r"$\left( 1, 2 \right)$.") == "(1,2)"
     assert normalize_answer(r"\dfrac{1}{2}") == normalize_answer(r"\frac{1}{2}")
     assert normalize_answer("1,000,000") == "1000000"
-    assert normalize_answer("1,2") == "1,2"                        # a list, not a thousand
+    assert normalize_answer("1,2") == "1,2"  # a list, not a thousand
     assert normalize_answer(r"10\text{ cm}") == "10"
     assert normalize_answer(r"90^\circ") == normalize_answer(r"90^{\circ}") == "90"
     assert normalize_answer("x = 3") == "3"
-    assert normalize_answer("y = 2x = 4") == "y=2x=4"              # not a plain assignment
+    assert normalize_answer("y = 2x = 4") == "y=2x=4"  # not a plain assignment
     assert normalize_answer(r"\text{Evelyn}") == "Evelyn"
 
 
@@ -87,13 +96,13 @@ def test_string_fast_path_needs_no_worker():
     grades = g.grade_many([(rf"\boxed{{{i:,}}}", str(i)) for i in range(5000)])
     assert time.monotonic() - t < 2.0
     assert all(x == Grade(True, "ok", f"{i:,}", "string match") for i, x in enumerate(grades))
-    assert g._workers == []   # no process was started for easy items
+    assert g._workers == []  # no process was started for easy items
     g.close()
 
 
 def test_grade_single():
-    assert grade(r"\boxed{\tfrac{3}{4}}", r"\frac{3}{4}").correct   # fast path
-    mv = grade(r"so \boxed{0.75}", r"\frac34")                      # via a one-worker pool
+    assert grade(r"\boxed{\tfrac{3}{4}}", r"\frac{3}{4}").correct  # fast path
+    mv = grade(r"so \boxed{0.75}", r"\frac34")  # via a one-worker pool
     assert (mv.correct, mv.status, mv.extracted) == (True, "ok", "0.75")
     none = grade("I give up", "3")
     assert (none.correct, none.status, none.extracted) == (False, "no_answer", None)
@@ -101,10 +110,9 @@ def test_grade_single():
 
 # ------------------------------------------------------------------ deadlines and order
 def test_timeout_kills_worker_and_next_item_grades(grader):
-    grader.grade_many([(r"\boxed{0.5}", r"\frac12")])   # make sure the worker is warm
+    grader.grade_many([(r"\boxed{0.5}", r"\frac12")])  # make sure the worker is warm
     t = time.monotonic()
-    first, second = grader.grade_many([(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")],
-                                      timeout=2.0)
+    first, second = grader.grade_many([(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")], timeout=2.0)
     assert time.monotonic() - t < 2.0 + 3.0
     assert (first.status, first.correct) == ("timeout", False)
     assert first.extracted == "9^{9^{9^{9^{9^{9}}}}}"
@@ -113,32 +121,31 @@ def test_timeout_kills_worker_and_next_item_grades(grader):
 
 def test_grade_many_keeps_order_with_mixed_statuses():
     pairs = [
-        (r"\boxed{0.5}", r"\frac{1}{2}"),        # ok, via math-verify
-        ("no answer at all", "7"),                # no_answer
-        (r"\boxed{(10^{10})!}", "1"),             # timeout (giant factorial)
-        (r"\boxed{7}", "7"),                      # ok, string match
-        (r"\boxed{2}", "3"),                      # ok, wrong
-        (r"\boxed{\frac{2}{4}}", "0.5"),          # ok, via math-verify
+        (r"\boxed{0.5}", r"\frac{1}{2}"),  # ok, via math-verify
+        ("no answer at all", "7"),  # no_answer
+        (r"\boxed{(10^{10})!}", "1"),  # timeout (giant factorial)
+        (r"\boxed{7}", "7"),  # ok, string match
+        (r"\boxed{2}", "3"),  # ok, wrong
+        (r"\boxed{\frac{2}{4}}", "0.5"),  # ok, via math-verify
     ]
     done = []
     with Grader(n_workers=2) as g:
         grades = g.grade_many(pairs, timeout=2.0, progress=lambda n, total: done.append(n))
     assert [x.status for x in grades] == ["ok", "no_answer", "timeout", "ok", "ok", "ok"]
     assert [x.correct for x in grades] == [True, False, False, True, False, True]
-    assert [x.extracted for x in grades] == [
-        "0.5", None, "(10^{10})!", "7", "2", r"\frac{2}{4}"]
+    assert [x.extracted for x in grades] == ["0.5", None, "(10^{10})!", "7", "2", r"\frac{2}{4}"]
     assert done[-1] == len(pairs) and done == sorted(done)
 
 
 def test_crashed_worker_gives_error_and_is_replaced():
     # A worker killed from outside (as the OOM killer would) fails only the item it was on.
     import threading
+
     with Grader(n_workers=1) as g:
-        g.grade_many([(r"\boxed{0.5}", r"\frac12")])   # workers are up
+        g.grade_many([(r"\boxed{0.5}", r"\frac12")])  # workers are up
         threading.Timer(1.0, lambda: g._workers[0].proc.kill()).start()
         t = time.monotonic()
-        crashed, after = g.grade_many([(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")],
-                                      timeout=30.0)
+        crashed, after = g.grade_many([(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")], timeout=30.0)
     assert time.monotonic() - t < 10.0
     assert crashed.status == "error" and "worker died" in crashed.detail
     assert (after.status, after.correct) == ("ok", True)
@@ -173,8 +180,7 @@ def test_versions_match_installed_pins():
 
 def test_version_mismatch_raises_unless_allowed(monkeypatch):
     real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda name: "0.7.0" if name == "math-verify" else real(name))
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.7.0" if name == "math-verify" else real(name))
     with pytest.raises(GraderVersionError) as err:
         check_grader_versions()
     msg = str(err.value)
@@ -188,6 +194,7 @@ def test_version_mismatch_raises_unless_allowed(monkeypatch):
 def test_missing_package_is_a_mismatch(monkeypatch):
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)
+
     monkeypatch.setattr(importlib.metadata, "version", missing)
     with pytest.raises(GraderVersionError, match="missing"):
         check_grader_versions()

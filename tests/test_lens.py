@@ -55,11 +55,26 @@ def samples(engines):
         ids = prompt_ids(senior.tokenizer, p.problem)
         for k in range(N_SAMPLES):
             reqs.append(Request((p.problem_id, k), ids, MAX_NEW, seed=1000 * len(rows) + 7))
-            rows.append({"problem_id": p.problem_id, "benchmark": p.benchmark, "group": p.group, "sample_idx": k,
-                         "mode": "solo", "schedule": "solo", "prompt_ids": ids, "correct": k % 2 == 0})
+            rows.append(
+                {
+                    "problem_id": p.problem_id,
+                    "benchmark": p.benchmark,
+                    "group": p.group,
+                    "sample_idx": k,
+                    "mode": "solo",
+                    "schedule": "solo",
+                    "prompt_ids": ids,
+                    "correct": k % 2 == 0,
+                }
+            )
     for row, c in zip(rows, generate(senior, reqs)):
-        row.update(token_ids=c.token_ids, logprobs=c.logprobs, finish_reason=c.finish_reason,
-                   n_tokens=len(c.token_ids), text=senior.tokenizer.decode(c.token_ids))
+        row.update(
+            token_ids=c.token_ids,
+            logprobs=c.logprobs,
+            finish_reason=c.finish_reason,
+            n_tokens=len(c.token_ids),
+            text=senior.tokenizer.decode(c.token_ids),
+        )
     df = pd.DataFrame(rows)
     assert (df.n_tokens > 0).all()
     return df
@@ -72,6 +87,7 @@ def drift_hf(samples, engines):
 
 def _brute(model_s, model_j, prompt, cont, vocab, junior_prompt=None):
     """Plain forwards, float64 log-softmax over the tokenizer vocabulary: per-token quantities."""
+
     def logp(model, prompt):
         with torch.no_grad():
             logits = model(torch.tensor([list(prompt) + list(cont)])).logits[0, len(prompt) - 1 : -1, :vocab]
@@ -80,18 +96,26 @@ def _brute(model_s, model_j, prompt, cont, vocab, junior_prompt=None):
     ls, lj = logp(model_s, prompt), logp(model_j, junior_prompt or prompt)
     t = torch.tensor(list(cont))
     r = torch.arange(len(cont))
-    return {"nll_j": (-lj[r, t]).numpy(), "k1": (ls[r, t] - lj[r, t]).numpy(),
-            "kl": (ls.exp() * (ls - lj)).sum(-1).numpy(), "rev": (lj.exp() * (lj - ls)).sum(-1).numpy()}
+    return {
+        "nll_j": (-lj[r, t]).numpy(),
+        "k1": (ls[r, t] - lj[r, t]).numpy(),
+        "kl": (ls.exp() * (ls - lj)).sum(-1).numpy(),
+        "rev": (lj.exp() * (lj - ls)).sum(-1).numpy(),
+    }
 
 
 @pytest.fixture(scope="module")
 def brute(samples, pair):
     from transformers import AutoModelForCausalLM
 
-    s, j = (AutoModelForCausalLM.from_pretrained(str(pair[r]), dtype=torch.float32).eval() for r in ("senior", "junior"))
+    s, j = (
+        AutoModelForCausalLM.from_pretrained(str(pair[r]), dtype=torch.float32).eval() for r in ("senior", "junior")
+    )
     vocab = s.config.vocab_size
-    return {"models": (s, j, vocab),
-            "rows": [_brute(s, j, list(p), list(c), vocab) for p, c in zip(samples.prompt_ids, samples.token_ids)]}
+    return {
+        "models": (s, j, vocab),
+        "rows": [_brute(s, j, list(p), list(c), vocab) for p, c in zip(samples.prompt_ids, samples.token_ids)],
+    }
 
 
 # ---- correctness against brute force -------------------------------------------------------
@@ -133,7 +157,9 @@ def test_junior_with_its_own_chat_template(samples, pair, engines, brute):
     from tandem_eval.engines.hf import HFEngine
 
     junior = HFEngine(pair["junior"], T1)
-    junior.tokenizer.chat_template = "{{- '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}" + junior.tokenizer.chat_template
+    junior.tokenizer.chat_template = (
+        "{{- '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}" + junior.tokenizer.chat_template
+    )
     sub = samples.iloc[::5]
     out = lens.drift(sub, junior, senior=engines["senior"], opts=FAST)
     s, j, vocab = brute["models"]
@@ -186,7 +212,7 @@ def test_position_bins():
 
 def test_truncated_flag_and_summaries(drift_hf, samples):
     per = drift_hf.copy()
-    per["truncated"] = (np.arange(len(per)) % 3 == 0)  # a known pattern (random tiny models rarely emit EOS)
+    per["truncated"] = np.arange(len(per)) % 3 == 0  # a known pattern (random tiny models rarely emit EOS)
     assert (drift_hf["truncated"] == (samples["finish_reason"] == "length").to_numpy()).all()
     per["benchmark"] = np.where(per.problem_id < "tiny/0004", "bench_a", "bench_b")  # two groups: a real macro
     per["group"] = per["benchmark"].str.replace("bench", "group")
@@ -316,21 +342,33 @@ def test_cli_legibility_drift_compare(tmp_path, pair, samples):
     assert {"solo", "legibility", "drift"} <= set(m)
     assert m["drift"]["method"] == "exact" and m["legibility"]["primary"] == "junior_nll_mean"
     per = pd.read_parquet(a.path / "drift.parquet")
-    assert {"benchmark", "problem_id", "sample_idx", "n_tokens", "kl_exact", "kl_k1", "kl_k3", "kl_reverse",
-            "truncated"} <= set(per.columns)
+    assert {
+        "benchmark",
+        "problem_id",
+        "sample_idx",
+        "n_tokens",
+        "kl_exact",
+        "kl_k1",
+        "kl_k3",
+        "kl_reverse",
+        "truncated",
+    } <= set(per.columns)
     assert {"junior_nll_sum", "junior_nll_mean"} <= set(pd.read_parquet(a.path / "legibility.parquet").columns)
 
     out = tmp_path / "cmp.json"
     for metric in ("junior_nll", "kl_exact", "kl_k1", "solo_pass@1"):
-        res = runner.invoke(app, ["compare", str(a.path), str(b.path), "--metric", metric, "--n-boot", "100",
-                                  "--json", str(out)])
+        res = runner.invoke(
+            app, ["compare", str(a.path), str(b.path), "--metric", metric, "--n-boot", "100", "--json", str(out)]
+        )
         assert res.exit_code == 0, res.output
         rows = json.loads(out.read_text())["rows"]
         assert [r["group"] for r in rows] == ["tiny", "macro"] and rows[-1]["n_problems"] == N_PROBLEMS
     assert rows[-1]["diff"] == pytest.approx(100.0 * (samples.correct.mean() - b_samples.correct.mean()))
     # Bad input: one-line error naming the fix, non-zero exit.
-    for args, msg in ((["compare", str(a.path), str(b.path), "--metric", "pass@4"], "unknown metric"),
-                      (["drift", "--run", str(tmp_path / "nope"), "--junior", str(pair["junior"])], "not a run folder"),
-                      (["legibility", "--junior", str(pair["junior"])], "--run SOLO_RUN_DIR")):
+    for args, msg in (
+        (["compare", str(a.path), str(b.path), "--metric", "pass@4"], "unknown metric"),
+        (["drift", "--run", str(tmp_path / "nope"), "--junior", str(pair["junior"])], "not a run folder"),
+        (["legibility", "--junior", str(pair["junior"])], "--run SOLO_RUN_DIR"),
+    ):
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and msg in res.output, res.output

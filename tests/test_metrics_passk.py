@@ -3,6 +3,7 @@ per-problem / per-benchmark / per-group / macro aggregation on hand-built sample
 
 Run: .venv/bin/python -m pytest tests/test_metrics_passk.py -q
 """
+
 import json
 import math
 import warnings
@@ -35,8 +36,7 @@ def test_pass_at_k_matches_exact_formula_on_grid():
     for n in range(1, 33):
         for c in range(0, n + 1):
             for k in range(1, n + 1):
-                assert pass_at_k(n, c, k) == pytest.approx(exact_pass_at_k(n, c, k), abs=1e-12), (
-                    n, c, k)
+                assert pass_at_k(n, c, k) == pytest.approx(exact_pass_at_k(n, c, k), abs=1e-12), (n, c, k)
 
 
 @pytest.mark.parametrize("n,c,k", [(200, 3, 100), (500, 1, 250), (1000, 10, 7), (300, 299, 1)])
@@ -59,8 +59,15 @@ def test_pass_at_k_edge_cases():
 
 @pytest.mark.parametrize(
     "n,c,k,fragment",
-    [(4, 1, 5, "k=5 exceeds"), (4, 5, 1, "c=5"), (-1, 0, 1, "n >= 0"), (4, -1, 1, "c >= 0"),
-     (4, 1, 0, "k >= 1"), (4, 1, -2, "k >= 1"), (0, 0, 1, "exceeds")],
+    [
+        (4, 1, 5, "k=5 exceeds"),
+        (4, 5, 1, "c=5"),
+        (-1, 0, 1, "n >= 0"),
+        (4, -1, 1, "c >= 0"),
+        (4, 1, 0, "k >= 1"),
+        (4, 1, -2, "k >= 1"),
+        (0, 0, 1, "exceeds"),
+    ],
 )
 def test_pass_at_k_rejects_bad_arguments(n, c, k, fragment):
     with pytest.raises(ValueError, match=fragment):
@@ -76,13 +83,14 @@ def test_pass_at_k_rejects_non_integers():
 
 
 def test_per_problem_table():
-    samples = make_samples([
-        ("amc23", "amc", "p1", [True, False, False, True]),
-        ("amc23", "amc", "p2", [False, False, False, False]),
-    ])
+    samples = make_samples(
+        [
+            ("amc23", "amc", "p1", [True, False, False, True]),
+            ("amc23", "amc", "p2", [False, False, False, False]),
+        ]
+    )
     table = per_problem_pass_at_k(samples, [1, 2, 4])
-    assert list(table.columns) == ["problem_id", "benchmark", "group", "n", "c",
-                                   "pass@1", "pass@2", "pass@4"]
+    assert list(table.columns) == ["problem_id", "benchmark", "group", "n", "c", "pass@1", "pass@2", "pass@4"]
     p1 = table.set_index("problem_id").loc["p1"]
     assert (p1["n"], p1["c"]) == (4, 2)
     assert p1["pass@1"] == pytest.approx(0.5)
@@ -97,10 +105,12 @@ def test_per_problem_same_id_in_two_benchmarks_is_two_problems():
 
 
 def test_too_few_samples_give_nan_and_one_warning():
-    samples = make_samples([
-        ("amc23", "amc", "p1", [True, False, False, True]),
-        ("amc23", "amc", "p2", [True, False]),  # only 2 samples: pass@4 undefined
-    ])
+    samples = make_samples(
+        [
+            ("amc23", "amc", "p1", [True, False, False, True]),
+            ("amc23", "amc", "p2", [True, False]),  # only 2 samples: pass@4 undefined
+        ]
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = per_problem_pass_at_k(samples, [1, 4])
@@ -137,12 +147,14 @@ def test_benchmark_with_two_groups_is_refused():
 def test_summarize_macro_weights_groups_not_benchmarks():
     # Group "aime" pools aime24 (2 problems) and aime25 (1 problem); "amc" has 1 problem.
     # pass@1 per problem: aime24 -> 1.0, 0.5; aime25 -> 0.0; amc -> 0.25.
-    samples = make_samples([
-        ("aime24", "aime", "a", [True, True, True, True]),
-        ("aime24", "aime", "b", [True, True, False, False]),
-        ("aime25", "aime", "c", [False, False, False, False]),
-        ("amc23", "amc", "d", [True, False, False, False]),
-    ])
+    samples = make_samples(
+        [
+            ("aime24", "aime", "a", [True, True, True, True]),
+            ("aime24", "aime", "b", [True, True, False, False]),
+            ("aime25", "aime", "c", [False, False, False, False]),
+            ("amc23", "amc", "d", [True, False, False, False]),
+        ]
+    )
     out = summarize_pass_at_k(samples, [1, 4])
     assert out["per_benchmark"]["aime24"]["pass@1"] == pytest.approx(75.0)
     assert out["per_benchmark"]["aime25"]["pass@1"] == pytest.approx(0.0)

@@ -4,6 +4,7 @@ paired runs, permutation p-value calibration, mismatch refusal, and communicatio
 Simulations are seeded, so every test is deterministic; tolerances are stated where used.
 Run: .venv/bin/python -m pytest tests/test_metrics_stats.py -q
 """
+
 import dataclasses
 import json
 import math
@@ -43,8 +44,7 @@ def test_macro_mean_weights_groups_equally():
     groups = pd.Series(["x", "x", "x", "y"], index=list("abcd"))
     assert macro_mean(values, groups) == pytest.approx(0.5)
     assert macro_mean(values, groups.iloc[::-1]) == pytest.approx(0.5)  # aligned by label
-    assert math.isnan(macro_mean(pd.Series([1.0, np.nan], index=list("ab")),
-                                 pd.Series(["x", "y"], index=list("ab"))))
+    assert math.isnan(macro_mean(pd.Series([1.0, np.nan], index=list("ab")), pd.Series(["x", "y"], index=list("ab"))))
 
 
 def test_bootstrap_ci_basic_properties():
@@ -103,8 +103,7 @@ def test_stratified_coverage_of_macro_difference():
         ay, by = simulate_pair(rng, 20, 0.0)
         ay.index = by.index = [f"y{j}" for j in range(20)]
         groups = pd.Series(["x"] * 60 + ["y"] * 20, index=list(ax.index) + list(ay.index))
-        res = paired_compare(pd.concat([ax, ay]), pd.concat([bx, by]), n_boot=400, seed=i,
-                             groups=groups)
+        res = paired_compare(pd.concat([ax, ay]), pd.concat([bx, by]), n_boot=400, seed=i, groups=groups)
         covered += res.low <= 0.05 <= res.high
     assert 0.88 <= covered / 200 <= 0.995, covered / 200
 
@@ -179,8 +178,7 @@ def test_tax_identical_runs_have_zero_tax_and_full_retention():
     solo = make_run(np.random.default_rng(0), SPEC)
     out = communication_tax(solo, solo.copy(), ks=[1, 4], n_boot=300)
     json.dumps(out, allow_nan=False)
-    entries = [out["macro"]["pass@4"], out["per_group"]["aime"]["pass@1"],
-               out["per_benchmark"]["amc23"]["pass@4"]]
+    entries = [out["macro"]["pass@4"], out["per_group"]["aime"]["pass@1"], out["per_benchmark"]["amc23"]["pass@4"]]
     for entry in entries:
         assert entry["tax"]["estimate"] == pytest.approx(0.0)
         assert entry["tax"]["low"] <= 0.0 <= entry["tax"]["high"]
@@ -202,7 +200,8 @@ def test_tax_all_wrong_handoff_retains_nothing():
     # Macro = mean of the two groups' values (solo in percent).
     groups = out["per_group"]
     assert macro["solo"]["estimate"] == pytest.approx(
-        (groups["aime"]["pass@1"]["solo"]["estimate"] + groups["amc"]["pass@1"]["solo"]["estimate"]) / 2)
+        (groups["aime"]["pass@1"]["solo"]["estimate"] + groups["amc"]["pass@1"]["solo"]["estimate"]) / 2
+    )
 
 
 def test_tax_matches_summaries_and_handles_zero_solo():
@@ -214,6 +213,7 @@ def test_tax_matches_summaries_and_handles_zero_solo():
     assert out["per_benchmark"]["aime25"]["pass@2"]["retention"]["estimate"] is None
     json.dumps(out, allow_nan=False)
     from tandem_eval.metrics.passk import summarize_pass_at_k
+
     s, h = summarize_pass_at_k(solo, [2]), summarize_pass_at_k(handoff, [2])
     entry = out["macro"]["pass@2"]
     assert entry["solo"]["estimate"] == pytest.approx(s["macro"]["pass@2"])

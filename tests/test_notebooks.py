@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-
 from report_fixtures import make_results
+
 from tandem_eval.results import find_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,8 +36,11 @@ def synthetic_results(tmp_path_factory) -> Path:
 
 
 def test_three_notebooks_exist():
-    assert [p.name for p in NOTEBOOKS] == ["01_explore_run.ipynb", "02_compare_seniors.ipynb",
-                                           "03_training_dynamics.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_explore_run.ipynb",
+        "02_compare_seniors.ipynb",
+        "03_training_dynamics.ipynb",
+    ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tandem_eval.cli import app
-from tandem_eval.tiny import CHATML_TEMPLATE
 from tandem_eval.config import ConfigError, EvalConfig, ModelSpec, Sampling
 from tandem_eval.pipeline import merge_shards, open_engines, run_eval, run_handoff
 from tandem_eval.results import RunFolder, RunFolderError
+from tandem_eval.tiny import CHATML_TEMPLATE
 
 SAMPLING = Sampling(temperature=1.0, top_p=0.9, top_k=50, max_new_tokens=24)
 COLS = ["benchmark", "problem_id", "sample_idx", "token_ids", "author_mask", "correct", "grade_status"]
@@ -23,9 +23,18 @@ COLS = ["benchmark", "problem_id", "sample_idx", "token_ids", "author_mask", "co
 
 @pytest.fixture(scope="module")
 def cfg(tiny_pair):
-    return EvalConfig(senior=ModelSpec(tiny_pair[0]), junior=ModelSpec(tiny_pair[1]), mode="handoff",
-                      schedule="paragraph", benchmarks=("tiny",), n=3, ks=(1, 2), limit=4, sampling=SAMPLING,
-                      batch_size=4)
+    return EvalConfig(
+        senior=ModelSpec(tiny_pair[0]),
+        junior=ModelSpec(tiny_pair[1]),
+        mode="handoff",
+        schedule="paragraph",
+        benchmarks=("tiny",),
+        n=3,
+        ks=(1, 2),
+        limit=4,
+        sampling=SAMPLING,
+        batch_size=4,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +92,10 @@ def test_handoff_reuses_solo_and_reports_tax(cfg, tmp_path):
 def test_shards_merge_to_the_unsharded_run(cfg, engines, tmp_path):
     solo = dataclasses.replace(cfg, mode="solo", schedule="solo", junior=None)
     whole = run_eval(solo, tmp_path / "whole", engines, progress=False)
-    parts = [run_eval(dataclasses.replace(solo, num_shards=2, shard_index=i), tmp_path / f"p{i}", engines,
-                      progress=False) for i in range(2)]
+    parts = [
+        run_eval(dataclasses.replace(solo, num_shards=2, shard_index=i), tmp_path / f"p{i}", engines, progress=False)
+        for i in range(2)
+    ]
     merged = merge_shards([p.path for p in parts], tmp_path / "merged")
     pd.testing.assert_frame_equal(_samples(whole), _samples(merged))
     with pytest.raises(RunFolderError, match="do not cover"):
@@ -98,6 +109,7 @@ def test_config_rejects_contradictions():
         EvalConfig(senior=ModelSpec("x"), mode="handoff", schedule="paragraph")
     with pytest.raises(ConfigError, match="unknown key"):
         from tandem_eval.config import from_dict
+
         from_dict(EvalConfig, {"senior": {"path": "x"}, "temprature": 1})
 
 
@@ -144,8 +156,27 @@ def test_cli_vocab_mismatch_and_missing_chat_template(tiny_pair, tmp_path):
     assert "no chat_template" in _err(["solo", "--senior", str(plain), "--limit", "1", "--out", str(tmp_path / "p")])
     template = tmp_path / "chatml.jinja"
     template.write_text(CHATML_TEMPLATE)
-    ok = runner.invoke(app, ["solo", "--senior", str(plain), "--chat-template", str(template), "--limit", "1",
-                             "--n", "1", "--k", "1", "--max-new-tokens", "4", "--out", str(tmp_path / "p"), "-q"])
+    ok = runner.invoke(
+        app,
+        [
+            "solo",
+            "--senior",
+            str(plain),
+            "--chat-template",
+            str(template),
+            "--limit",
+            "1",
+            "--n",
+            "1",
+            "--k",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            str(tmp_path / "p"),
+            "-q",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     cfg = json.loads((tmp_path / "p" / "solo" / "config.json").read_text())["config"]
     assert cfg["chat_template"] == CHATML_TEMPLATE
@@ -167,8 +198,17 @@ def test_text_level_handoff_with_different_vocabularies(tiny_pair, tmp_path):
     other = tmp_path / "other"
     build_model(other_tok, seed=3).save_pretrained(other)
     other_tok.save_pretrained(other)
-    cfg = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(str(other)), mode="handoff", schedule="chunk:4",
-                     n=2, ks=(1,), limit=2, sampling=SAMPLING, allow_vocab_mismatch=True)
+    cfg = EvalConfig(
+        senior=ModelSpec(senior),
+        junior=ModelSpec(str(other)),
+        mode="handoff",
+        schedule="chunk:4",
+        n=2,
+        ks=(1,),
+        limit=2,
+        sampling=SAMPLING,
+        allow_vocab_mismatch=True,
+    )
     rf = run_eval(cfg, tmp_path / "run", progress=False)
     df = rf.load_samples()
     assert rf.config()["config"]["allow_vocab_mismatch"] is True

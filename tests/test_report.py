@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from report_fixtures import make_results, make_run, save_tokenizer
 from typer.testing import CliRunner
 
-from report_fixtures import make_results, make_run, save_tokenizer
-from tandem_eval.report import ReportError, build_report, collect, find_results, write_tables
-from tandem_eval.report import figures
+from tandem_eval.report import ReportError, build_report, collect, figures, find_results, write_tables
 from tandem_eval.report.cli import register
 from tandem_eval.report.tables import MACRO, fmt_value, latex_escape, table2, to_latex, to_markdown
 
@@ -45,17 +44,28 @@ def col(results):
 def hand(tmp_path_factory):
     """Two arms on one benchmark, 2 problems x 4 samples, flags chosen by hand."""
     root = tmp_path_factory.mktemp("hand")
-    solo = {"mine": {("bench_x", "p0"): [1, 0, 0, 0], ("bench_x", "p1"): [1, 1, 0, 0]},
-            "other": {("bench_x", "p0"): [1, 1, 1, 1], ("bench_x", "p1"): [1, 1, 1, 1]}}
-    handoff = {"mine": {("bench_x", "p0"): [0, 0, 0, 0], ("bench_x", "p1"): [1, 0, 0, 0]},
-               "other": {("bench_x", "p0"): [0, 0, 0, 0], ("bench_x", "p1"): [0, 0, 0, 0]}}
+    solo = {
+        "mine": {("bench_x", "p0"): [1, 0, 0, 0], ("bench_x", "p1"): [1, 1, 0, 0]},
+        "other": {("bench_x", "p0"): [1, 1, 1, 1], ("bench_x", "p1"): [1, 1, 1, 1]},
+    }
+    handoff = {
+        "mine": {("bench_x", "p0"): [0, 0, 0, 0], ("bench_x", "p1"): [1, 0, 0, 0]},
+        "other": {("bench_x", "p0"): [0, 0, 0, 0], ("bench_x", "p1"): [0, 0, 0, 0]},
+    }
     labels = {"mine": "my_senior", "other": "other"}
     for arm in solo:
         senior = save_tokenizer(root / "ckpt" / arm)
         as_bool = lambda d: {k: [bool(x) for x in v] for k, v in d.items()}  # noqa: E731
         make_run(root / arm / "solo", senior, as_bool(solo[arm]), label=labels[arm], ks=(1, 2, 4))
-        make_run(root / arm / "handoff-paragraph", senior, as_bool(handoff[arm]), "handoff", "paragraph",
-                 label=labels[arm], ks=(1, 2, 4))
+        make_run(
+            root / arm / "handoff-paragraph",
+            senior,
+            as_bool(handoff[arm]),
+            "handoff",
+            "paragraph",
+            label=labels[arm],
+            ks=(1, 2, 4),
+        )
     return collect([root])
 
 
@@ -249,8 +259,10 @@ def test_find_results(monkeypatch, tmp_path):
 def test_committed_toy_tables_regenerate_byte_for_byte(tmp_path):
     committed = sorted(COMMITTED.glob("table2*.*")) if COMMITTED.exists() else []
     if not committed:
-        pytest.skip(f"no committed tables under {COMMITTED.relative_to(REPO)} yet "
-                    "(python analyses/make_all.py writes them once results/toy/ holds runs)")
+        pytest.skip(
+            f"no committed tables under {COMMITTED.relative_to(REPO)} yet "
+            "(python analyses/make_all.py writes them once results/toy/ holds runs)"
+        )
     written, _ = write_tables(collect([COMMITTED.parent]), tmp_path)
     assert sorted(p.name for p in written) == [p.name for p in committed]
     for path in committed:
@@ -273,9 +285,21 @@ def test_analyses_make_all_equals_report(results, tmp_path):
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, str(REPO / "analyses" / "make_all.py"), "--results", str(results),
-                    "--out", str(tmp_path / "analyses"), "--n-boot", "200"], check=True, capture_output=True,
-                   timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "analyses" / "make_all.py"),
+            "--results",
+            str(results),
+            "--out",
+            str(tmp_path / "analyses"),
+            "--n-boot",
+            "200",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     files = build_report([results], tmp_path / "report", n_boot=200)
     made = sorted(p.name for p in (tmp_path / "analyses").iterdir())
     assert made == sorted(p.name for p in files.tables + files.figures)

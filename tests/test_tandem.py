@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from test_schedules import ID, V
 
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Completion
 from tandem_eval.engines.hf import HFEngine
 from tandem_eval.schedules import make_schedule
 from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
-from test_schedules import ID, V
 
 EOS = len(V.surface)  # an id outside the fake vocabulary's pieces
 
@@ -62,8 +62,12 @@ def test_eos_ends_trace_whoever_writes_it():
     def script(key, pos):
         return EOS if pos == 4 else para_script(key, pos)
 
-    [t] = cogenerate([TraceSpec("a", (ID["x"],), 0, 50)], ScriptedEngine("s", script), ScriptedEngine("j", script),
-                     make_schedule("paragraph", V))
+    [t] = cogenerate(
+        [TraceSpec("a", (ID["x"],), 0, 50)],
+        ScriptedEngine("s", script),
+        ScriptedEngine("j", script),
+        make_schedule("paragraph", V),
+    )
     assert t.finish_reason == "eos" and t.token_ids[-1] == EOS and len(t.token_ids) == 4
     assert t.author_mask[-1] == 0  # the junior was active when EOS came
 
@@ -74,16 +78,25 @@ def test_engine_running_past_a_handoff_is_an_error():
             super().submit(type(req)(req.key, req.token_ids, req.max_tokens, frozenset(), req.seed))
 
     with pytest.raises(RuntimeError, match="ran past a handoff"):
-        list(cogenerate([TraceSpec("a", (ID["x"],), 0, 10)], Overrunning("s", para_script),
-                        ScriptedEngine("j", para_script), make_schedule("paragraph", V)))
+        list(
+            cogenerate(
+                [TraceSpec("a", (ID["x"],), 0, 10)],
+                Overrunning("s", para_script),
+                ScriptedEngine("j", para_script),
+                make_schedule("paragraph", V),
+            )
+        )
 
 
 def test_solo_schedule_needs_no_junior_but_handoff_does():
     [t] = cogenerate([TraceSpec("a", (1,), 0, 7)], ScriptedEngine("s", para_script), None, make_schedule("solo", V))
     assert t.author_mask == [1] * 7
     with pytest.raises(ValueError, match="no junior engine"):
-        list(cogenerate([TraceSpec("a", (1,), 0, 7)], ScriptedEngine("s", para_script), None,
-                        make_schedule("paragraph", V)))
+        list(
+            cogenerate(
+                [TraceSpec("a", (1,), 0, 7)], ScriptedEngine("s", para_script), None, make_schedule("paragraph", V)
+            )
+        )
 
 
 def test_zero_budget_gives_empty_truncated_trace():
@@ -121,8 +134,11 @@ def test_word_schedule_senior_fraction_near_half(engines):
     senior, junior = engines
     sched = make_schedule("word", senior.tokenizer)
     prompt = tuple(senior.tokenizer.encode("Tom has"))
-    traces = list(cogenerate([TraceSpec(i, prompt, trace_seed(1, "p", i), 60) for i in range(24)],
-                             senior, junior, sched, pool_size=8))
+    traces = list(
+        cogenerate(
+            [TraceSpec(i, prompt, trace_seed(1, "p", i), 60) for i in range(24)], senior, junior, sched, pool_size=8
+        )
+    )
     frac = np.mean([m for t in traces for m in t.author_mask])
     assert 0.3 < frac < 0.7
     assert np.mean([t.n_handoffs for t in traces]) > 1

@@ -3,6 +3,7 @@ detector, tokenizer, and a 5-step SFT run that writes a loadable checkpoint.
 
 Run: .venv/bin/python -m pytest tests/test_toy.py -q      (~20 s on 2 CPU cores)
 """
+
 import json
 import re
 
@@ -11,11 +12,16 @@ import torch
 
 from tandem_eval.toy.evaluate_quick import last_boxed
 from tandem_eval.toy.task import (
-    Difficulty, generate, jargon_rate, signature_hash, split_of, uses_jargon, write_benchmark,
+    Difficulty,
+    generate,
+    jargon_rate,
+    signature_hash,
+    split_of,
+    uses_jargon,
+    write_benchmark,
 )
 
-OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-       "/": lambda a, b: a / b}
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b}
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +33,7 @@ def tok():
 
 @pytest.fixture(scope="module")
 def problems():
-    return {split: generate(split, n, seed=1) for split, n in
-            [("train", 400), ("heldout", 100), ("test", 100)]}
+    return {split: generate(split, n, seed=1) for split, n in [("train", 400), ("heldout", 100), ("test", 100)]}
 
 
 def test_generator_is_deterministic_and_seeded():
@@ -119,8 +124,7 @@ def test_tokenizer_paragraph_token_word_starts_and_prompt(tok):
     assert {"Ġhas", "Ġso", "Ġpens"} & set(pieces)
     assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
     text = prompt_text(tok, p.problem)
-    assert text == (f"<|im_start|>user\n{p.problem}{INSTRUCTION}<|im_end|>\n"
-                    "<|im_start|>assistant\n")
+    assert text == (f"<|im_start|>user\n{p.problem}{INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_sft_lowers_loss_and_writes_loadable_checkpoint(tok, tmp_path):
@@ -150,21 +154,17 @@ def test_sft_cli_meta_copy_and_init_guard(tmp_path):
     from tandem_eval.toy.sft import META_FILE, main
 
     senior = tmp_path / "self-paired" / "senior"
-    main(["--scenario", "self-paired", "--role", "senior", "--out", str(senior),
-          "--size", "test", "--steps", "3"])
+    main(["--scenario", "self-paired", "--role", "senior", "--out", str(senior), "--size", "test", "--steps", "3"])
     meta = json.loads((senior / META_FILE).read_text())
-    assert (meta["scenario"], meta["role"], meta["steps"], meta["data_style"]) == (
-        "self-paired", "senior", 3, "plain")
+    assert (meta["scenario"], meta["role"], meta["steps"], meta["data_style"]) == ("self-paired", "senior", 3, "plain")
     junior = tmp_path / "jargon" / "junior"
-    main(["--scenario", "jargon", "--role", "junior", "--out", str(junior),
-          "--copy-from", str(senior)])
+    main(["--scenario", "jargon", "--role", "junior", "--out", str(junior), "--copy-from", str(senior)])
     assert (junior / "model.safetensors").read_bytes() == (senior / "model.safetensors").read_bytes()
     assert json.loads((junior / META_FILE).read_text())["role"] == "junior"
     with pytest.raises(SystemExit, match="--init-from"):
         main(["--scenario", "jargon", "--role", "senior", "--out", str(tmp_path / "x")])
     with pytest.raises(SystemExit, match="--copy-from"):
-        main(["--scenario", "jargon", "--role", "senior", "--out", str(tmp_path / "x"),
-              "--copy-from", str(senior)])
+        main(["--scenario", "jargon", "--role", "senior", "--out", str(tmp_path / "x"), "--copy-from", str(senior)])
 
 
 def test_difficulty_knob():

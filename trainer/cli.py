@@ -18,13 +18,24 @@ import yaml
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="tandem-train", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        prog="tandem-train",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     p.add_argument("--recipe", required=True, help="recipe YAML (trainer/recipes/*.yaml)")
-    p.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
-                   help="override recipe fields (dotted for sections: eval.every=10, trl.warmup_steps=5)")
-    p.add_argument("--resume", metavar="auto|CHECKPOINT",
-                   help="continue from a checkpoint (auto: the latest in output_dir)")
+    p.add_argument(
+        "--set",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override recipe fields (dotted for sections: eval.every=10, trl.warmup_steps=5)",
+    )
+    p.add_argument(
+        "--resume", metavar="auto|CHECKPOINT", help="continue from a checkpoint (auto: the latest in output_dir)"
+    )
     p.add_argument("--print", action="store_true", dest="print_only", help="print the resolved recipe and exit")
     return p.parse_args(argv)
 

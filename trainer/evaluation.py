@@ -31,8 +31,13 @@ def eval_config(ckpt: Path, junior: Path | None, recipe: Recipe) -> EvalConfig:
         mode="handoff" if handoff else "solo",
         schedule=e.schedule if handoff else "solo",
         benchmarks=tuple(e.benchmarks),
-        n=e.n, ks=tuple(e.ks), seed=recipe.seed, limit=e.limit, engine=e.engine,
-        sampling=e.sampling, batch_size=e.batch_size,
+        n=e.n,
+        ks=tuple(e.ks),
+        seed=recipe.seed,
+        limit=e.limit,
+        engine=e.engine,
+        sampling=e.sampling,
+        batch_size=e.batch_size,
         allow_grader_mismatch=recipe.allow_grader_mismatch,
     )
 

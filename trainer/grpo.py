@@ -61,16 +61,26 @@ def _reference_from(junior_path: Path | None):
 
 
 class TandemGRPOTrainer(GRPOTrainer):
-    def __init__(self, *, recipe: Recipe, rollout: TandemRollout, junior_path: Path | None, reward,
-                 recipe_file: str | None = None, **kwargs):
+    def __init__(
+        self,
+        *,
+        recipe: Recipe,
+        rollout: TandemRollout,
+        junior_path: Path | None,
+        reward,
+        recipe_file: str | None = None,
+        **kwargs,
+    ):
         self.recipe, self.tandem_rollout, self.junior_path, self.reward = recipe, rollout, junior_path, reward
         self.recipe_file = recipe_file
         kl_toward = junior_path if recipe.kl_coef else None
         with _reference_from(kl_toward) as loaded:
             super().__init__(reward_funcs=[reward], rollout_func=rollout, **kwargs)
         if kl_toward is not None and len(loaded) != 1:
-            raise RuntimeError("trl did not build its reference model through create_model_from_path; the KL "
-                               "penalty cannot be pointed at the junior with this trl version (pinned: 1.16.0)")
+            raise RuntimeError(
+                "trl did not build its reference model through create_model_from_path; the KL "
+                "penalty cannot be pointed at the junior with this trl version (pinned: 1.16.0)"
+            )
         self.log_path = Path(self.args.output_dir) / LOG_FILE
         self._t0 = time.time()
         self.add_callback(_CheckpointCallback(self))
@@ -83,8 +93,10 @@ class TandemGRPOTrainer(GRPOTrainer):
             raise AuthorshipError("trl dropped the rollout's env_mask: the loss would cover junior tokens")
         n_loss = int((out["completion_mask"] * out["tool_mask"]).sum())
         if n_loss != self.tandem_rollout.last_local_senior_tokens:
-            raise AuthorshipError(f"the loss mask covers {n_loss} tokens but the rollouts have "
-                                  f"{self.tandem_rollout.last_local_senior_tokens} senior tokens")
+            raise AuthorshipError(
+                f"the loss mask covers {n_loss} tokens but the rollouts have "
+                f"{self.tandem_rollout.last_local_senior_tokens} senior tokens"
+            )
         return out
 
     # ---- logging ------------------------------------------------------------------------
@@ -100,14 +112,23 @@ class TandemGRPOTrainer(GRPOTrainer):
 
     def _record(self, logs: dict) -> dict:
         gs, upd = self.state.global_step, self.recipe.updates_per_step
-        rec = {"step": gs // upd, "optimizer_step": gs,
-               "reward": logs.get("reward"), "accuracy": logs.get("rewards/correct/mean")}
+        rec = {
+            "step": gs // upd,
+            "optimizer_step": gs,
+            "reward": logs.get("reward"),
+            "accuracy": logs.get("rewards/correct/mean"),
+        }
         rec.update({k.removeprefix("tandem/"): v for k, v in logs.items() if k.startswith("tandem/")})
         if self.beta != 0.0:  # trl's k3 estimate; the reference model is the junior (see above)
             rec["kl_to_junior"] = logs.get("kl")
-        for key, name in (("loss", "loss"), ("grad_norm", "grad_norm"), ("learning_rate", "lr"),
-                          ("entropy", "entropy"), ("clip_ratio/region_mean", "clip_ratio"),
-                          ("frac_reward_zero_std", "frac_reward_zero_std")):
+        for key, name in (
+            ("loss", "loss"),
+            ("grad_norm", "grad_norm"),
+            ("learning_rate", "lr"),
+            ("entropy", "entropy"),
+            ("clip_ratio/region_mean", "clip_ratio"),
+            ("frac_reward_zero_std", "frac_reward_zero_std"),
+        ):
             if key in logs:
                 rec[name] = logs[key]
         rec["grade_status"] = dict(self.reward.last_status)
@@ -118,8 +139,11 @@ class TandemGRPOTrainer(GRPOTrainer):
         """On resume: drop log lines of steps after the checkpoint (they will be redone)."""
         if not self.log_path.exists() or not self.is_world_process_zero():
             return
-        keep = [line for line in self.log_path.read_text().splitlines()
-                if line.strip() and json.loads(line)["step"] <= after_step]
+        keep = [
+            line
+            for line in self.log_path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= after_step
+        ]
         self.log_path.write_text("".join(line + "\n" for line in keep))
 
 

@@ -105,8 +105,10 @@ class Recipe:
         except ValueError as e:
             raise ConfigError(str(e)) from None
         if arm.junior_rollouts and not needs_junior(self.schedule):
-            raise ConfigError(f"arm {self.arm!r} co-generates with the junior; schedule {self.schedule!r} never "
-                              "hands off (use e.g. word:0.5:32)")
+            raise ConfigError(
+                f"arm {self.arm!r} co-generates with the junior; schedule {self.schedule!r} never "
+                "hands off (use e.g. word:0.5:32)"
+            )
         if not arm.junior_rollouts and self.schedule != "solo":
             raise ConfigError(f"arm {self.arm!r} uses solo rollouts; set schedule: solo (or arm: tandem)")
         if arm.kl and self.kl_coef <= 0:
@@ -117,34 +119,56 @@ class Recipe:
             raise ConfigError(f"unknown engine {self.engine!r}; valid: hf, vllm")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"unknown dtype {self.dtype!r}; valid: float32, bfloat16, float16")
-        for name in ("group_size", "prompts_per_step", "updates_per_step", "micro_batch", "steps", "save_every",
-                     "max_new_tokens", "rollout_batch"):
+        for name in (
+            "group_size",
+            "prompts_per_step",
+            "updates_per_step",
+            "micro_batch",
+            "steps",
+            "save_every",
+            "max_new_tokens",
+            "rollout_batch",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
             raise ConfigError("group_size must be >= 2 (GRPO normalises rewards within a group)")
         if (self.prompts_per_step * self.group_size) % self.updates_per_step:
-            raise ConfigError(f"prompts_per_step x group_size = {self.prompts_per_step * self.group_size} rollouts "
-                              f"do not split into {self.updates_per_step} equal updates")
+            raise ConfigError(
+                f"prompts_per_step x group_size = {self.prompts_per_step * self.group_size} rollouts "
+                f"do not split into {self.updates_per_step} equal updates"
+            )
         band = self.senior_fraction_band
         if band is not None and (len(band) != 2 or not 0 <= band[0] < band[1] <= 1):
             raise ConfigError(f"senior_fraction_band must be [low, high] within [0, 1], got {band}")
         if self.eval.every and self.eval.every % self.save_every:
-            raise ConfigError(f"eval.every ({self.eval.every}) must be a multiple of save_every ({self.save_every}): "
-                              "evaluation reads saved checkpoints")
+            raise ConfigError(
+                f"eval.every ({self.eval.every}) must be a multiple of save_every ({self.save_every}): "
+                "evaluation reads saved checkpoints"
+            )
         if self.eval.every and not self.eval.benchmarks:
             raise ConfigError("eval.every > 0 needs eval.benchmarks (held-out problems)")
         owned = set(_OWNED_TRL_KEYS) & set(self.trl)
         if owned:
             raise ConfigError(f"trl keys {sorted(owned)} are set by recipe fields; set those fields instead")
-        Sampling(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                 max_new_tokens=self.max_new_tokens, max_context=self.max_context)  # validates
+        Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=self.max_new_tokens,
+            max_context=self.max_context,
+        )  # validates
 
     # ---- derived --------------------------------------------------------------------------
     @property
     def rollout_sampling(self) -> Sampling:
-        return Sampling(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                        max_new_tokens=self.max_new_tokens, max_context=self.max_context)
+        return Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=self.max_new_tokens,
+            max_context=self.max_context,
+        )
 
     @property
     def uses_junior_model(self) -> bool:
@@ -163,10 +187,29 @@ class Recipe:
 
 
 # GRPOConfig keywords derived from recipe fields (the `trl:` section may not override them).
-_OWNED_TRL_KEYS = ("output_dir", "learning_rate", "num_generations", "per_device_train_batch_size",
-                   "gradient_accumulation_steps", "steps_per_generation", "max_steps", "epsilon", "beta",
-                   "temperature", "top_p", "top_k", "max_completion_length", "seed", "save_steps",
-                   "logging_steps", "report_to", "entropy_coef", "bf16", "use_vllm", "vllm_mode")
+_OWNED_TRL_KEYS = (
+    "output_dir",
+    "learning_rate",
+    "num_generations",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "max_steps",
+    "epsilon",
+    "beta",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_completion_length",
+    "seed",
+    "save_steps",
+    "logging_steps",
+    "report_to",
+    "entropy_coef",
+    "bf16",
+    "use_vllm",
+    "vllm_mode",
+)
 
 
 def grpo_config_kwargs(recipe: Recipe, num_processes: int) -> dict[str, Any]:
@@ -181,8 +224,10 @@ def grpo_config_kwargs(recipe: Recipe, num_processes: int) -> dict[str, Any]:
     per_update = recipe.prompts_per_step * recipe.group_size // recipe.updates_per_step
     per_device = per_update // num_processes
     if per_update % num_processes or per_device % recipe.micro_batch:
-        raise ConfigError(f"{per_update} rollouts per update do not split into {num_processes} device(s) x "
-                          f"micro_batch {recipe.micro_batch}; change micro_batch or prompts_per_step")
+        raise ConfigError(
+            f"{per_update} rollouts per update do not split into {num_processes} device(s) x "
+            f"micro_batch {recipe.micro_batch}; change micro_batch or prompts_per_step"
+        )
     accumulation = per_device // recipe.micro_batch
     kw: dict[str, Any] = dict(
         output_dir=recipe.output_dir,
@@ -229,6 +274,7 @@ def grpo_config_kwargs(recipe: Recipe, num_processes: int) -> dict[str, Any]:
 
 
 # ---- loading --------------------------------------------------------------------------------
+
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
     """Read a recipe file (following `base:`), apply `key=value` overrides, validate."""

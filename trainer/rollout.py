@@ -28,10 +28,10 @@ senior-token fraction outside the recipe's band (paper: [0.3, 0.7] at p = 0.5) r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
@@ -102,15 +102,19 @@ def check_authorship(stats: RolloutStats, recipe: Recipe, step: int) -> None:
             raise AuthorshipError(f"arm {recipe.arm!r} is solo but {where} has {stats.junior_tokens} junior tokens")
         return
     if stats.junior_tokens == 0:
-        raise AuthorshipError(f"tandem rollouts of {where} contain no junior tokens: the junior never wrote, so "
-                              "this would silently be plain GRPO; check the schedule and the junior engine")
+        raise AuthorshipError(
+            f"tandem rollouts of {where} contain no junior tokens: the junior never wrote, so "
+            "this would silently be plain GRPO; check the schedule and the junior engine"
+        )
     if stats.senior_tokens == 0:
         raise AuthorshipError(f"tandem rollouts of {where} contain no senior tokens: nothing to train on")
     band = recipe.fraction_band()
     if band is not None and not band[0] <= stats.senior_fraction <= band[1]:
-        raise AuthorshipError(f"senior-token fraction {stats.senior_fraction:.3f} of {where} is outside "
-                              f"[{band[0]}, {band[1]}]; the schedule or the author mask is broken "
-                              "(set senior_fraction_band to change the band)")
+        raise AuthorshipError(
+            f"senior-token fraction {stats.senior_fraction:.3f} of {where} is outside "
+            f"[{band[0]}, {band[1]}]; the schedule or the author mask is broken "
+            "(set senior_fraction_band to change the band)"
+        )
 
 
 class TandemRollout:
@@ -163,8 +167,10 @@ class TandemRollout:
             done = {t.key: t for t in cogenerate(specs, senior, junior, self.schedule, pool_size=pool)}
         empty = [s.key for s in specs if not done[s.key].token_ids]
         if empty:
-            raise RuntimeError(f"{len(empty)} rollout(s) have no tokens (prompt longer than max_context "
-                               f"{self.recipe.max_context}?); filter such problems out of the training data")
+            raise RuntimeError(
+                f"{len(empty)} rollout(s) have no tokens (prompt longer than max_context "
+                f"{self.recipe.max_context}?); filter such problems out of the training data"
+            )
         return [done[s.key] for s in specs]
 
     @contextmanager
@@ -172,8 +178,9 @@ class TandemRollout:
         if self.recipe.engine == "vllm":
             from .vllm_compat import colocate_senior_engine
 
-            yield colocate_senior_engine(trainer, self.recipe.rollout_sampling, self.tokenizer,
-                                         self.recipe.rollout_batch)
+            yield colocate_senior_engine(
+                trainer, self.recipe.rollout_sampling, self.tokenizer, self.recipe.rollout_batch
+            )
             return
         from trl.models import unwrap_model_for_generation
 
@@ -183,8 +190,9 @@ class TandemRollout:
         # batch, so no KV cache computed with the previous weights survives an update.
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             was_training = model.training  # HFEngine switches to eval(); trl reads .training
-            engine = HFEngine(model, self.recipe.rollout_sampling, tokenizer=self.tokenizer,
-                              max_batch=self.recipe.rollout_batch)
+            engine = HFEngine(
+                model, self.recipe.rollout_sampling, tokenizer=self.tokenizer, max_batch=self.recipe.rollout_batch
+            )
             try:
                 yield engine
             finally:
@@ -202,8 +210,13 @@ class TandemRollout:
             else:
                 from tandem_eval.engines.hf import HFEngine
 
-                self._junior = HFEngine(str(self.junior_path), self.recipe.rollout_sampling, dtype=self.recipe.dtype,
-                                        max_batch=self.recipe.rollout_batch, device=str(trainer.accelerator.device))
+                self._junior = HFEngine(
+                    str(self.junior_path),
+                    self.recipe.rollout_sampling,
+                    dtype=self.recipe.dtype,
+                    max_batch=self.recipe.rollout_batch,
+                    device=str(trainer.accelerator.device),
+                )
         return self._junior
 
     def close(self) -> None:

@@ -45,13 +45,20 @@ def load_train_dataset(recipe: Recipe, tokenizer):
     from tandem_eval.data import load_benchmark, prompt_ids
 
     problems = load_benchmark(recipe.train_data, limit=recipe.train_limit)
-    rows = [{"prompt": p.problem, "answer": p.answer, "problem_id": p.problem_id} for p in problems
-            if len(prompt_ids(tokenizer, p.problem)) < recipe.max_context]
+    rows = [
+        {"prompt": p.problem, "answer": p.answer, "problem_id": p.problem_id}
+        for p in problems
+        if len(prompt_ids(tokenizer, p.problem)) < recipe.max_context
+    ]
     if len(rows) < len(problems):
-        warnings.warn(f"dropped {len(problems) - len(rows)} training problems whose prompt fills max_context")
+        warnings.warn(
+            f"dropped {len(problems) - len(rows)} training problems whose prompt fills max_context", stacklevel=2
+        )
     if len(rows) < recipe.prompts_per_step:
-        raise ConfigError(f"{recipe.train_data} has {len(rows)} usable problems; a step needs "
-                          f"prompts_per_step={recipe.prompts_per_step}")
+        raise ConfigError(
+            f"{recipe.train_data} has {len(rows)} usable problems; a step needs "
+            f"prompts_per_step={recipe.prompts_per_step}"
+        )
     return Dataset.from_list(rows)
 
 
@@ -78,12 +85,21 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
         tokenizer.pad_token = tokenizer.eos_token
     dataset = load_train_dataset(recipe, tokenizer)
     model = AutoModelForCausalLM.from_pretrained(str(senior), dtype=getattr(torch, recipe.dtype))
-    rollout = TandemRollout(recipe, tokenizer, junior if recipe.uses_junior_model else None,
-                            {r["prompt"]: r["problem_id"] for r in dataset})
+    rollout = TandemRollout(
+        recipe, tokenizer, junior if recipe.uses_junior_model else None, {r["prompt"]: r["problem_id"] for r in dataset}
+    )
     reward = CorrectnessReward(recipe.grade_timeout, recipe.allow_grader_mismatch)
-    return TandemGRPOTrainer(recipe=recipe, rollout=rollout, junior_path=junior, reward=reward,
-                             recipe_file=recipe_file, model=model, args=args, train_dataset=dataset,
-                             processing_class=tokenizer)
+    return TandemGRPOTrainer(
+        recipe=recipe,
+        rollout=rollout,
+        junior_path=junior,
+        reward=reward,
+        recipe_file=recipe_file,
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
 
 
 def find_resume(recipe: Recipe, resume: str | None) -> str | None:
@@ -93,10 +109,14 @@ def find_resume(recipe: Recipe, resume: str | None) -> str | None:
     out = Path(recipe.output_dir)
     if resume is None:
         if out.is_dir() and get_last_checkpoint(str(out)):
-            raise ConfigError(f"{out} already holds checkpoints; pass --resume auto to continue that run, "
-                              "or choose another output_dir")
+            raise ConfigError(
+                f"{out} already holds checkpoints; pass --resume auto to continue that run, "
+                "or choose another output_dir"
+            )
         return None
-    path = get_last_checkpoint(str(out)) if resume == "auto" and out.is_dir() else (None if resume == "auto" else resume)
+    path = (
+        get_last_checkpoint(str(out)) if resume == "auto" and out.is_dir() else (None if resume == "auto" else resume)
+    )
     if path is None:
         return None
     from tandem_eval.models import metadata
@@ -104,8 +124,9 @@ def find_resume(recipe: Recipe, resume: str | None) -> str | None:
     meta = metadata(Path(path))
     for key in ("arm", "schedule", "seed"):
         if meta and meta.get(key) != getattr(recipe, key):
-            raise ConfigError(f"cannot resume {path}: its {key} is {meta.get(key)!r}, the recipe says "
-                              f"{getattr(recipe, key)!r}")
+            raise ConfigError(
+                f"cannot resume {path}: its {key} is {meta.get(key)!r}, the recipe says {getattr(recipe, key)!r}"
+            )
     return str(path)
 
 

@@ -33,8 +33,15 @@ from tandem_eval.toy.task import write_benchmark
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = ("self-paired", "jargon")
 ARMS = ("grpo", "tandem", "kl-reg")
-CKPT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-              "tokenizer_config.json", "chat_template.jinja", "tandem_meta.json")
+CKPT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "tandem_meta.json",
+)
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,14 @@ def run(cmd: list[str], logfile: Path | None = None) -> None:
         logfile.parent.mkdir(parents=True, exist_ok=True)
     out = open(logfile, "a") if logfile else None
     try:
-        res = subprocess.run([sys.executable, *cmd], cwd=REPO, env=env, stdout=out or subprocess.DEVNULL,
-                             stderr=subprocess.STDOUT if out else subprocess.PIPE, text=True)
+        res = subprocess.run(
+            [sys.executable, *cmd],
+            cwd=REPO,
+            env=env,
+            stdout=out or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if out else subprocess.PIPE,
+            text=True,
+        )
     finally:
         if out:
             out.close()
@@ -95,12 +108,38 @@ def stage_init(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
     steps = [[] if n is None else ["--steps", str(n)] for n in s.sft_steps]
     if not (base / "config.json").exists():
         log("SFT: self-paired senior")
-        run(["-m", "tandem_eval.toy.sft", "--scenario", "self-paired", "--role", "senior", "--out", str(base),
-             *steps[0]], work / "logs" / "sft.log")
+        run(
+            [
+                "-m",
+                "tandem_eval.toy.sft",
+                "--scenario",
+                "self-paired",
+                "--role",
+                "senior",
+                "--out",
+                str(base),
+                *steps[0],
+            ],
+            work / "logs" / "sft.log",
+        )
     if not (jargon / "config.json").exists():
         log("SFT: jargon senior (continues from the self-paired senior)")
-        run(["-m", "tandem_eval.toy.sft", "--scenario", "jargon", "--role", "senior", "--out", str(jargon),
-             "--init-from", str(base), *steps[1]], work / "logs" / "sft.log")
+        run(
+            [
+                "-m",
+                "tandem_eval.toy.sft",
+                "--scenario",
+                "jargon",
+                "--role",
+                "senior",
+                "--out",
+                str(jargon),
+                "--init-from",
+                str(base),
+                *steps[1],
+            ],
+            work / "logs" / "sft.log",
+        )
     # The junior of both scenarios is the plain-only self-paired initial senior.
     return {sc: {"senior": init / sc / "senior", "junior": base} for sc in SCENARIOS}
 
@@ -118,14 +157,38 @@ def train_job(work: Path, data: dict, init: dict, s: Scale, sc: str, arm: str, s
     ck = final_checkpoint(out, s.rl_steps)
     if ck is None:
         log(f"RL {sc}/{arm}/seed{seed}")
-        sets = [f"senior={init[sc]['senior']}", f"junior={init[sc]['junior']}", f"train_data={data['train']}",
-                f"steps={s.rl_steps}", f"prompts_per_step={s.prompts_per_step}", f"group_size={s.group_size}",
-                f"micro_batch={s.group_size}", f"rollout_batch={s.prompts_per_step * s.group_size}",
-                f"lr={s.lr}", "temperature=1.0", f"max_new_tokens={s.max_new_tokens}", "max_context=512",
-                f"seed={seed}", f"output_dir={out}", f"save_every={s.rl_steps}", "eval.every=0"]
+        sets = [
+            f"senior={init[sc]['senior']}",
+            f"junior={init[sc]['junior']}",
+            f"train_data={data['train']}",
+            f"steps={s.rl_steps}",
+            f"prompts_per_step={s.prompts_per_step}",
+            f"group_size={s.group_size}",
+            f"micro_batch={s.group_size}",
+            f"rollout_batch={s.prompts_per_step * s.group_size}",
+            f"lr={s.lr}",
+            "temperature=1.0",
+            f"max_new_tokens={s.max_new_tokens}",
+            "max_context=512",
+            f"seed={seed}",
+            f"output_dir={out}",
+            f"save_every={s.rl_steps}",
+            "eval.every=0",
+        ]
         out.mkdir(parents=True, exist_ok=True)
-        run(["-m", "trainer", "--recipe", str(REPO / "trainer" / "recipes" / f"cpu-{arm}.yaml"), "--resume",
-             "auto", "--set", *sets], out / "train.out")
+        run(
+            [
+                "-m",
+                "trainer",
+                "--recipe",
+                str(REPO / "trainer" / "recipes" / f"cpu-{arm}.yaml"),
+                "--resume",
+                "auto",
+                "--set",
+                *sets,
+            ],
+            out / "train.out",
+        )
         ck = final_checkpoint(out, s.rl_steps)
         if ck is None:
             raise RuntimeError(f"training {out} finished without a step-{s.rl_steps} checkpoint")
@@ -139,20 +202,62 @@ def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, 
         return
     log(f"evaluate {sc}/{arm}/seed{seed}")
     ks = ",".join(str(k) for k in (1, 2, 4) if k <= s.n_samples)
-    common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--max-new-tokens",
-              str(s.max_new_tokens), "--max-context", "512", "-q"]
+    common = [
+        "--benchmark",
+        str(data["test"]),
+        "--n",
+        str(s.n_samples),
+        "--k",
+        ks,
+        "--max-new-tokens",
+        str(s.max_new_tokens),
+        "--max-context",
+        "512",
+        "-q",
+    ]
     label = f"{sc}/{arm}/s{seed}"
     logf = out / "eval.log"
     out.mkdir(parents=True, exist_ok=True)
     if arm == "junior":  # the junior alone: its solo accuracy is the floor the seniors must beat
-        run(["-m", "tandem_eval.cli", "solo", "--senior", str(senior), "--out", str(out), "--label", label, *common],
-            logf)
+        run(
+            ["-m", "tandem_eval.cli", "solo", "--senior", str(senior), "--out", str(out), "--label", label, *common],
+            logf,
+        )
     else:
-        run(["-m", "tandem_eval.cli", "handoff", "--senior", str(senior), "--junior", str(junior), "--out", str(out),
-             "--label", label, *common], logf)
+        run(
+            [
+                "-m",
+                "tandem_eval.cli",
+                "handoff",
+                "--senior",
+                str(senior),
+                "--junior",
+                str(junior),
+                "--out",
+                str(out),
+                "--label",
+                label,
+                *common,
+            ],
+            logf,
+        )
         for lens in ("legibility", "drift"):
-            run(["-m", "tandem_eval.cli", lens, "--senior", str(senior), "--junior", str(junior), "--run", str(solo),
-                 "--n-boot", "200"], logf)
+            run(
+                [
+                    "-m",
+                    "tandem_eval.cli",
+                    lens,
+                    "--senior",
+                    str(senior),
+                    "--junior",
+                    str(junior),
+                    "--run",
+                    str(solo),
+                    "--n-boot",
+                    "200",
+                ],
+                logf,
+            )
     (out / "DONE").write_text(str(senior) + "\n")
 
 
@@ -210,8 +315,10 @@ def main(argv=None) -> None:
     write_summary(args.results, SCENARIOS, ("junior", "init", *ARMS))
     if not args.no_bundle:
         stage_bundle(finals, init, data)
-    run(["-m", "tandem_eval.cli", "report", str(args.results), "--out", str(args.results / "report")],
-        args.work / "logs" / "report.log")
+    run(
+        ["-m", "tandem_eval.cli", "report", str(args.results), "--out", str(args.results / "report")],
+        args.work / "logs" / "report.log",
+    )
     log(f"done in {(time.time() - t0) / 60:.1f} min: {args.results}")
 
 

@@ -134,5 +134,12 @@ def junior_vllm_engine(path: Path, recipe: Recipe) -> VLLMEngine:
     # On GPU the senior's colocate engine and the training state already hold memory: the junior
     # asks for the same utilisation share as the senior's engine (vLLM checks it is free).
     share = None if _on_cpu() else recipe.vllm_gpu_memory_utilization
-    return VLLMEngine(str(path), recipe.rollout_sampling, dtype=recipe.dtype, max_batch=recipe.rollout_batch,
-                      kv_cache_gib=recipe.junior_kv_cache_gib, gpu_memory_utilization=share, seed=recipe.seed)
+    return VLLMEngine(
+        str(path),
+        recipe.rollout_sampling,
+        dtype=recipe.dtype,
+        max_batch=recipe.rollout_batch,
+        kv_cache_gib=recipe.junior_kv_cache_gib,
+        gpu_memory_utilization=share,
+        seed=recipe.seed,
+    )

@@ -27,7 +27,17 @@ from tandem_eval.data.prompts import (
 )
 
 __all__ = [
-    "BENCHMARKS", "BENCHMARK_SETS", "PAPER_MACRO_GROUPS", "BenchmarkError", "BenchmarkSpec",
-    "INSTRUCTION", "Problem", "PromptError", "load_benchmark", "prompt_ids", "prompt_text",
-    "resolve_benchmarks", "user_message",
+    "BENCHMARKS",
+    "BENCHMARK_SETS",
+    "PAPER_MACRO_GROUPS",
+    "BenchmarkError",
+    "BenchmarkSpec",
+    "INSTRUCTION",
+    "Problem",
+    "PromptError",
+    "load_benchmark",
+    "prompt_ids",
+    "prompt_text",
+    "resolve_benchmarks",
+    "user_message",
 ]

@@ -22,9 +22,10 @@ import os
 import re
 import socket
 import urllib.parse
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 LOCAL_FIX = "pass a local file: --benchmark path.jsonl (columns problem, answer)"
@@ -61,42 +62,126 @@ class BenchmarkSpec:
 
 _HERE = Path(__file__).resolve().parent
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {s.name: s for s in [
-    BenchmarkSpec("aime24", "aime", "HuggingFaceH4/aime_2024", None, "train", "problem", "answer",
-                  "AIME 2024 I+II, 30 integer answers (lighteval's aime24).", id_col="id"),
-    BenchmarkSpec("aime25", "aime", "MathArena/aime_2025", None, "train", "problem", "answer",
-                  "AIME 2025 I+II, 30 integer answers (MathArena).", id_col="problem_idx"),
-    BenchmarkSpec("aime26", "aime", "MathArena/aime_2026", None, "train", "problem", "answer",
-                  "AIME 2026 I+II, 30 integer answers (MathArena).", id_col="problem_idx"),
-    BenchmarkSpec("amc23_25", "amc", "math-ai/amc23", None, "test", "question", "answer",
-                  "AMC. The hub id covers AMC 2023 only (40 problems); the paper's 121-problem "
-                  "AMC 2023-2025 set has no single public hub id: pass it as a local file."),
-    BenchmarkSpec("minerva", "minerva", "math-ai/minervamath", None, "test", "question", "answer",
-                  "Minerva math (OCWCourses), 272 problems."),
-    BenchmarkSpec("olympiadbench", "olympiadbench", "Hothan/OlympiadBench", "OE_TO_maths_en_COMP",
-                  "train", "question", "final_answer",
-                  "OlympiadBench open-ended text-only English math (~675 rows; the paper reports "
-                  "581 after its own filtering). List answers are joined with ', '.",
-                  id_col="id"),
-    BenchmarkSpec("math500", "math500", "HuggingFaceH4/MATH-500", None, "test", "problem",
-                  "answer", "MATH-500 (Let's Verify Step by Step subset); optional in the macro.",
-                  id_col="unique_id"),
-    BenchmarkSpec("gsm8k", "gsm8k", "openai/gsm8k", "main", "test", "question", "answer",
-                  "GSM8K test, 1,319 problems; the answer is the text after '####'.",
-                  answer_marker="####"),
-    BenchmarkSpec("deepscaler", "deepscaler", "agentica-org/DeepScaleR-Preview-Dataset", None,
-                  "train", "problem", "answer",
-                  "DeepScaleR-Preview training problems (~40k; the paper holds out 1,000, seed 0)."),
-    BenchmarkSpec("tiny", "tiny", None, None, "train", "problem", "answer",
-                  "24 hand-written one- and two-step arithmetic word problems (bundled, offline).",
-                  id_col="problem_id", path=_HERE / "tiny_math.jsonl"),
-]}
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    s.name: s
+    for s in [
+        BenchmarkSpec(
+            "aime24",
+            "aime",
+            "HuggingFaceH4/aime_2024",
+            None,
+            "train",
+            "problem",
+            "answer",
+            "AIME 2024 I+II, 30 integer answers (lighteval's aime24).",
+            id_col="id",
+        ),
+        BenchmarkSpec(
+            "aime25",
+            "aime",
+            "MathArena/aime_2025",
+            None,
+            "train",
+            "problem",
+            "answer",
+            "AIME 2025 I+II, 30 integer answers (MathArena).",
+            id_col="problem_idx",
+        ),
+        BenchmarkSpec(
+            "aime26",
+            "aime",
+            "MathArena/aime_2026",
+            None,
+            "train",
+            "problem",
+            "answer",
+            "AIME 2026 I+II, 30 integer answers (MathArena).",
+            id_col="problem_idx",
+        ),
+        BenchmarkSpec(
+            "amc23_25",
+            "amc",
+            "math-ai/amc23",
+            None,
+            "test",
+            "question",
+            "answer",
+            "AMC. The hub id covers AMC 2023 only (40 problems); the paper's 121-problem "
+            "AMC 2023-2025 set has no single public hub id: pass it as a local file.",
+        ),
+        BenchmarkSpec(
+            "minerva",
+            "minerva",
+            "math-ai/minervamath",
+            None,
+            "test",
+            "question",
+            "answer",
+            "Minerva math (OCWCourses), 272 problems.",
+        ),
+        BenchmarkSpec(
+            "olympiadbench",
+            "olympiadbench",
+            "Hothan/OlympiadBench",
+            "OE_TO_maths_en_COMP",
+            "train",
+            "question",
+            "final_answer",
+            "OlympiadBench open-ended text-only English math (~675 rows; the paper reports "
+            "581 after its own filtering). List answers are joined with ', '.",
+            id_col="id",
+        ),
+        BenchmarkSpec(
+            "math500",
+            "math500",
+            "HuggingFaceH4/MATH-500",
+            None,
+            "test",
+            "problem",
+            "answer",
+            "MATH-500 (Let's Verify Step by Step subset); optional in the macro.",
+            id_col="unique_id",
+        ),
+        BenchmarkSpec(
+            "gsm8k",
+            "gsm8k",
+            "openai/gsm8k",
+            "main",
+            "test",
+            "question",
+            "answer",
+            "GSM8K test, 1,319 problems; the answer is the text after '####'.",
+            answer_marker="####",
+        ),
+        BenchmarkSpec(
+            "deepscaler",
+            "deepscaler",
+            "agentica-org/DeepScaleR-Preview-Dataset",
+            None,
+            "train",
+            "problem",
+            "answer",
+            "DeepScaleR-Preview training problems (~40k; the paper holds out 1,000, seed 0).",
+        ),
+        BenchmarkSpec(
+            "tiny",
+            "tiny",
+            None,
+            None,
+            "train",
+            "problem",
+            "answer",
+            "24 hand-written one- and two-step arithmetic word problems (bundled, offline).",
+            id_col="problem_id",
+            path=_HERE / "tiny_math.jsonl",
+        ),
+    ]
+}
 
 # Named sets of benchmarks; the paper's macro average weights each *group* equally.
 BENCHMARK_SETS: dict[str, tuple[str, ...]] = {
     "paper": ("aime24", "aime25", "aime26", "amc23_25", "minerva", "olympiadbench"),
-    "paper+math500": ("aime24", "aime25", "aime26", "amc23_25", "minerva", "olympiadbench",
-                      "math500"),
+    "paper+math500": ("aime24", "aime25", "aime26", "amc23_25", "minerva", "olympiadbench", "math500"),
 }
 PAPER_MACRO_GROUPS: tuple[str, ...] = ("aime", "amc", "minerva", "olympiadbench")
 
@@ -113,9 +198,14 @@ def resolve_benchmarks(names: str | Sequence[str]) -> list[str]:
     return out
 
 
-def load_benchmark(name_or_path: str | os.PathLike, *, problem_col: str = "problem",
-                   answer_col: str = "answer", id_col: str | None = None,
-                   limit: int | None = None) -> list[Problem]:
+def load_benchmark(
+    name_or_path: str | os.PathLike,
+    *,
+    problem_col: str = "problem",
+    answer_col: str = "answer",
+    id_col: str | None = None,
+    limit: int | None = None,
+) -> list[Problem]:
     """Load a registry benchmark or a local file as a list of Problems (first `limit` rows).
 
     The column arguments apply to local files only; registry entries use their spec's columns.
@@ -137,14 +227,24 @@ def load_benchmark(name_or_path: str | os.PathLike, *, problem_col: str = "probl
         rows, where, columns = _read_local(path)
         if id_col is None:
             id_col = next((c for c in ("problem_id", "id") if c in columns), None)
-        spec = BenchmarkSpec(path.stem, path.stem, None, None, "", problem_col, answer_col,
-                             f"local file {path}", id_col=id_col, path=path)
+        spec = BenchmarkSpec(
+            path.stem,
+            path.stem,
+            None,
+            None,
+            "",
+            problem_col,
+            answer_col,
+            f"local file {path}",
+            id_col=id_col,
+            path=path,
+        )
         problems = _to_problems(rows, spec=spec, where=where, columns=columns)
     else:
-        hint = f" ('{key}' is a benchmark set; expand it with resolve_benchmarks)" \
-            if key in BENCHMARK_SETS else ""
-        raise BenchmarkError(f"unknown benchmark '{key}'; valid: {', '.join(BENCHMARKS)} or a "
-                             f"path to a .jsonl/.parquet file{hint}")
+        hint = f" ('{key}' is a benchmark set; expand it with resolve_benchmarks)" if key in BENCHMARK_SETS else ""
+        raise BenchmarkError(
+            f"unknown benchmark '{key}'; valid: {', '.join(BENCHMARKS)} or a path to a .jsonl/.parquet file{hint}"
+        )
     return problems if limit is None else problems[: max(limit, 0)]
 
 
@@ -164,8 +264,7 @@ def _read_local(path: Path) -> tuple[Rows, str, list[str]]:
                 data = json.loads(text)
                 if isinstance(data, list):
                     if not all(isinstance(r, dict) for r in data):
-                        raise BenchmarkError(f"{path}: expected a JSON list of objects "
-                                             f"(or one object per line)")
+                        raise BenchmarkError(f"{path}: expected a JSON list of objects (or one object per line)")
                     return _numbered(data, "row"), str(path), _union_keys(data)
                 # a single object is a one-line JSON-lines file: fall through
         records = list(_jsonl_records(text, path))  # .jsonl, or .json written as JSON lines
@@ -174,8 +273,7 @@ def _read_local(path: Path) -> tuple[Rows, str, list[str]]:
 
     try:
         # dtype=str for CSV keeps ids and answers verbatim ("007" must not become 7).
-        df = pd.read_parquet(path) if suffix == ".parquet" else \
-            pd.read_csv(path, dtype=str, keep_default_na=False)
+        df = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
         raise BenchmarkError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
     return _numbered(df.to_dict("records"), "row"), str(path), [str(c) for c in df.columns]
@@ -190,8 +288,7 @@ def _jsonl_records(text: str, path: Path) -> Iterator[tuple[int, dict[str, Any]]
         except json.JSONDecodeError as exc:
             raise BenchmarkError(f"{path} line {n}: invalid JSON ({exc.msg})") from exc
         if not isinstance(record, dict):
-            raise BenchmarkError(f"{path} line {n}: expected a JSON object, got "
-                                 f"{type(record).__name__}")
+            raise BenchmarkError(f"{path} line {n}: expected a JSON object, got {type(record).__name__}")
         yield n, record
 
 
@@ -200,13 +297,14 @@ def _read_hub(spec: BenchmarkSpec) -> tuple[Rows, str, list[str]]:
 
     def fail(reason: str) -> BenchmarkError:
         reason = " ".join(reason.split())[:300]  # one line, bounded
-        return BenchmarkError(f"benchmark '{spec.name}' needs hub dataset '{spec.hub_id}', which "
-                              f"could not be loaded ({reason}); {LOCAL_FIX}")
+        return BenchmarkError(
+            f"benchmark '{spec.name}' needs hub dataset '{spec.hub_id}', which "
+            f"could not be loaded ({reason}); {LOCAL_FIX}"
+        )
 
     import datasets
 
-    offline = _env_true("HF_HUB_OFFLINE") or _env_true("HF_DATASETS_OFFLINE") \
-        or bool(datasets.config.HF_HUB_OFFLINE)
+    offline = _env_true("HF_HUB_OFFLINE") or _env_true("HF_DATASETS_OFFLINE") or bool(datasets.config.HF_HUB_OFFLINE)
     if not offline:
         # Probe once, quickly: unreachable hubs otherwise cost ~25 s of retries per benchmark.
         reason = _hub_unreachable()
@@ -254,24 +352,22 @@ def _forced_offline(offline: bool) -> Iterator[None]:
 # ---------------------------------------------------------------- validation
 
 
-def _to_problems(rows: Rows, *, spec: BenchmarkSpec, where: str,
-                 columns: list[str]) -> list[Problem]:
+def _to_problems(rows: Rows, *, spec: BenchmarkSpec, where: str, columns: list[str]) -> list[Problem]:
     needed = [spec.problem_col, spec.answer_col] + ([spec.id_col] if spec.id_col else [])
     for col in needed:
         if col not in columns:
-            raise BenchmarkError(f"missing column '{col}' in {where} (columns present: "
-                                 f"{', '.join(columns) or 'none'})")
+            raise BenchmarkError(f"missing column '{col}' in {where} (columns present: {', '.join(columns) or 'none'})")
     problems: list[Problem] = []
     seen: dict[str, str] = {}
     for index, (label, record) in enumerate(rows):
         values = {}
-        for field, col in (("problem", spec.problem_col), ("answer", spec.answer_col),
-                           ("id", spec.id_col)):
+        for field, col in (("problem", spec.problem_col), ("answer", spec.answer_col), ("id", spec.id_col)):
             if col is None:
                 continue
             if col not in record:  # JSON lines may differ row to row
-                raise BenchmarkError(f"missing column '{col}' in {where} {label} (columns "
-                                     f"present: {', '.join(record) or 'none'})")
+                raise BenchmarkError(
+                    f"missing column '{col}' in {where} {label} (columns present: {', '.join(record) or 'none'})"
+                )
             marker = spec.answer_marker if field == "answer" else None
             values[field] = _as_text(record[col], marker)
             if values[field] is None:
@@ -281,8 +377,7 @@ def _to_problems(rows: Rows, *, spec: BenchmarkSpec, where: str,
         else:  # hub ids are prefixed so aime24/25/26 ids never collide when pooled
             pid = values["id"] if spec.hub_id is None else f"{spec.name}/{values['id']}"
         if pid in seen:
-            raise BenchmarkError(f"duplicate problem id '{pid}' in {where} ({seen[pid]} and "
-                                 f"{label})")
+            raise BenchmarkError(f"duplicate problem id '{pid}' in {where} ({seen[pid]} and {label})")
         seen[pid] = label
         problems.append(Problem(pid, spec.name, spec.group, values["problem"], values["answer"]))
     if not problems:

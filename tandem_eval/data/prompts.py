@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-INSTRUCTION = (" Solve the following math problem step by step. Put your final answer inside "
-               "\\boxed{}, like \\boxed{42} or \\boxed{\\frac{1}{2}}.")
+INSTRUCTION = (
+    " Solve the following math problem step by step. Put your final answer inside "
+    "\\boxed{}, like \\boxed{42} or \\boxed{\\frac{1}{2}}."
+)
 
 
 class PromptError(ValueError):
@@ -36,23 +38,33 @@ def _template(tokenizer: Any, chat_template: str | None) -> str:
     template = chat_template or getattr(tokenizer, "chat_template", None)
     if not template:
         path = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        raise PromptError(f"tokenizer at {path} has no chat_template; add one to "
-                          f"tokenizer_config.json or pass --chat-template FILE")
+        raise PromptError(
+            f"tokenizer at {path} has no chat_template; add one to tokenizer_config.json or pass --chat-template FILE"
+        )
     return template
 
 
 def prompt_text(tokenizer: Any, problem: str, *, chat_template: str | None = None) -> str:
     """The rendered prompt string, ending with the generation prompt (assistant header)."""
     return tokenizer.apply_chat_template(
-        _messages(problem), chat_template=_template(tokenizer, chat_template), tokenize=False,
-        add_generation_prompt=True, enable_thinking=False)
+        _messages(problem),
+        chat_template=_template(tokenizer, chat_template),
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
 
 
 def prompt_ids(tokenizer: Any, problem: str, *, chat_template: str | None = None) -> list[int]:
     """Token ids of the rendered prompt; no BOS/EOS is added beyond what the template writes."""
     out = tokenizer.apply_chat_template(
-        _messages(problem), chat_template=_template(tokenizer, chat_template), tokenize=True,
-        add_generation_prompt=True, enable_thinking=False, return_dict=False)
+        _messages(problem),
+        chat_template=_template(tokenizer, chat_template),
+        tokenize=True,
+        add_generation_prompt=True,
+        enable_thinking=False,
+        return_dict=False,
+    )
     return _as_id_list(out)
 
 

@@ -1,7 +1,7 @@
 """Engine registry: name -> loader. `load_engine("hf", path, sampling)` returns an Engine.
 
-    from tandem_eval.engines import load_engine
-    engine = load_engine("hf", "path/to/ckpt", Sampling())
+from tandem_eval.engines import load_engine
+engine = load_engine("hf", "path/to/ckpt", Sampling())
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ token position) only, so a trace's tokens do not depend on which other traces sh
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Hashable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -16,7 +16,7 @@ recorded as NaN. The run's config records `allow_vocab_mismatch`.
 from __future__ import annotations
 
 import math
-from typing import Hashable
+from collections.abc import Hashable
 
 from ..schedules import JUNIOR, State, make_schedule
 from .base import FINISH_EOS, Completion, Request
@@ -43,7 +43,7 @@ class RetokenizingEngine:
     def submit(self, req: Request) -> None:
         if req.key not in self._prompts:
             raise KeyError(f"trace {req.key!r} has no junior prompt; call register() first")
-        text = self.outer_tok.decode(req.token_ids[self._prompt_len[req.key]:])
+        text = self.outer_tok.decode(req.token_ids[self._prompt_len[req.key] :])
         ids = self._prompts[req.key] + self.inner.tokenizer.encode(text, add_special_tokens=False)
         self._max[req.key] = req.max_tokens
         self.inner.submit(Request(req.key, ids, req.max_tokens, self._stops, req.seed))

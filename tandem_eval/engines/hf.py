@@ -19,9 +19,9 @@ supported by this path.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Hashable, Sequence
 
 import numpy as np
 import torch
@@ -107,14 +107,23 @@ class _Live:
 class HFEngine:
     name = "hf"
 
-    def __init__(self, path_or_model, sampling: Sampling, dtype: str = "float32", max_batch: int = 32,
-                 device: str | None = None, tokenizer=None, prefill_tokens: int = 8192):
+    def __init__(
+        self,
+        path_or_model,
+        sampling: Sampling,
+        dtype: str = "float32",
+        max_batch: int = 32,
+        device: str | None = None,
+        tokenizer=None,
+        prefill_tokens: int = 8192,
+    ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if isinstance(path_or_model, (str, Path)):
             self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(path_or_model))
             self.model = AutoModelForCausalLM.from_pretrained(
-                str(path_or_model), dtype=_DTYPES[dtype], attn_implementation="sdpa")
+                str(path_or_model), dtype=_DTYPES[dtype], attn_implementation="sdpa"
+            )
             if device:
                 self.model.to(device)
         else:  # an in-memory model (the trainer's live senior); weights may change between calls
@@ -125,13 +134,16 @@ class HFEngine:
         cfg = self.model.config
         eos = self.model.generation_config.eos_token_id if self.model.generation_config else None
         eos = [eos] if isinstance(eos, int) else list(eos or [])
-        self.eos_ids = frozenset(eos + ([self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else []))
+        self.eos_ids = frozenset(
+            eos + ([self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else [])
+        )
         self.vocab_size = len(self.tokenizer)  # logits past the tokenizer's vocabulary are padding
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         param = next(self.model.parameters())
-        self._store = _KVStore(cfg.num_hidden_layers, kv_heads, head_dim, param.dtype, self.device,
-                               rows=max(8, max_batch))
+        self._store = _KVStore(
+            cfg.num_hidden_layers, kv_heads, head_dim, param.dtype, self.device, rows=max(8, max_batch)
+        )
         self._decoder = self.model.get_decoder()
         self._head = self.model.get_output_embeddings()
         self._rows: dict[Hashable, _Row] = {}
@@ -184,8 +196,9 @@ class HFEngine:
         for lv in long:
             lv.waited += 1
         groups = [short] if short else []
-        if long and (not short or len(long) >= max(1, self.max_batch // 4)
-                     or max(lv.waited for lv in long) >= PREFILL_PATIENCE):
+        if long and (
+            not short or len(long) >= max(1, self.max_batch // 4) or max(lv.waited for lv in long) >= PREFILL_PATIENCE
+        ):
             groups = self._chunks(long[: self.max_batch]) + groups
         done = []
         for group in groups:
@@ -233,8 +246,13 @@ class HFEngine:
         mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
         mask.masked_fill_(~allowed, torch.finfo(dtype).min)
         cache = _RowCache(self._store, slots, pos, length)
-        hidden = self._decoder(input_ids=ids, attention_mask={"full_attention": mask[:, None]},
-                               position_ids=pos, past_key_values=cache, use_cache=True).last_hidden_state
+        hidden = self._decoder(
+            input_ids=ids,
+            attention_mask={"full_attention": mask[:, None]},
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state
         last = torch.tensor([len(f) - 1 for f in feeds], device=self.device)
         for r, f in zip(rows, feeds):
             r.tokens.extend(f)
@@ -247,8 +265,11 @@ class HFEngine:
             chosen = logits.argmax(dim=-1).tolist()
         else:
             probs = _filtered_probs(logits / s.temperature, s.top_k, s.top_p)
-            u = torch.tensor([position_uniform(lv.req.seed, len(lv.req.token_ids) + len(lv.new_tokens))
-                              for lv in group], dtype=probs.dtype, device=probs.device)
+            u = torch.tensor(
+                [position_uniform(lv.req.seed, len(lv.req.token_ids) + len(lv.new_tokens)) for lv in group],
+                dtype=probs.dtype,
+                device=probs.device,
+            )
             cdf = probs.cumsum(dim=-1)
             chosen = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
             chosen = chosen.clamp_(max=probs.shape[1] - 1).tolist()
@@ -257,8 +278,15 @@ class HFEngine:
             lv.new_tokens.append(tok)
             lv.logprobs.append(lp)
             lv.pending = [tok]
-            reason = (FINISH_EOS if tok in self.eos_ids else FINISH_STOP if tok in lv.req.stop_ids
-                      else FINISH_LENGTH if len(lv.new_tokens) >= lv.req.max_tokens else None)
+            reason = (
+                FINISH_EOS
+                if tok in self.eos_ids
+                else FINISH_STOP
+                if tok in lv.req.stop_ids
+                else FINISH_LENGTH
+                if len(lv.new_tokens) >= lv.req.max_tokens
+                else None
+            )
             if reason:
                 del self._live[lv.req.key]
                 done.append(Completion(lv.req.key, lv.new_tokens, lv.logprobs, reason))

@@ -48,7 +48,7 @@ import gc
 import importlib.util
 import itertools
 import os
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -276,7 +276,9 @@ class VLLMEngine:
                 results[i] = np.zeros(0, dtype=np.float64)
                 continue
             if len(p) + len(c) >= self.max_context:
-                raise ValueError(f"prompt + continuation ({len(p) + len(c)} tokens) must be < max_context {self.max_context}")
+                raise ValueError(
+                    f"prompt + continuation ({len(p) + len(c)} tokens) must be < max_context {self.max_context}"
+                )
             rid = f"score-{next(self._ids)}"
             self._engine.add_request(rid, _tokens_input(p + c), params)
             pending[rid] = (i, p + c, len(p))

@@ -5,6 +5,7 @@
 Everything here reads pandas frames of samples (problem_id, benchmark, group, sample_idx,
 correct, ...) and never loads a model. Statistics resample problems, not samples.
 """
+
 from tandem_eval.metrics.passk import pass_at_k, per_problem_pass_at_k, summarize_pass_at_k
 from tandem_eval.metrics.stats import (
     CI,

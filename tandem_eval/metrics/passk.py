@@ -13,12 +13,13 @@ k-subset of the n samples holds at least one correct one: 1 − C(n−c, k) / C(
 `samples` is one run's sample table (one row per problem × sample index) with columns
 problem_id, benchmark, group, sample_idx, correct. Problems are keyed by (benchmark, problem_id).
 """
+
 from __future__ import annotations
 
 import math
 import operator
 import warnings
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -63,9 +64,7 @@ def per_problem_pass_at_k(samples: pd.DataFrame, ks: Iterable[int]) -> pd.DataFr
     short = {}
     for k in ks:
         # A (n, c) pair repeats across problems; the loop is over problems (hundreds), fine.
-        table[f"pass@{k}"] = [
-            pass_at_k(n, c, k) if n >= k else math.nan for n, c in zip(table["n"], table["c"])
-        ]
+        table[f"pass@{k}"] = [pass_at_k(n, c, k) if n >= k else math.nan for n, c in zip(table["n"], table["c"])]
         short[k] = int((table["n"] < k).sum())
     if any(short.values()):
         detail = ", ".join(f"k={k}: {m}" for k, m in short.items() if m)

@@ -14,11 +14,13 @@ Statistics of several columns resampled *jointly* (e.g. a ratio handoff/solo) go
 `bootstrap_means` + `percentile_ci`, or `bootstrap_ci(frame, stat_fn=...)`, where `stat_fn` maps
 per-column (macro) means of shape (B, m) to B statistics.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd

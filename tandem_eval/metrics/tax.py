@@ -15,10 +15,11 @@ The macro resamples within each group (stratified). A sign-flip p-value for tax 
 Inputs are sample tables of one senior in the two modes (see passk.py for the columns); both must
 cover the same problems. The output is strict-JSON (NaN -> None) and can go into metrics.json.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -66,9 +67,7 @@ def communication_tax(
             name: {f"pass@{k}": _tax_entry(part, k, None, n_boot, seed) for k in ks}
             for name, part in paired.groupby(column, sort=True)
         }
-    out["macro"] = {
-        f"pass@{k}": _tax_entry(paired, k, paired["group"].to_numpy(), n_boot, seed) for k in ks
-    }
+    out["macro"] = {f"pass@{k}": _tax_entry(paired, k, paired["group"].to_numpy(), n_boot, seed) for k in ks}
     return to_jsonable(out)
 
 
@@ -93,9 +92,7 @@ def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> p
     return table.reset_index()
 
 
-def _tax_entry(
-    part: pd.DataFrame, k: int, groups: np.ndarray | None, n_boot: int, seed: int
-) -> dict:
+def _tax_entry(part: pd.DataFrame, k: int, groups: np.ndarray | None, n_boot: int, seed: int) -> dict:
     """CIs of solo/handoff/tax/retention for one scope and k from ONE joint problem resampling."""
     values = part[[f"solo_pass@{k}", f"handoff_pass@{k}"]].to_numpy(dtype=float)
     keep = ~np.isnan(values).any(axis=1)

@@ -30,8 +30,9 @@ def _slug(schedule: str) -> str:
     return schedule.replace(":", "-").replace("/", "-")
 
 
-def write_tables(col: Collection, out: Path, k: int | None = None, n_boot: int = N_BOOT,
-                 seed: int = SEED) -> tuple[list[Path], object]:
+def write_tables(
+    col: Collection, out: Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED
+) -> tuple[list[Path], object]:
     """table2.{md,tex,csv} for the primary handoff schedule, table2_<schedule>.* for the others."""
     out.mkdir(parents=True, exist_ok=True)
     primary = col.primary_schedule()
@@ -48,8 +49,9 @@ def write_tables(col: Collection, out: Path, k: int | None = None, n_boot: int =
     return written, main
 
 
-def write_figures(col: Collection, out: Path, table, k: int | None = None, n_boot: int = N_BOOT,
-                  seed: int = SEED) -> ReportFiles:
+def write_figures(
+    col: Collection, out: Path, table, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED
+) -> ReportFiles:
     from tandem_eval.report import figures, style
 
     files = ReportFiles()
@@ -69,8 +71,9 @@ def write_figures(col: Collection, out: Path, table, k: int | None = None, n_boo
     return files
 
 
-def build_report(inputs, out: str | Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED,
-                 with_figures: bool = True) -> ReportFiles:
+def build_report(
+    inputs, out: str | Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, with_figures: bool = True
+) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`."""
     col = collect(inputs)
     out = Path(out)
@@ -86,5 +89,18 @@ def build_report(inputs, out: str | Path, k: int | None = None, n_boot: int = N_
     return files
 
 
-__all__ = ["Collection", "ReportError", "ReportFiles", "Run", "build_report", "collect", "find_results",
-           "read_train_log", "table2", "to_latex", "to_markdown", "write_figures", "write_tables"]
+__all__ = [
+    "Collection",
+    "ReportError",
+    "ReportFiles",
+    "Run",
+    "build_report",
+    "collect",
+    "find_results",
+    "read_train_log",
+    "table2",
+    "to_latex",
+    "to_markdown",
+    "write_figures",
+    "write_tables",
+]

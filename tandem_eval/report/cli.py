@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -30,9 +29,9 @@ def _fail(e: Exception) -> None:
 
 
 def report(
-    inputs: Optional[list[Path]] = typer.Argument(None, help=RESULTS_HELP, show_default=False),
+    inputs: list[Path] | None = typer.Argument(None, help=RESULTS_HELP, show_default=False),
     out: Path = typer.Option(..., "--out", "-o", help="folder for table2.{md,tex,csv} and figures (.png + .pdf)"),
-    k: Optional[int] = typer.Option(None, help="k of the main table (default 4 if every run has it, else the largest)"),
+    k: int | None = typer.Option(None, help="k of the main table (default 4 if every run has it, else the largest)"),
     n_boot: int = typer.Option(2000, "--n-boot", help="bootstrap resamples of problems for CIs and SE bands"),
     seed: int = typer.Option(0, help="bootstrap seed (fixed, so reruns give byte-identical tables)"),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="also write the figures"),
@@ -59,9 +58,11 @@ def report(
 
 def view(
     run_dir: Path = typer.Argument(..., help="a run folder, or a folder of run folders (e.g. a handoff --out)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN_DIR/view.html)"),
-    tokenizer: Optional[Path] = typer.Option(None, help="tokenizer folder for token boundaries (default: the senior's)"),
-    max_traces: int = typer.Option(1000, "--max-traces", help="keep at most this many traces (whole problems, evenly spaced)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN_DIR/view.html)"),
+    tokenizer: Path | None = typer.Option(None, help="tokenizer folder for token boundaries (default: the senior's)"),
+    max_traces: int = typer.Option(
+        1000, "--max-traces", help="keep at most this many traces (whole problems, evenly spaced)"
+    ),
 ) -> None:
     """A self-contained HTML page of the traces: tokens colored by author, shaded by the junior's
     surprise (−log p, from legibility.parquet), with benchmark / problem / correct / mode filters."""

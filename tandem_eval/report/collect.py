@@ -47,15 +47,18 @@ def find_results(world: str | None = None, start: str | Path | None = None) -> P
     if os.environ.get(RESULTS_ENV):
         candidates.append(Path(os.environ[RESULTS_ENV]).expanduser())
     here = Path(start or Path.cwd()).resolve()
-    candidates += [d / "results" for d in (here, *here.parents)
-                   if (d / "results").is_dir() and (d / "pyproject.toml").exists()]
+    candidates += [
+        d / "results" for d in (here, *here.parents) if (d / "results").is_dir() and (d / "pyproject.toml").exists()
+    ]
     candidates.append(Path(__file__).resolve().parents[2] / "results")
     for root in candidates:
         path = root / world if world else root
         if path.is_dir():
             return path
-    raise ReportError(f"no results folder{f' for {world!r}' if world else ''} found (looked in "
-                      f"{', '.join(str(c) for c in candidates)}); set ${RESULTS_ENV} or pass run folders")
+    raise ReportError(
+        f"no results folder{f' for {world!r}' if world else ''} found (looked in "
+        f"{', '.join(str(c) for c in candidates)}); set ${RESULTS_ENV} or pass run folders"
+    )
 
 
 @dataclass
@@ -73,17 +76,27 @@ class Run:
     _pp: dict = field(default_factory=dict, repr=False)  # cache: per-problem pass@k, side tables
 
     @classmethod
-    def load(cls, path: str | Path, step: int | None = None) -> "Run":
+    def load(cls, path: str | Path, step: int | None = None) -> Run:
         rf = RunFolder(path)
         if not rf.config_path.exists():
-            raise ReportError(f"{path} is not a run folder (no config.json); pass folders written by "
-                              "`tandem-eval solo/handoff`, or a results folder holding them")
+            raise ReportError(
+                f"{path} is not a run folder (no config.json); pass folders written by "
+                "`tandem-eval solo/handoff`, or a results folder holding them"
+            )
         raw = rf.config()
         cfg = raw.get("config", raw)
         if step is None and raw.get("step") is not None:
             step = int(raw["step"])
-        return cls(Path(path), cfg, run_label(cfg), cfg.get("mode", "solo"), cfg.get("schedule", "solo"),
-                   tuple(int(k) for k in cfg.get("ks", (1,))), raw.get("fingerprint"), step)
+        return cls(
+            Path(path),
+            cfg,
+            run_label(cfg),
+            cfg.get("mode", "solo"),
+            cfg.get("schedule", "solo"),
+            tuple(int(k) for k in cfg.get("ks", (1,))),
+            raw.get("fingerprint"),
+            step,
+        )
 
     @property
     def folder(self) -> RunFolder:
@@ -284,8 +297,11 @@ def collect(inputs, include_incomplete: bool = False) -> Collection:
         else:
             run.step = _step_of(run, owner)
             if run.step is None:
-                warnings.warn(f"{path} is below the training folder {owner} but names no step "
-                              "(step-N / checkpoint-N in its path, or \"step\" in config.json); ignored", stacklevel=2)
+                warnings.warn(
+                    f"{path} is below the training folder {owner} but names no step "
+                    '(step-N / checkpoint-N in its path, or "step" in config.json); ignored',
+                    stacklevel=2,
+                )
             else:
                 evals[owner].append(run)
     trainings = []
@@ -311,5 +327,6 @@ def _dedupe(runs: list[Run]) -> list[Run]:
         elif seen[key].fingerprint != r.fingerprint or r.fingerprint is None:
             raise ReportError(
                 f"two different {r.mode} runs ({r.schedule}) are both labelled {r.label!r}: {seen[key].path} and "
-                f"{r.path}; give them distinct labels (--label) or pass only the run folders to report")
+                f"{r.path}; give them distinct labels (--label) or pass only the run folders to report"
+            )
     return sorted(seen.values(), key=lambda r: (r.label, r.mode, r.schedule))

@@ -13,9 +13,9 @@ All styling comes from style.py: one color per arm everywhere, solid = solo, das
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from tandem_eval.report import style
@@ -38,8 +38,18 @@ def passk_curves(col: Collection, schedule: str | None = None, n_boot: int = N_B
                 continue
             for k in run.ks:
                 for scope, ci in passk_cis(run, k, n_boot, seed).items():
-                    rows.append({"senior": arm, "mode": mode, "scope": scope, "k": k, "estimate": ci.estimate,
-                                 "se": ci.se, "low": ci.low, "high": ci.high})
+                    rows.append(
+                        {
+                            "senior": arm,
+                            "mode": mode,
+                            "scope": scope,
+                            "k": k,
+                            "estimate": ci.estimate,
+                            "se": ci.se,
+                            "low": ci.low,
+                            "high": ci.high,
+                        }
+                    )
     return pd.DataFrame(rows, columns=["senior", "mode", "scope", "k", "estimate", "se", "low", "high"])
 
 
@@ -92,8 +102,13 @@ def _panels(n: int, ncols: int = 3, panel_h: float = 1.6):
     return fig, list(axes[:n])
 
 
-def fig_passk(col: Collection, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED,
-              curves: pd.DataFrame | None = None):
+def fig_passk(
+    col: Collection,
+    schedule: str | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    curves: pd.DataFrame | None = None,
+):
     """Figure 2: pass@k (%) against k on a log2 axis, one panel per benchmark group plus macro."""
     curves = passk_curves(col, schedule, n_boot, seed) if curves is None else curves
     if curves.empty:
@@ -107,8 +122,14 @@ def fig_passk(col: Collection, schedule: str | None = None, n_boot: int = N_BOOT
                 line = line.sort_values("k")
                 color = style.arm_color(arm)
                 ax.plot(line["k"], line["estimate"], color=color, **style.MODE_LINE[mode])
-                ax.fill_between(line["k"], line["estimate"] - line["se"], line["estimate"] + line["se"],
-                                color=color, alpha=0.18, linewidth=0)
+                ax.fill_between(
+                    line["k"],
+                    line["estimate"] - line["se"],
+                    line["estimate"] + line["se"],
+                    color=color,
+                    alpha=0.18,
+                    linewidth=0,
+                )
             ks = sorted(part["k"].unique())
             ax.set_xscale("log", base=2)
             ax.set_xticks(ks, [str(int(k)) for k in ks])
@@ -136,8 +157,16 @@ def fig_tax(table: Table | None):
             part = rows[rows["senior"] == arm].set_index("scope").reindex(scopes)
             x = np.arange(len(scopes)) + (i - (len(arms) - 1) / 2) * width
             err = np.vstack([part["tax"] - part["tax_low"], part["tax_high"] - part["tax"]])
-            ax.bar(x, part["tax"], width, color=style.arm_color(arm), label=arm,
-                   yerr=np.nan_to_num(err), capsize=2, error_kw={"linewidth": 0.7})
+            ax.bar(
+                x,
+                part["tax"],
+                width,
+                color=style.arm_color(arm),
+                label=arm,
+                yerr=np.nan_to_num(err),
+                capsize=2,
+                error_kw={"linewidth": 0.7},
+            )
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_xticks(np.arange(len(scopes)), ["Macro" if s == MACRO else s for s in scopes])
         ax.set_xlabel("benchmark")
@@ -168,8 +197,10 @@ def fig_legibility(col: Collection, bins: int = POSITION_BINS):
     import seaborn as sns
 
     panels = []
-    for name, needle, ylabel in (("legibility", "nll", "junior NLL (nats/token)"),
-                                 ("drift", "kl", "KL(senior ‖ junior) (nats/token)")):
+    for name, needle, ylabel in (
+        ("legibility", "nll", "junior NLL (nats/token)"),
+        ("drift", "kl", "KL(senior ‖ junior) (nats/token)"),
+    ):
         frames = _side_frames(col, name)
         if not frames:
             continue
@@ -184,9 +215,20 @@ def fig_legibility(col: Collection, bins: int = POSITION_BINS):
             if kind == "dist":
                 data = pd.concat([f.assign(senior=arm) for arm, (f, _, _) in frames.items()], ignore_index=True)
                 arms = sorted(frames)
-                sns.violinplot(data=data, x="senior", y="value", hue="senior", order=arms, hue_order=arms,
-                               palette={a: style.arm_color(a) for a in arms}, cut=0, inner="quartile",
-                               linewidth=0.6, legend=False, ax=ax)
+                sns.violinplot(
+                    data=data,
+                    x="senior",
+                    y="value",
+                    hue="senior",
+                    order=arms,
+                    hue_order=arms,
+                    palette={a: style.arm_color(a) for a in arms},
+                    cut=0,
+                    inner="quartile",
+                    linewidth=0.6,
+                    legend=False,
+                    ax=ax,
+                )
                 sources = sorted({s for _, s, _ in frames.values()})
                 ax.set_title(f"per-sample {'legibility' if name == 'legibility' else 'drift'} ({', '.join(sources)})")
                 ax.set_xlabel("senior")
@@ -263,8 +305,9 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
                 d = d.sort_values("step")
                 color = style.arm_color(arm)
                 ax.plot(d["step"], d["estimate"], color=color, marker="o")
-                ax.fill_between(d["step"], d["estimate"] - d["se"], d["estimate"] + d["se"], color=color,
-                                alpha=0.18, linewidth=0)
+                ax.fill_between(
+                    d["step"], d["estimate"] - d["se"], d["estimate"] + d["se"], color=color, alpha=0.18, linewidth=0
+                )
             ax.set_xlabel("training step")
             ax.set_ylabel(f"held-out pass@{int(evals['k'].iloc[0])} (%)")
         _legend(fig, sorted({t.arm for t in logs} | set(evals["senior"])))
@@ -294,8 +337,15 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED
             d = d.sort_values("takeover")
             color = style.arm_color(arm)
             err = np.vstack([d["estimate"] - d["low"], d["high"] - d["estimate"]])
-            ax.errorbar(d["takeover"], d["estimate"], yerr=np.nan_to_num(err), color=color, label=arm,
-                        capsize=2, **style.MODE_LINE["handoff"])
+            ax.errorbar(
+                d["takeover"],
+                d["estimate"],
+                yerr=np.nan_to_num(err),
+                color=color,
+                label=arm,
+                capsize=2,
+                **style.MODE_LINE["handoff"],
+            )
             solo = col.solo(arm)
             if solo is not None and k in solo.ks:
                 ci = passk_cis(solo, k, n_boot, seed).get(MACRO)

@@ -35,8 +35,14 @@ ARM_COLORS = {
 }
 FALLBACK_COLORS = ["#E69F00", "#56B4E9", "#F0E442", "#8C564B", "#17BECF", "#BCBD22", "#9467BD"]
 # Order matters: the more specific names first ("grpo-g16" before "grpo").
-_ALIASES = [("g16", "grpo-g16"), ("kl", "kl-reg"), ("tandem", "tandem"), ("grpo", "grpo"),
-            ("base", "base"), ("junior", "junior")]
+_ALIASES = [
+    ("g16", "grpo-g16"),
+    ("kl", "kl-reg"),
+    ("tandem", "tandem"),
+    ("grpo", "grpo"),
+    ("base", "base"),
+    ("junior", "junior"),
+]
 
 MODE_LINE = {
     "solo": {"linestyle": "-", "marker": "o"},

@@ -109,7 +109,8 @@ def side_cis(run: Run | None, name: str, n_boot: int, seed: int) -> tuple[dict, 
     if per_sample is None or per_sample.empty:
         return {}, None
     per_problem = per_sample.groupby(["benchmark", "problem_id"], sort=True).agg(
-        group=("group", "first"), value=("value", "mean"))
+        group=("group", "first"), value=("value", "mean")
+    )
     return scoped_ci(per_problem, "value", n_boot, seed), source
 
 
@@ -139,8 +140,10 @@ def _arm_cells(col: Collection, arm: str, k: int, schedule: str | None, n_boot: 
                 entry = entry.get(f"pass@{k}", {})
                 for metric in ("solo", "handoff", "tax", "retention"):
                     if metric in entry:
-                        e = {x: _num(entry[metric][x]) * (100.0 if metric == "retention" else 1.0)
-                             for x in ("estimate", "low", "high")}
+                        e = {
+                            x: _num(entry[metric][x]) * (100.0 if metric == "retention" else 1.0)
+                            for x in ("estimate", "low", "high")
+                        }
                         cells.setdefault(scope, {})[metric] = e
     for metric, run in (("solo", solo), ("handoff", hand)):
         if run is not None and not any(metric in c for c in cells.values()):
@@ -164,8 +167,9 @@ def default_k(col: Collection) -> int:
     return 4 if 4 in ks else max(ks)
 
 
-def table2(col: Collection, k: int | None = None, schedule: str | None = None,
-           n_boot: int = N_BOOT, seed: int = SEED) -> Table:
+def table2(
+    col: Collection, k: int | None = None, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED
+) -> Table:
     """Table 2 rows for every arm of `col` (handoff `schedule`: default the primary one)."""
     k = default_k(col) if k is None else int(k)
     schedule = schedule or col.primary_schedule()
@@ -183,8 +187,13 @@ def table2(col: Collection, k: int | None = None, schedule: str | None = None,
             row = {"scope": scope, "senior": arm}
             for c in COLUMNS:
                 m = metrics.get(c.key, {})
-                row.update({c.key: _num(m.get("estimate")), f"{c.key}_low": _num(m.get("low")),
-                            f"{c.key}_high": _num(m.get("high"))})
+                row.update(
+                    {
+                        c.key: _num(m.get("estimate")),
+                        f"{c.key}_low": _num(m.get("low")),
+                        f"{c.key}_high": _num(m.get("high")),
+                    }
+                )
             rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
@@ -196,7 +205,9 @@ def table2(col: Collection, k: int | None = None, schedule: str | None = None,
     keep = ["scope", "n_problems", "senior"] + [f"{c.key}{s}" for c in columns for s in ("", "_low", "_high")]
     est = sorted(estimators)[0] if estimators else None
     if len(estimators) > 1:
-        warnings.warn(f"arms use different drift estimators {sorted(estimators)}; the KL column mixes them")
+        warnings.warn(
+            f"arms use different drift estimators {sorted(estimators)}; the KL column mixes them", stacklevel=2
+        )
     return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, est)
 
 
@@ -238,8 +249,10 @@ def _scope_label(scope: str, n: int) -> str:
 def _caption(t: Table) -> str:
     parts = [f"rows: benchmark groups (AIME 24/25/26 pool into one) and their macro; pass@{t.k} in percent"]
     parts.append(f"handoff schedule `{t.schedule}`" if t.schedule else "no handoff runs")
-    parts.append(f"mean ± half-width of the 95% bootstrap CI ({t.n_boot} resamples of problems; the macro "
-                 "weights each benchmark group equally and resamples within groups)")
+    parts.append(
+        f"mean ± half-width of the 95% bootstrap CI ({t.n_boot} resamples of problems; the macro "
+        "weights each benchmark group equally and resamples within groups)"
+    )
     parts.append("tax = solo − handoff (points, lower is better); retention = handoff / solo")
     if any(c.key == "nll" for c in t.columns):
         parts.append("junior NLL = the junior's mean per-token negative log-likelihood of the senior's solo CoTs")
@@ -255,8 +268,10 @@ def _header(c: Column, k: int) -> str:
 
 def to_markdown(t: Table) -> str:
     cols = t.columns
-    lines = ["| benchmark | senior | " + " | ".join(_header(c, t.k) for c in cols) + " |",
-             "|:--|:--|" + "--:|" * len(cols)]
+    lines = [
+        "| benchmark | senior | " + " | ".join(_header(c, t.k) for c in cols) + " |",
+        "|:--|:--|" + "--:|" * len(cols),
+    ]
     marks = {c.key: best_mask(t.rows, c) for c in cols}
     prev = None
     for i, r in t.rows.iterrows():
@@ -270,8 +285,18 @@ def to_markdown(t: Table) -> str:
     return "\n".join(lines) + "\n\n" + _caption(t) + "\n"
 
 
-_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -288,9 +313,19 @@ def to_latex(t: Table, label: str = "tab:handoff") -> str:
     cols = t.columns
     marks = {c.key: best_mask(t.rows, c) for c in cols}
     head = " & ".join(["Benchmark", "Senior"] + [latex_escape(_header(c, t.k)) for c in cols])
-    lines = ["% generated by `tandem-eval report`; do not edit by hand", r"\begin{table}[t]", r"\centering",
-             r"\small", r"\setlength{\tabcolsep}{4pt}", rf"\caption{{{_latex_caption(t)}}}", rf"\label{{{label}}}",
-             r"\begin{tabular}{ll" + "r" * len(cols) + "}", r"\toprule", head + r" \\", r"\midrule"]
+    lines = [
+        "% generated by `tandem-eval report`; do not edit by hand",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\setlength{\tabcolsep}{4pt}",
+        rf"\caption{{{_latex_caption(t)}}}",
+        rf"\label{{{label}}}",
+        r"\begin{tabular}{ll" + "r" * len(cols) + "}",
+        r"\toprule",
+        head + r" \\",
+        r"\midrule",
+    ]
     prev = None
     for i, r in t.rows.iterrows():
         if prev is not None and r["scope"] != prev:

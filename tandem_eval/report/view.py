@@ -85,8 +85,12 @@ def load_tokenizer(cfg: dict, override: str | Path | None = None):
             errors.append(f"{c}: {type(e).__name__}: {e}")
     if override:
         raise ReportError(f"cannot load the tokenizer {override}: {'; '.join(errors)}")
-    warnings.warn("no tokenizer for token boundaries (" + "; ".join(errors or ["none recorded"]) +
-                  "); showing plain text. Pass --tokenizer PATH", stacklevel=2)
+    warnings.warn(
+        "no tokenizer for token boundaries ("
+        + "; ".join(errors or ["none recorded"])
+        + "); showing plain text. Pass --tokenizer PATH",
+        stacklevel=2,
+    )
     return None
 
 
@@ -100,8 +104,11 @@ def _surprise(run: Run) -> dict:
     df = run.side_table("legibility", arrays=True)
     if "sample_idx" not in df.columns:
         return {}
-    return {(b, p, int(i)): a for b, p, i, a in zip(df["benchmark"], df["problem_id"], df["sample_idx"], df[column])
-            if a is not None}
+    return {
+        (b, p, int(i)): a
+        for b, p, i, a in zip(df["benchmark"], df["problem_id"], df["sample_idx"], df[column])
+        if a is not None
+    }
 
 
 def trace_segments(token_ids, author_mask, tokenizer) -> list[tuple[str, str]]:
@@ -138,9 +145,19 @@ def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
     for r in samples.itertuples(index=False):
         ids = [int(t) for t in (r.token_ids if r.token_ids is not None else [])]
         mask = [int(a) for a in (r.author_mask if r.author_mask is not None else [1] * len(ids))]
-        row = {"run": run.label, "b": r.benchmark, "p": str(r.problem_id), "i": int(r.sample_idx), "m": mode,
-               "ok": bool(r.correct), "gold": str(r.gold), "ans": str(r.extracted_answer), "fin": str(r.finish_reason),
-               "prompt": str(r.prompt), "a": "".join("1" if a else "0" for a in mask)}
+        row = {
+            "run": run.label,
+            "b": r.benchmark,
+            "p": str(r.problem_id),
+            "i": int(r.sample_idx),
+            "m": mode,
+            "ok": bool(r.correct),
+            "gold": str(r.gold),
+            "ans": str(r.extracted_answer),
+            "fin": str(r.finish_reason),
+            "prompt": str(r.prompt),
+            "a": "".join("1" if a else "0" for a in mask),
+        }
         if tokenizer is not None and len(ids) == len(mask):
             row["tok"] = token_surfaces(tokenizer.convert_ids_to_tokens(ids))
             nll = surprise.get((r.benchmark, r.problem_id, int(r.sample_idx)))
@@ -159,8 +176,9 @@ def _runs_in(path: Path) -> list[Run]:
         return [Run.load(path)]
     runs = [Run.load(rf.path) for rf in find_runs(path)]
     if not runs:
-        raise ReportError(f"{path} holds no run folder (no config.json below it); pass a folder written by "
-                          "`tandem-eval solo/handoff`")
+        raise ReportError(
+            f"{path} holds no run folder (no config.json below it); pass a folder written by `tandem-eval solo/handoff`"
+        )
     return runs
 
 
@@ -180,16 +198,25 @@ def build_page(path: str | Path, tokenizer_path: str | Path | None = None, max_t
     surprises = [x for t in traces for x in t.get("s", []) if x is not None]
     data = {
         "title": f"tandem-eval traces: {', '.join(sorted({r.label for r in runs}))} ({Path(path).resolve().name})",
-        "traces": traces, "total": total,
+        "traces": traces,
+        "total": total,
         "scale": float(np.quantile(surprises, 0.95)) if surprises else None,
     }
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    return PAGE.replace("__TITLE__", html.escape(data["title"])).replace("__CSS__", CSS).replace(
-        "__DATA__", payload).replace("__JS__", JS)
+    return (
+        PAGE.replace("__TITLE__", html.escape(data["title"]))
+        .replace("__CSS__", CSS)
+        .replace("__DATA__", payload)
+        .replace("__JS__", JS)
+    )
 
 
-def write_page(path: str | Path, out: str | Path | None = None, tokenizer_path: str | Path | None = None,
-               max_traces: int = MAX_TRACES) -> Path:
+def write_page(
+    path: str | Path,
+    out: str | Path | None = None,
+    tokenizer_path: str | Path | None = None,
+    max_traces: int = MAX_TRACES,
+) -> Path:
     page = build_page(path, tokenizer_path, max_traces)  # first: it checks `path`
     out = Path(out) if out else Path(path) / "view.html"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,10 +26,15 @@ from .task import uses_jargon
 KEY = ["benchmark", "problem_id"]
 N_BOOT, ALPHA = 2000, 0.05
 COLUMNS = [  # (name, label, kind) kind: matrix metric or ratio of two metrics
-    ("solo@1", "solo pass@1", None), ("solo@4", "solo pass@4", None), ("handoff@1", "handoff pass@1", None),
-    ("handoff@4", "handoff pass@4", None), ("tax@4", "tax@4 (pts)", None),
-    ("retention@4", "retention@4 (%)", ("handoff@4", "solo@4")), ("junior_nll", "junior NLL (nats/tok)", None),
-    ("kl", "KL(S||J) (nats/tok)", None), ("jargon", "jargon CoTs (%)", None),
+    ("solo@1", "solo pass@1", None),
+    ("solo@4", "solo pass@4", None),
+    ("handoff@1", "handoff pass@1", None),
+    ("handoff@4", "handoff pass@4", None),
+    ("tax@4", "tax@4 (pts)", None),
+    ("retention@4", "retention@4 (%)", ("handoff@4", "solo@4")),
+    ("junior_nll", "junior NLL (nats/tok)", None),
+    ("kl", "KL(S||J) (nats/tok)", None),
+    ("jargon", "jargon CoTs (%)", None),
 ]
 
 
@@ -91,7 +96,9 @@ def summarize_arm(mats: dict[str, np.ndarray], prob_idx: np.ndarray, seed: int) 
             num, den = (float(np.nanmean(mats[r])) for r in ratio)
             est = 100 * num / den if den else float("nan")
             with np.errstate(divide="ignore", invalid="ignore"):
-                boots[name] = 100 * _boot(mats[ratio[0]], seeds_idx, prob_idx) / _boot(mats[ratio[1]], seeds_idx, prob_idx)
+                boots[name] = (
+                    100 * _boot(mats[ratio[0]], seeds_idx, prob_idx) / _boot(mats[ratio[1]], seeds_idx, prob_idx)
+                )
         else:
             continue
         lo, hi = np.nanquantile(boots[name], [ALPHA / 2, 1 - ALPHA / 2])
@@ -103,24 +110,39 @@ def summarize_arm(mats: dict[str, np.ndarray], prob_idx: np.ndarray, seed: int) 
 def write_summary(results: str | Path, scenarios, arms) -> dict:
     results = Path(results)
     summary: dict = {"n_boot": N_BOOT, "alpha": ALPHA, "method": "bootstrap over seeds x problems", "scenarios": {}}
-    lines = ["# Toy world: Table 2 per scenario", "",
-             f"Mean over seeds; ± = half-width of the 95% CI from {N_BOOT} bootstrap draws of seeds and problems.",
-             "Δ vs grpo: paired over problems, seeds resampled independently per arm.", ""]
+    lines = [
+        "# Toy world: Table 2 per scenario",
+        "",
+        f"Mean over seeds; ± = half-width of the 95% CI from {N_BOOT} bootstrap draws of seeds and problems.",
+        "Δ vs grpo: paired over problems, seeds resampled independently per arm.",
+        "",
+    ]
     for sc in scenarios:
         per_arm = {arm: _matrices(results / sc / arm) for arm in arms if (results / sc / arm).exists()}
         n_problems = max((m.shape[1] for _, mats in per_arm.values() for m in mats.values()), default=0)
         prob_idx = np.random.default_rng(1).integers(0, max(n_problems, 1), (N_BOOT, max(n_problems, 1)))
         stats = {arm: summarize_arm(mats, prob_idx, seed=i) for i, (arm, (_, mats)) in enumerate(per_arm.items())}
-        lines += [f"## {sc}", "", "| arm | seeds | " + " | ".join(c[1] for c in COLUMNS) + " |",
-                  "|---|---:|" + "---:|" * len(COLUMNS)]
+        lines += [
+            f"## {sc}",
+            "",
+            "| arm | seeds | " + " | ".join(c[1] for c in COLUMNS) + " |",
+            "|---|---:|" + "---:|" * len(COLUMNS),
+        ]
         for arm, st in stats.items():
             cells = [_cell(st.get(name), name) for name, _, _ in COLUMNS]
             lines.append(f"| {arm} | {len(per_arm[arm][0])} | " + " | ".join(cells) + " |")
         diffs = _diffs(stats, "grpo")
         if diffs:
-            lines += ["", "Δ vs grpo (95% CI): " + "; ".join(
-                f"{arm} {name} {d['estimate']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]"
-                for arm, dd in diffs.items() for name, d in dd.items() if name in ("handoff@4", "tax@4", "kl", "junior_nll", "solo@4"))]
+            lines += [
+                "",
+                "Δ vs grpo (95% CI): "
+                + "; ".join(
+                    f"{arm} {name} {d['estimate']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]"
+                    for arm, dd in diffs.items()
+                    for name, d in dd.items()
+                    if name in ("handoff@4", "tax@4", "kl", "junior_nll", "solo@4")
+                ),
+            ]
         lines.append("")
         summary["scenarios"][sc] = {arm: {k: v for k, v in st.items() if k != "_boots"} for arm, st in stats.items()}
         summary["scenarios"][sc]["diff_vs_grpo"] = diffs
@@ -146,17 +168,31 @@ def plot_summary(summary: dict, out: Path) -> list[Path]:
     with style.paper():
         fig, axes = plt.subplots(1, len(PLOTTED), figsize=style.size(2, 0.36), layout="constrained", squeeze=False)
         for ax, (metric, label) in zip(axes[0], PLOTTED):
-            arms = [a for a in ("init", "grpo", "tandem", "kl-reg")
-                    if any(metric in summary["scenarios"][sc].get(a, {}) for sc in scenarios)]
+            arms = [
+                a
+                for a in ("init", "grpo", "tandem", "kl-reg")
+                if any(metric in summary["scenarios"][sc].get(a, {}) for sc in scenarios)
+            ]
             width = 0.8 / max(len(arms), 1)
             for i, arm in enumerate(arms):
                 vals = [summary["scenarios"][sc].get(arm, {}).get(metric) for sc in scenarios]
                 est = [v["estimate"] if v else np.nan for v in vals]
-                err = [[v["estimate"] - v["low"] if v else 0 for v in vals], [v["high"] - v["estimate"] if v else 0 for v in vals]]
+                err = [
+                    [v["estimate"] - v["low"] if v else 0 for v in vals],
+                    [v["high"] - v["estimate"] if v else 0 for v in vals],
+                ]
                 x = np.arange(len(scenarios)) + (i - (len(arms) - 1) / 2) * width
                 color = style.ARM_COLORS["base"] if arm == "init" else style.arm_color(arm)
-                ax.bar(x, est, width, yerr=err, color=color, label="initial senior" if arm == "init" else arm,
-                       capsize=2, error_kw={"linewidth": 0.7})
+                ax.bar(
+                    x,
+                    est,
+                    width,
+                    yerr=err,
+                    color=color,
+                    label="initial senior" if arm == "init" else arm,
+                    capsize=2,
+                    error_kw={"linewidth": 0.7},
+                )
             ax.set_xticks(np.arange(len(scenarios)), scenarios)
             ax.set_ylabel(label)
         fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=4)
@@ -176,8 +212,11 @@ def _diffs(stats: dict, base: str) -> dict:
             if name in stats[base].get("_boots", {}):
                 d = boot - stats[base]["_boots"][name]
                 lo, hi = np.nanquantile(d, [ALPHA / 2, 1 - ALPHA / 2])
-                out[arm][name] = {"estimate": st[name]["estimate"] - stats[base][name]["estimate"],
-                                  "low": float(lo), "high": float(hi)}
+                out[arm][name] = {
+                    "estimate": st[name]["estimate"] - stats[base][name]["estimate"],
+                    "low": float(lo),
+                    "high": float(hi),
+                }
     return out
 
 

@@ -34,32 +34,46 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
-def complete(model, tok, problems: list[ToyProblem], *, sample: bool, seed: int = 0,
-             batch_size: int = 64, max_new_tokens: int = 320) -> list[str]:
+def complete(
+    model,
+    tok,
+    problems: list[ToyProblem],
+    *,
+    sample: bool,
+    seed: int = 0,
+    batch_size: int = 64,
+    max_new_tokens: int = 320,
+) -> list[str]:
     """One completion per problem (the assistant text, special tokens dropped)."""
     tok.padding_side = "left"
     texts, gen = [], (SAMPLING if sample else {"do_sample": False})
     torch.manual_seed(seed)
     for i in range(0, len(problems), batch_size):
-        prompts = [prompt_text(tok, p.problem) for p in problems[i:i + batch_size]]
+        prompts = [prompt_text(tok, p.problem) for p in problems[i : i + batch_size]]
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=max_new_tokens, **gen,
-                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        texts += tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                **gen,
+                eos_token_id=tok.eos_token_id,
+                pad_token_id=tok.pad_token_id,
+            )
+        texts += tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     return texts
 
 
 def score(problems: list[ToyProblem], texts: list[str]) -> dict:
     correct = [last_boxed(t) == p.answer for p, t in zip(problems, texts)]
-    return {"pass@1": sum(correct) / len(correct),
-            "jargon_cots": sum(map(uses_jargon, texts)) / len(texts),
-            "jargon_rate": sum(map(jargon_rate, texts)) / len(texts),
-            "boxed": sum(last_boxed(t) is not None for t in texts) / len(texts)}
+    return {
+        "pass@1": sum(correct) / len(correct),
+        "jargon_cots": sum(map(uses_jargon, texts)) / len(texts),
+        "jargon_rate": sum(map(jargon_rate, texts)) / len(texts),
+        "boxed": sum(last_boxed(t) is not None for t in texts) / len(texts),
+    }
 
 
-def quick_eval(model, tok, n: int = 200, samples: int = 1, seed: int = 0,
-               show: int = 0) -> dict:
+def quick_eval(model, tok, n: int = 200, samples: int = 1, seed: int = 0, show: int = 0) -> dict:
     """Greedy pass@1 and sampled pass@1 (mean over `samples` samples per problem)."""
     problems = generate("test", n, seed=0)
     t0 = time.time()

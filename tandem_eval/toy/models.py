@@ -22,9 +22,16 @@ from tandem_eval.data.prompts import prompt_ids, prompt_text, user_message
 from tandem_eval.tiny import TinySize, build_model, train_tokenizer
 from tandem_eval.toy.task import Difficulty, generate
 
-
-__all__ = ["PROMPT_SUFFIX", "SIZES", "build_toy_model", "check_tokenizer", "load_checkpoint",
-           "prompt_ids", "prompt_text", "toy_tokenizer"]
+__all__ = [
+    "PROMPT_SUFFIX",
+    "SIZES",
+    "build_toy_model",
+    "check_tokenizer",
+    "load_checkpoint",
+    "prompt_ids",
+    "prompt_text",
+    "toy_tokenizer",
+]
 
 
 # BPE target; training stops at 619 tokens, when every word of the world is one token (digits

@@ -36,9 +36,9 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -73,8 +73,9 @@ _BASE = Recipe(size="senior", p_jargon=0.0, steps=800)
 RECIPES: dict[tuple[str, str], Recipe] = {
     ("self-paired", "senior"): _BASE,
     ("self-paired", "junior"): _BASE,  # = the senior's initial checkpoint (--copy-from it)
-    ("jargon", "senior"): Recipe(size="senior", p_jargon=0.85, steps=400, lr=1e-3,
-                                 warmup_steps=20, init="the self-paired senior"),
+    ("jargon", "senior"): Recipe(
+        size="senior", p_jargon=0.85, steps=400, lr=1e-3, warmup_steps=20, init="the self-paired senior"
+    ),
     ("jargon", "junior"): _BASE,  # = the self-paired senior (--copy-from it): plain only
 }
 CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than its parent
@@ -110,7 +111,7 @@ class Batches:
     def _refill(self) -> None:
         bs = self.recipe.batch_size
         pool = sorted((self.example() for _ in range(bs * self.POOL)), key=lambda r: len(r[0]))
-        self.ready = [pool[i:i + bs] for i in range(0, len(pool), bs)]
+        self.ready = [pool[i : i + bs] for i in range(0, len(pool), bs)]
         self.rng.shuffle(self.ready)
 
     def __next__(self) -> dict[str, torch.Tensor]:
@@ -123,8 +124,8 @@ class Batches:
         labels = torch.full((len(rows), width), -100, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, (x, y) in enumerate(rows):  # right padding: positions match generation's
-            ids[i, :len(x)], labels[i, :len(y)] = torch.tensor(x), torch.tensor(y)
-            mask[i, :len(x)] = 1
+            ids[i, : len(x)], labels[i, : len(y)] = torch.tensor(x), torch.tensor(y)
+            mask[i, : len(x)] = 1
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
@@ -138,17 +139,23 @@ def lr_factor(progress: float, step: int, warmup: int) -> float:
 LOG_EVERY = 50
 
 
-def train(model, tokenizer, recipe: Recipe, *, seed: int = 0, minutes: float | None = None,
-          difficulty: Difficulty = Difficulty(), monitor: Callable[[int], dict] | None = None
-          ) -> dict:
+def train(
+    model,
+    tokenizer,
+    recipe: Recipe,
+    *,
+    seed: int = 0,
+    minutes: float | None = None,
+    difficulty: Difficulty = Difficulty(),
+    monitor: Callable[[int], dict] | None = None,
+) -> dict:
     """Run SFT in place. Stops after `recipe.steps` steps, or after `minutes` of wall time when
     given (the schedule then follows elapsed time). `monitor(step)` is called every LOG_EVERY
     steps (e.g. a quick eval); what it returns is logged. Returns a summary for toy_meta.json."""
     log_every = LOG_EVERY
     torch.manual_seed(seed)
     batches = Batches(tokenizer, recipe, seed, difficulty)
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
-                            weight_decay=recipe.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
     model.train()
     start, step, losses, curve = time.time(), 0, [], []
     while True:
@@ -169,14 +176,21 @@ def train(model, tokenizer, recipe: Recipe, *, seed: int = 0, minutes: float | N
             mean = sum(losses[-log_every:]) / log_every
             curve.append([step, round(mean, 4)])
             extra = monitor(step) if monitor else None
-            print(f"step {step:5d}  loss {mean:.4f}  lr {opt.param_groups[0]['lr']:.2e}  "
-                  f"{elapsed / 60:.1f} min  {extra or ''}", flush=True)
+            print(
+                f"step {step:5d}  loss {mean:.4f}  lr {opt.param_groups[0]['lr']:.2e}  "
+                f"{elapsed / 60:.1f} min  {extra or ''}",
+                flush=True,
+            )
             model.train()
     model.eval()
-    tail = losses[-min(len(losses), log_every):] or [float("nan")]
-    return {"steps": step, "train_minutes": round((time.time() - start) / 60, 2),
-            "first_loss": losses[0] if losses else None, "final_loss": sum(tail) / len(tail),
-            "loss_curve": curve}
+    tail = losses[-min(len(losses), log_every) :] or [float("nan")]
+    return {
+        "steps": step,
+        "train_minutes": round((time.time() - start) / 60, 2),
+        "first_loss": losses[0] if losses else None,
+        "final_loss": sum(tail) / len(tail),
+        "loss_curve": curve,
+    }
 
 
 def save_checkpoint(out: Path, model, tokenizer, meta: dict, dtype: str = "float32") -> Path:
@@ -213,6 +227,7 @@ def _monitor(tok, every: int, n: int = 64) -> Callable[[int], dict] | None:
             return None
         model.eval()
         return {"greedy": score(problems, complete(model, tok, problems, sample=False))}
+
     return check
 
 
@@ -221,10 +236,8 @@ def run(args: argparse.Namespace) -> Path:
     base = {"scenario": args.scenario, "role": args.role, "seed": args.seed}
     if args.copy_from:
         if (args.scenario, args.role) not in COPYABLE:
-            raise SystemExit("--copy-from is only for the juniors (copies of the self-paired "
-                             "senior)")
-        return copy_checkpoint(Path(args.copy_from), out,
-                               {**base, "copied_from": str(args.copy_from)})
+            raise SystemExit("--copy-from is only for the juniors (copies of the self-paired senior)")
+        return copy_checkpoint(Path(args.copy_from), out, {**base, "copied_from": str(args.copy_from)})
     recipe = RECIPES[(args.scenario, args.role)]
     recipe = replace(recipe, steps=args.steps or recipe.steps, size=args.size or recipe.size)
     if recipe.init and not args.init_from:
@@ -239,14 +252,28 @@ def run(args: argparse.Namespace) -> Path:
         model = build_toy_model(tok, recipe.size, args.seed)
     check = _monitor(tok, args.eval_every)
     data_seed = args.seed + (CONTINUE_SEED_OFFSET if args.init_from else 0)  # fresh problems
-    summary = train(model, tok, recipe, seed=data_seed, minutes=args.minutes,
-                    monitor=(lambda step: check(step, model)) if check else None)
-    meta = {**base, "data_seed": data_seed, "data_style": style_label(recipe.p_jargon),
-            "recipe": asdict(recipe),
-            "init_from": args.init_from, "model_size": asdict(SIZES[recipe.size]),
-            "n_params": sum(p.numel() for p in model.parameters()),
-            "difficulty": asdict(Difficulty()), "minutes_budget": args.minutes,
-            "save_dtype": args.save_dtype, "torch": torch.__version__, **summary}
+    summary = train(
+        model,
+        tok,
+        recipe,
+        seed=data_seed,
+        minutes=args.minutes,
+        monitor=(lambda step: check(step, model)) if check else None,
+    )
+    meta = {
+        **base,
+        "data_seed": data_seed,
+        "data_style": style_label(recipe.p_jargon),
+        "recipe": asdict(recipe),
+        "init_from": args.init_from,
+        "model_size": asdict(SIZES[recipe.size]),
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "difficulty": asdict(Difficulty()),
+        "minutes_budget": args.minutes,
+        "save_dtype": args.save_dtype,
+        "torch": torch.__version__,
+        **summary,
+    }
     if args.init_from and (Path(args.init_from) / META_FILE).exists():
         meta["init_meta"] = json.loads((Path(args.init_from) / META_FILE).read_text())
     if args.eval_n:
@@ -273,8 +300,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--copy-from", help="self-paired junior: copy this senior checkpoint")
     ap.add_argument("--init-from", help="continue from this checkpoint (jargon senior recipe)")
-    ap.add_argument("--eval-every", type=int, default=0,
-                    help="greedy pass@1 on 64 test problems every this many steps (x50)")
+    ap.add_argument(
+        "--eval-every", type=int, default=0, help="greedy pass@1 on 64 test problems every this many steps (x50)"
+    )
     run(ap.parse_args(argv))
 
 

@@ -26,9 +26,9 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 SPLITS = ("train", "heldout", "test")
 _SPLIT_BUCKETS = 20  # hash % 20: 0 -> test, 1 -> heldout, else train (5% / 5% / 90%)
@@ -83,31 +83,58 @@ class ToyProblem:
 
 
 # ---------------------------------------------------------------- vocabulary of the world
-NAMES = [("Maya", "she", "her"), ("Tom", "he", "him"), ("Ana", "she", "her"),
-         ("Omar", "he", "him"), ("Lena", "she", "her"), ("Sam", "he", "him"),
-         ("Priya", "she", "her"), ("Ben", "he", "him"), ("Zoe", "she", "her"),
-         ("Leo", "he", "him"), ("Nina", "she", "her"), ("Raj", "he", "him")]
-ITEMS = [("pens", "boxes"), ("apples", "baskets"), ("stickers", "sheets"), ("marbles", "bags"),
-         ("cookies", "trays"), ("books", "shelves"), ("cards", "packs"), ("shells", "buckets"),
-         ("eggs", "cartons"), ("beads", "jars"), ("coins", "purses"), ("toys", "crates")]
+NAMES = [
+    ("Maya", "she", "her"),
+    ("Tom", "he", "him"),
+    ("Ana", "she", "her"),
+    ("Omar", "he", "him"),
+    ("Lena", "she", "her"),
+    ("Sam", "he", "him"),
+    ("Priya", "she", "her"),
+    ("Ben", "he", "him"),
+    ("Zoe", "she", "her"),
+    ("Leo", "he", "him"),
+    ("Nina", "she", "her"),
+    ("Raj", "he", "him"),
+]
+ITEMS = [
+    ("pens", "boxes"),
+    ("apples", "baskets"),
+    ("stickers", "sheets"),
+    ("marbles", "bags"),
+    ("cookies", "trays"),
+    ("books", "shelves"),
+    ("cards", "packs"),
+    ("shells", "buckets"),
+    ("eggs", "cartons"),
+    ("beads", "jars"),
+    ("coins", "purses"),
+    ("toys", "crates"),
+]
 FRIENDS = ["a friend", "a classmate", "a cousin", "a neighbor", "the teacher", "the school"]
 GIVERS = ["A friend", "Grandma", "The teacher", "A neighbor", "Dad", "Mom"]
 COLORS = [("red", "blue"), ("small", "big"), ("old", "new"), ("green", "yellow")]
 MULT_WORDS = {2: "doubles", 3: "triples"}
 
 # Each event: (problem sentence, solution lead-in); the solution adds ", so {p} has EQ {items}."
-_ADD = [("{P} buys {b} more {items}.", "{P} buys {b} more"),
-        ("{giver} gives {o} {b} {items}.", "{P} gets {b} more"),
-        ("{P} finds {b} more {items}.", "{P} finds {b} more")]
-_SUB = [("{P} gives {b} {items} to {friend}.", "{P} gives away {b}"),
-        ("{P} loses {b} {items}.", "{P} loses {b}"),
-        ("{P} uses {b} of the {items}.", "{P} uses {b}")]
-_MUL = [("Then the number of {items} {p} has {mult}.", "The number {mult_past}"),
-        ("{P} trades for {b} times as many {items} as {p} has.", "{P} now has {b} times as many")]
-_DIV = [("{P} splits the {items} into {b} equal piles and keeps one pile.",
-         "{P} keeps one of {b} equal piles"),
-        ("{P} shares the {items} equally with {others} and keeps one share.",
-         "{P} keeps one of {b} equal shares")]
+_ADD = [
+    ("{P} buys {b} more {items}.", "{P} buys {b} more"),
+    ("{giver} gives {o} {b} {items}.", "{P} gets {b} more"),
+    ("{P} finds {b} more {items}.", "{P} finds {b} more"),
+]
+_SUB = [
+    ("{P} gives {b} {items} to {friend}.", "{P} gives away {b}"),
+    ("{P} loses {b} {items}.", "{P} loses {b}"),
+    ("{P} uses {b} of the {items}.", "{P} uses {b}"),
+]
+_MUL = [
+    ("Then the number of {items} {p} has {mult}.", "The number {mult_past}"),
+    ("{P} trades for {b} times as many {items} as {p} has.", "{P} now has {b} times as many"),
+]
+_DIV = [
+    ("{P} splits the {items} into {b} equal piles and keeps one pile.", "{P} keeps one of {b} equal piles"),
+    ("{P} shares the {items} equally with {others} and keeps one share.", "{P} keeps one of {b} equal shares"),
+]
 
 
 def _cap(s: str) -> str:
@@ -147,8 +174,7 @@ def _event_texts(rng: random.Random, op: str, b: int, ctx: dict) -> tuple[str, s
     else:
         q, s = rng.choice({"+": _ADD, "-": _SUB, "*": _MUL[1:], "/": _DIV}[op])
     others = f"{b - 1} friends" if b > 2 else "a friend"
-    fill = {**ctx, "b": b, "others": others, "friend": rng.choice(FRIENDS),
-            "giver": rng.choice(GIVERS)}
+    fill = {**ctx, "b": b, "others": others, "friend": rng.choice(FRIENDS), "giver": rng.choice(GIVERS)}
     return q.format(**fill), s.format(**fill)
 
 
@@ -179,10 +205,17 @@ def _build(rng: random.Random, d: Difficulty) -> tuple[str, list[Step]]:
     for lead, (op, a, b) in zip(leads, ops):
         r = _apply(op, a, b)
         tail = f", so {p} has {{eq}} {items}."
-        steps.append(Step(op, a, b, r, lead + tail.format(eq=_equation(op, a, b, r, False)),
-                          lead + tail.format(eq=_equation(op, a, b, r, True))))
-    question = rng.choice([f"How many {items} does {name} have now?",
-                           f"How many {items} does {name} have at the end?"])
+        steps.append(
+            Step(
+                op,
+                a,
+                b,
+                r,
+                lead + tail.format(eq=_equation(op, a, b, r, False)),
+                lead + tail.format(eq=_equation(op, a, b, r, True)),
+            )
+        )
+    question = rng.choice([f"How many {items} does {name} have now?", f"How many {items} does {name} have at the end?"])
     return " ".join(sentences + [question]), steps
 
 
@@ -202,12 +235,10 @@ def _render(problem: str, steps: list[Step], split: str, sig: str) -> ToyProblem
     final = f"The answer is \\boxed{{{answer}}}."
     plain = "\n\n".join([s.plain for s in steps] + [final])
     jargon = "\n\n".join([s.jargon for s in steps] + [final])
-    return ToyProblem(f"toy-{split}-{sig[:12]}", split, problem, answer, plain, jargon,
-                      len(steps), tuple(steps))
+    return ToyProblem(f"toy-{split}-{sig[:12]}", split, problem, answer, plain, jargon, len(steps), tuple(steps))
 
 
-def iter_problems(split: str, seed: int = 0, difficulty: Difficulty = Difficulty()
-                  ) -> Iterator[ToyProblem]:
+def iter_problems(split: str, seed: int = 0, difficulty: Difficulty = Difficulty()) -> Iterator[ToyProblem]:
     """An endless, deterministic stream of distinct problems of one split."""
     if split not in SPLITS:
         raise ValueError(f"unknown split '{split}'; valid: {', '.join(SPLITS)}")
@@ -222,22 +253,21 @@ def iter_problems(split: str, seed: int = 0, difficulty: Difficulty = Difficulty
         yield _render(problem, steps, split, sig)
 
 
-def generate(split: str, n: int, seed: int = 0, difficulty: Difficulty = Difficulty()
-             ) -> list[ToyProblem]:
+def generate(split: str, n: int, seed: int = 0, difficulty: Difficulty = Difficulty()) -> list[ToyProblem]:
     stream = iter_problems(split, seed, difficulty)
     return [next(stream) for _ in range(n)]
 
 
-def write_benchmark(path: str | Path, split: str = "test", n: int = 200, seed: int = 0,
-                    difficulty: Difficulty = Difficulty()) -> Path:
+def write_benchmark(
+    path: str | Path, split: str = "test", n: int = 200, seed: int = 0, difficulty: Difficulty = Difficulty()
+) -> Path:
     """Write a benchmark .jsonl (problem_id, problem, answer, n_steps) loadable by
     `tandem_eval.data.load_benchmark(path)`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         for p in generate(split, n, seed, difficulty):
-            row = {"problem_id": p.problem_id, "problem": p.problem, "answer": p.answer,
-                   "n_steps": p.n_steps}
+            row = {"problem_id": p.problem_id, "problem": p.problem, "answer": p.answer, "n_steps": p.n_steps}
             f.write(json.dumps(row) + "\n")
     return path
 

@@ -212,7 +212,16 @@ class VLLMEngine:
             kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
         # in-process vLLM reseeds random/numpy/torch with `seed`
         with _preserved_global_rng(), _quiet_start(verbose):
-            self._llm = vllm.LLM(**kw)
+            try:
+                self._llm = vllm.LLM(**kw)
+            except Exception as e:  # an architecture or checkpoint layout this vLLM cannot load
+                from ..models import ModelError
+
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                raise ModelError(
+                    f"vLLM {vllm.__version__} could not start on {_architecture(path)} checkpoint {path}: {reason}"
+                    " (try --engine hf)"
+                ) from e
         self._engine = self._llm.llm_engine
         _OPEN.add(id(self))
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
@@ -444,6 +453,17 @@ def _tokens_input(ids: list[int]):
     except ImportError:  # older vLLM
         return {"prompt_token_ids": list(ids)}
     return tokens_input(list(ids))
+
+
+def _architecture(path) -> str:
+    """The checkpoint's architecture name(s) from config.json, for messages."""
+    import json
+    from pathlib import Path
+
+    try:
+        return "/".join(json.loads((Path(path) / "config.json").read_text())["architectures"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "an unknown-architecture"
 
 
 def _eos_ids(path, tokenizer, generation_config_cls) -> set[int]:

@@ -136,6 +136,8 @@ def _cpu_overrides(max_context: int) -> dict:
         # runner rewinds its torch.Generator with get_offset(), which CPU generators lack
         # ("RuntimeError: CPU Generator does not use offset"); it kills the engine. Without
         # chunked prefill no prefill is ever split. (CUDA generators have offsets: GPU is fine.)
+        # Our requests no longer carry vLLM seeds (PositionKeyedSampler draws instead), so this is
+        # now only a guard for seeded requests; tests/test_vllm_engine.py still covers the case.
         # vLLM warns that this model "does not officially support disabling chunked prefill";
         # tests/test_vllm_engine.py checks outputs against HF.
         enable_chunked_prefill=False,

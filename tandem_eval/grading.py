@@ -238,6 +238,11 @@ class Grader:
     def __init__(self, n_workers: int | None = None):
         self.n_workers = n_workers or min(2, os.cpu_count() or 1)
         self._workers: list[_Worker] = []
+        # A worker killed at a deadline is replaced by this warm spare (a fresh interpreter takes
+        # ~1-3 s to import math-verify). It exists only once a first worker has been replaced,
+        # and starts only while every worker is ready, so it never slows a replacement down.
+        self._spare: _Worker | None = None
+        self._want_spare = False
         self._lock = threading.Lock()
         self._pid = os.getpid()  # a forked child must not drive the parent's workers
 
@@ -250,9 +255,9 @@ class Grader:
     def close(self) -> None:
         with self._lock:
             if self._pid == os.getpid():
-                for w in self._workers:  # no polite shutdown needed: workers hold no state
-                    self._kill(w)
-            self._workers = []
+                for w in self._workers + [self._spare] * (self._spare is not None):
+                    self._kill(w)  # no polite shutdown needed: workers hold no state
+            self._workers, self._spare = [], None
 
     def grade_many(
         self, pairs: list[tuple[str, str]], timeout: float = 5.0, progress: Callable[[int, int], None] | None = None
@@ -278,7 +283,7 @@ class Grader:
         if todo:
             with self._lock:
                 if self._pid != os.getpid():  # inherited through fork: start our own workers
-                    self._workers, self._pid = [], os.getpid()
+                    self._workers, self._spare, self._pid = [], None, os.getpid()
                 self._run(todo, timeout, finish)
         return results  # type: ignore[return-value]
 
@@ -286,6 +291,7 @@ class Grader:
         while len(self._workers) < self.n_workers:
             self._workers.append(self._start())
         while todo or any(w.batch for w in self._workers):
+            self._start_spare_if_due()
             now = time.monotonic()
             for w in self._workers:  # hand work to idle workers; small batches near the end
                 if w.ready and not w.batch and todo:
@@ -311,6 +317,11 @@ class Grader:
                 elif not w.ready and now - w.started > _STARTUP_TIMEOUT_S:
                     self._kill(w)
                     raise GraderWorkerError(f"grading worker not ready after {_STARTUP_TIMEOUT_S:g} s")
+        self._start_spare_if_due()  # so it warms up between calls too
+
+    def _start_spare_if_due(self) -> None:
+        if self._want_spare and self._spare is None and all(w.ready for w in self._workers):
+            self._spare = self._start()
 
     def _receive(self, w: _Worker, todo: deque, finish: Callable[[int, Grade], None]) -> None:
         chunk = os.read(w.proc.stdout.fileno(), 1 << 16)
@@ -350,7 +361,13 @@ class Grader:
         """Kill w, put its unanswered items back at the front of the queue, start a new one."""
         self._kill(w)
         todo.extendleft(reversed(w.batch))
-        self._workers[self._workers.index(w)] = self._start()
+        spare, self._spare, self._want_spare = self._spare, None, True
+        if spare is None or spare.proc.poll() is not None:  # none yet, or it died while waiting
+            if spare is not None:
+                self._kill(spare)
+            spare = self._start()
+        spare.started = time.monotonic()  # its start-up deadline counts from now
+        self._workers[self._workers.index(w)] = spare
 
     @staticmethod
     def _kill(w: _Worker) -> None:

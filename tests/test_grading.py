@@ -164,12 +164,18 @@ def test_grade_single_reuses_one_shared_worker():
 # ------------------------------------------------------------------ deadlines and order
 def test_timeout_kills_worker_and_next_item_grades(grader):
     grader.grade_many([(r"\boxed{0.5}", r"\frac12")])  # make sure the worker is warm
-    t = time.monotonic()
-    first, second = grader.grade_many([(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")], timeout=2.0)
-    assert time.monotonic() - t < 2.0 + 3.0
+    t, seen = time.monotonic(), []
+    pairs = [(POWER_TOWER, "1"), (r"\boxed{0.25}", r"\frac14")]
+    first, second = grader.grade_many(pairs, timeout=2.0, progress=lambda n, _: seen.append(time.monotonic() - t))
+    assert seen[0] < 2.0 + 1.0  # the deadline holds (the tower alone would run for ever)
+    assert seen[1] < 2.0 + 10.0  # the replacement worker starts (a fresh interpreter; slow under load)
     assert (first.status, first.correct) == ("timeout", False)
     assert first.extracted == "9^{9^{9^{9^{9^{9}}}}}"
     assert (second.status, second.correct) == ("ok", True)
+    spare = grader._spare  # a warm spare now waits, so the next kill is replaced at once
+    assert spare is not None and spare.proc.poll() is None
+    grader.grade_many([(POWER_TOWER, "1")], timeout=1.0)
+    assert spare in grader._workers
 
 
 def test_grade_many_keeps_order_with_mixed_statuses():
@@ -266,6 +272,24 @@ def test_four_threads_share_one_grader_and_grade():
         for th in threads:
             th.join(timeout=120)
     assert results == {t: [True] * (len(items) - t) + [False, True] for t in range(4)}
+
+
+def test_deadline_holds_off_the_main_thread():
+    # math-verify's own timeouts use SIGALRM (main thread only); ours kill the worker instead.
+    out = {}
+
+    def work():
+        grade(r"\boxed{0.5}", r"\frac12")  # the shared worker is up before the clock runs
+        t = time.monotonic()
+        out["tower"] = grade(POWER_TOWER, "1", timeout=1.0)
+        out["seconds"] = time.monotonic() - t
+        out["next"] = grade(r"\boxed{0.125}", r"\frac18")
+
+    th = threading.Thread(target=work)
+    th.start()
+    th.join(timeout=60)
+    assert out["tower"].status == "timeout" and out["seconds"] < 1.0 + 3.0
+    assert (out["next"].status, out["next"].correct) == ("ok", True)
 
 
 @pytest.mark.slow

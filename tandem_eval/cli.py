@@ -421,6 +421,21 @@ def print_tax(tax: dict, ks) -> None:
     console.print(table)
 
 
+@app.command()
+def regrade(
+    run: Path = typer.Argument(..., help="A complete run folder (solo or handoff)."),
+    timeout: float = typer.Option(5.0, "--timeout", help="Per-item math-verify deadline, seconds."),
+    show: int = typer.Option(20, "--show", help="Changed verdicts to list (all are in regrade.parquet)."),
+    allow_grader_mismatch: bool = GraderMismatch,
+    quiet: bool = Quiet,
+):
+    """Re-grade a finished run with the installed grader (no regeneration); writes RUN/regrade.parquet."""
+    from .regrade import print_regrade
+    from .regrade import regrade as regrade_run
+
+    guarded(lambda: print_regrade(regrade_run(run, timeout, allow_grader_mismatch, progress=not quiet), show))
+
+
 def _register_optional() -> None:
     """Commands from other modules (legibility/drift/compare, report/view), when present."""
     import importlib

@@ -110,7 +110,7 @@ GroupOpt = typer.Option(
     None,
     "--group",
     help="Macro group of a single local --benchmark file (default: its 'group' column, else the registry "
-    "group of its stem, e.g. aime24.jsonl -> aime, else the stem).",
+    "group of its stem, e.g. aime24.jsonl -> aime, else its benchmark name).",
 )
 N = typer.Option(8, "--n", help="Samples per problem.")
 K = typer.Option("1,2,4,8", "--k", help="pass@k values, comma-separated (each <= --n).")
@@ -438,7 +438,7 @@ def _macro_label(summary: dict) -> str:
 
 def _macro_caption(summary: dict) -> str | None:
     reasons = summary.get("paper_sets_reasons")
-    return f"{_macro_label(summary)}: not the paper's sets ({'; '.join(reasons)})" if reasons else None
+    return f"{_macro_label(summary)}: {'; '.join(reasons)}" if reasons else None
 
 
 def print_tax(tax: dict, ks) -> None:

@@ -14,7 +14,7 @@ files (.jsonl/.json/.parquet/.csv) are validated row by row (UTF-8, types, empti
 ids), so a bad row is reported by its line number rather than surfacing later as a grading mystery.
 
 Groups: a local file's group is its `group` column, else the registry group of its stem (so
-aime24.jsonl, aime25.jsonl, aime26.jsonl pool into "aime"), else the stem; `group=` (the CLI's
+aime24.jsonl, aime25.jsonl, aime26.jsonl pool into "aime"), else its benchmark name; `group=` (the CLI's
 --group) names it for a single file. Identity: a problem is (benchmark, problem_id); within one run
 benchmark names are unique (files whose stems collide are named by their paths: "a/test"), so no
 problem of any file is ever merged with, or dropped for, another's.
@@ -241,7 +241,8 @@ def paper_set_reasons(n_per_group: Mapping[str, int]) -> list[str]:
     """Why groups with these problem counts are not the paper's four sets ([] when they match).
 
     Only names and sizes are compared (the texts cannot be checked without the paper's files)."""
-    reasons = [f"no '{g}' group" for g in PAPER_MACRO_GROUPS if g not in n_per_group]
+    missing = [g for g in PAPER_MACRO_GROUPS if g not in n_per_group]
+    reasons = [f"missing group(s) {', '.join(missing)}"] if missing else []
     reasons += [
         f"'{g}' has {int(n_per_group[g])} problems (paper: {size})"
         for g, size in PAPER_GROUP_SIZES.items()
@@ -249,8 +250,7 @@ def paper_set_reasons(n_per_group: Mapping[str, int]) -> list[str]:
     ]
     extra = sorted(str(g) for g in n_per_group if g not in PAPER_GROUP_SIZES)
     if extra:
-        only = ", ".join(PAPER_MACRO_GROUPS)
-        reasons.append(f"extra group(s) {', '.join(extra)} (the paper's macro has only {only})")
+        reasons.append(f"extra group(s) {', '.join(extra)}")
     return reasons
 
 
@@ -346,7 +346,7 @@ def load_benchmark(
     A local file without `id_col` uses its "problem_id" or "id" column when present, else
     "name/0000"-style ids by row order. A local file's benchmark name is `name` (default: its
     stem; load_benchmarks passes path-based names where stems collide); its group is `group`,
-    else its "group" column, else the registry group of its stem, else the stem."""
+    else its "group" column, else the registry group of its stem, else its benchmark name."""
     key = os.fspath(name_or_path)
     if key in BENCHMARKS:
         spec = BENCHMARKS[key]
@@ -368,7 +368,7 @@ def load_benchmark(
         registry = BENCHMARKS.get(path.stem)
         spec = BenchmarkSpec(
             name or path.stem,
-            group or (registry.group if registry else path.stem),
+            group or (registry.group if registry else name or path.stem),
             None,
             None,
             "",

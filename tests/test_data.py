@@ -624,3 +624,17 @@ def test_check_of_a_missing_folder_is_a_user_error(tmp_path):
 
     result = CliRunner().invoke(app, ["benchmarks", "--check", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "not a folder" in result.output
+
+
+def test_cli_group_option_reaches_the_loader(tmp_path):
+    from typer.testing import CliRunner
+
+    from tandem_eval.cli import app
+
+    a = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": 1}])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"problem": "q", "answer": 2}])
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["solo", "-b", str(a), "-b", str(b), "--group", "aime", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--group aime names the group of a single local file" in " ".join(result.output.split())
+    assert not out.exists()  # refused before anything was written

@@ -71,6 +71,7 @@ class EvalConfig:
     allow_grader_mismatch: bool = False
     label: str | None = None  # display name in reports (default: the senior's folder name)
     chat_template: str | None = None  # Jinja template text replacing the senior tokenizer's own
+    group: str | None = None  # macro group of a single local benchmark file (--group)
 
     def __post_init__(self):
         if self.mode == "handoff" and self.junior is None:
@@ -96,8 +97,9 @@ class EvalConfig:
         d = to_dict(self)
         for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label"):
             d.pop(k)
-        if d["chat_template"] is None:  # absent = the tokenizer's own; keeps older runs' fingerprints
-            d.pop("chat_template")
+        for k in ("chat_template", "group"):  # None = the default; keeps older runs' fingerprints
+            if d[k] is None:
+                d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .config import EvalConfig
-from .data import load_benchmark, prompt_ids, resolve_benchmarks
+from .data import load_benchmarks, prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader, check_grader_versions
@@ -34,7 +34,7 @@ from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 def load_problems(cfg: EvalConfig) -> list:
     """All problems of the configured benchmarks; with sharding, every num_shards-th one."""
-    problems = [p for name in resolve_benchmarks(list(cfg.benchmarks)) for p in load_benchmark(name, limit=cfg.limit)]
+    problems = load_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)  # ids unique in the run
     return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index]
 
 

@@ -24,7 +24,7 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from tandem_eval.metrics.passk import PROBLEM_KEY, _check_ks, per_problem_pass_at_k
+from tandem_eval.metrics.passk import PROBLEM_KEY, _check_ks, macro_provenance, per_problem_pass_at_k
 from tandem_eval.metrics.stats import (
     _macro_weights,
     bootstrap_means,
@@ -55,7 +55,8 @@ def communication_tax(
     """Solo, handoff, tax and retention per benchmark / group / macro for each k, with CIs.
 
     Returns {"ks", "n_boot", "alpha", "seed", "per_benchmark": {bench: {"pass@k": entry}},
-    "per_group": {group: {...}}, "macro": {"pass@k": entry}} where entry = {"solo", "handoff",
+    "per_group": {group: {...}}, "macro": {"pass@k": entry}, "macro_label", "paper_sets",
+    "paper_sets_reasons"} where entry = {"solo", "handoff",
     "tax", "retention": {"estimate", "low", "high", "se", "n_boot"}, "tax_p_value", "n_problems"}.
     Problems with fewer than k samples in either run are left out for that k.
     """
@@ -68,6 +69,7 @@ def communication_tax(
             for name, part in paired.groupby(column, sort=True)
         }
     out["macro"] = {f"pass@{k}": _tax_entry(paired, k, paired["group"].to_numpy(), n_boot, seed) for k in ks}
+    out.update(macro_provenance(paired.groupby("group").size().to_dict()))  # label: paper's macro or not
     return to_jsonable(out)
 
 

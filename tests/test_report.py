@@ -157,7 +157,12 @@ def _visible(fig):
 def test_passk_figure_axes(col):
     fig = figures.fig_passk(col, n_boot=200)
     axes = _visible(fig)
-    assert [ax.get_title() for ax in axes] == ["bench_a", "bench_b", "Macro"]
+    # every panel names its n and its interval
+    assert [ax.get_title() for ax in axes] == [
+        "bench_a (n=6; bands ±1 SE)",
+        "bench_b (n=5; bands ±1 SE)",
+        "Macro (n=11; bands ±1 SE)",
+    ]
     for ax in axes:
         assert ax.get_xscale() == "log" and "log2" in ax.get_xlabel()
         assert ax.get_ylabel() == "pass@k (%)"
@@ -171,8 +176,11 @@ def test_passk_figure_axes(col):
 def test_other_figures_axes(col):
     tax = figures.fig_tax(table2(col, n_boot=200))
     assert "tax@4 (points)" in tax.axes[0].get_ylabel()
-    assert [t.get_text() for t in tax.axes[0].get_xticklabels()] == ["bench_a", "bench_b", "Macro"]
-    leg = figures.fig_legibility(col)
+    assert [t.get_text() for t in tax.axes[0].get_xticklabels()] == ["bench_a\nn=6", "bench_b\nn=5", "Macro\nn=11"]
+    assert tax.legends and not tax.axes[0].get_legend()  # the legend sits below the axes, inside the canvas
+    leg = figures.fig_legibility(col, n_boot=200)
+    titles = [ax.get_title() for ax in _visible(leg)]
+    assert all("n=" in t for t in titles) and sum("junior junior" in t for t in titles) == 2  # junior named
     ylabels = [ax.get_ylabel() for ax in _visible(leg)]
     assert ylabels.count("junior NLL (nats/token)") == 2 and sum("KL" in y for y in ylabels) == 2
     assert "relative position in CoT (%)" in [ax.get_xlabel() for ax in _visible(leg)]
@@ -180,6 +188,12 @@ def test_other_figures_axes(col):
     assert {ax.get_xlabel() for ax in _visible(train)} == {"training step"}
     assert "held-out pass@4 (%)" in [ax.get_ylabel() for ax in _visible(train)]
     assert "senior-token fraction" in [ax.get_ylabel() for ax in _visible(train)]
+    assert all("n=" in ax.get_title() for ax in _visible(train))
+    assert {"truncation rate (fraction at the budget)", "response length (tokens)"} <= {
+        ax.get_ylabel() for ax in _visible(train)
+    }
+    for ax in _visible(train):  # steps are whole numbers
+        assert all(float(t).is_integer() for t in ax.get_xticks())
     dose = figures.fig_dose(col, n_boot=200)
     assert dose.axes[0].get_ylabel() == "pass@1 (%)" and "takeover" in dose.axes[0].get_xlabel()
 

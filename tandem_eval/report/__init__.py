@@ -66,7 +66,7 @@ def write_figures(
     makers = {
         "fig2_passk": lambda: figures.fig_passk(col, n_boot=n_boot, seed=seed),
         "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped
-        "fig_legibility_drift": lambda: figures.fig_legibility(col),
+        "fig_legibility_drift": lambda: figures.fig_legibility(col, n_boot=n_boot, seed=seed),
         "fig_training": lambda: figures.fig_training(col, k=k, n_boot=n_boot, seed=seed),
         "fig_dose": lambda: figures.fig_dose(col, n_boot=n_boot, seed=seed),
     }

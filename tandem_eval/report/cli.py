@@ -82,14 +82,19 @@ def view(
     max_traces: int = typer.Option(
         1000, "--max-traces", help="keep at most this many traces (whole problems, evenly spaced)"
     ),
+    junior: str | None = typer.Option(
+        None, "--junior", help="junior label whose legibility output shades solo runs scored by several"
+    ),
 ) -> None:
     """A self-contained HTML page of the traces: tokens colored by author, shaded by the junior's
-    surprise (−log p, from legibility.parquet), with benchmark / problem / correct / mode filters."""
+    surprise (−log p: the legibility lens's per-token log-probs on solo runs, the junior's own on
+    handoff traces), handoff points marked, solo and handoff of a problem in columns, a summary
+    header, and benchmark / problem / correct / mode filters."""
     from tandem_eval.report import ReportError
     from tandem_eval.report.view import write_page
 
     try:
-        path = write_page(run_dir, out, tokenizer, max_traces)
+        path = write_page(run_dir, out, tokenizer, max_traces, junior)
     except (ReportError, ValueError) as e:
         _fail(e)
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")

@@ -488,7 +488,7 @@ def _dedupe(runs: list[Run]) -> list[Run]:
             )
         same.append(r)
     out = []
-    for key, same in seen.items():
+    for same in seen.values():
         if len(same) == 1:
             out.append(same[0])
         else:  # one senior's runs on different benchmarks: one arm, read as one run

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .lens import DRIFT_METRICS, KEYS, PROBLEM_KEY, LensError, LensOptions, per_problem
+from .lens import DRIFT_METRICS, KEYS, PROBLEM_KEY, LensError, LensOptions, lens_file, per_problem
 from .metrics.passk import per_problem_pass_at_k
 from .metrics.stats import macro_mean, paired_compare
 
@@ -39,7 +39,9 @@ def metric_mode(metric: str) -> str:
     raise LensError(f"unknown metric {metric!r}; valid: {', '.join(COMPARE_METRICS)} (K a number, e.g. handoff_pass@4)")
 
 
-def problem_values(run_path, samples: pd.DataFrame, metric: str, exclude_truncated: bool = False) -> pd.DataFrame:
+def problem_values(
+    run_path, samples: pd.DataFrame, metric: str, exclude_truncated: bool = False, junior: str | None = None
+) -> pd.DataFrame:
     """Per-problem values of `metric` for one run: index (benchmark, problem_id), columns value, group.
     pass@k in percent; lens metrics read RUN/legibility.parquet or RUN/drift.parquet."""
     m = _PASS.match(metric)
@@ -48,9 +50,7 @@ def problem_values(run_path, samples: pd.DataFrame, metric: str, exclude_truncat
         pp = per_problem_pass_at_k(samples, [k]).set_index(PROBLEM_KEY)
         return pd.DataFrame({"value": 100 * pp[f"pass@{k}"], "group": pp["group"]})
     name, column = LENS_FILES[metric]
-    path = Path(run_path) / f"{name}.parquet"
-    if not path.exists():
-        raise LensError(f"{path} does not exist; run `tandem-eval {name} --run {run_path} --junior PATH` first")
+    path = lens_file(Path(run_path), name, junior)  # RUN/lens/<junior>/NAME.parquet (or the older RUN/NAME.parquet)
     per_sample = pd.read_parquet(path, columns=KEYS + ["truncated", column])
     if exclude_truncated:
         per_sample = per_sample[~per_sample["truncated"]]

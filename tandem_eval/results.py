@@ -37,6 +37,7 @@ import shutil
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -291,7 +292,12 @@ class RunFolder:
             return self
         rec = self.complete_record()
         if rec is None:
-            log.warning("%s predates integrity records (COMPLETE holds a timestamp only); not verified", self.path)
+            # Once per process (warnings dedups), not once per folder: a results tree may hold dozens.
+            warnings.warn(
+                "run folders finished before integrity records (COMPLETE holds a timestamp only) are read unverified",
+                stacklevel=2,
+            )
+            log.info("%s predates integrity records; tables not verified", self.path)
             self._verified = True
             return self
         if rec.get("fingerprint") != cfg["fingerprint"]:
@@ -353,7 +359,7 @@ class RunFolder:
         try:
             while True:
                 try:
-                    os.link(tmp, self.lock_path)  # atomic: fails if any lock exists, and never leaves it empty
+                    _create_exclusive(self.lock_path, tmp)
                     break
                 except FileExistsError:
                     holder = self._lock_holder()
@@ -442,6 +448,18 @@ def _read_json(path: Path, what: str):
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
+
+
+def _create_exclusive(path: Path, content: Path) -> None:
+    """Create `path` holding `content`'s text, failing with FileExistsError if it exists."""
+    try:
+        os.link(content, path)  # atomic and never leaves an empty lock behind
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: exclusive create, then write
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        with os.fdopen(fd, "w") as f:
+            f.write(content.read_text())
 
 
 def _pid_alive(pid: int) -> bool:

@@ -232,6 +232,15 @@ def test_handoff_refuses_solo_run_of_another_senior(tiny_pair, tmp_path):
     assert "seed (0 vs 3)" in msg and "sampling.temperature (0.7 vs 1.0)" in msg
 
 
+def test_handoff_refuses_an_existing_out_solo_of_another_senior(tiny_pair, tmp_path):
+    senior, junior = tiny_pair
+    write_run(tmp_path / "out" / "solo", solo_cfg(junior, n=2, ks=(1,), limit=2), _tiny_flags(2, 2))
+    cfg = handoff_cfg(senior, junior, n=2, ks=(1,), limit=2)
+    with pytest.raises(RunFolderError, match="the existing solo run .* differs in senior"):
+        run_handoff(cfg, tmp_path / "out", progress=False)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["solo"]
+
+
 def test_handoff_refuses_tampered_solo_run(tiny_pair, tmp_path):
     senior, junior = tiny_pair
     solo = write_run(tmp_path / "solo", solo_cfg(senior, n=2, ks=(1,), limit=2), _tiny_flags(2, 2))

@@ -372,6 +372,7 @@ SOLO_REUSE_FIELDS = (
     "limit",
     "engine",
     "chat_template",
+    "group",
 )
 
 
@@ -446,14 +447,14 @@ def run_handoff(
     # cost a whole solo run first.
     validate(cfg, [handoff_out] if solo_run is not None else [solo_out, handoff_out], solo_run)
     check_out_path(handoff_out, cfg)
-    if solo_run is None:
-        check_out_path(solo_out, solo_config(cfg))
     solo_dir = Path(solo_run) if solo_run is not None else solo_out
     solo, record = None, None
     if solo_run is not None or RunFolder(solo_dir).is_complete():  # checked before any model is loaded
         solo = verify_run(solo_dir)
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         record = check_solo_reuse(cfg, solo, allow_solo_mismatch, how)
+    else:
+        check_out_path(solo_out, solo_config(cfg))  # an unfinished OUT/solo must be the same experiment
     engines = open_engines(cfg)
     try:
         if solo is None:

@@ -44,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from .config import ConfigError, EvalConfig, from_dict, to_dict
+from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,6 @@ PACKAGES = [
 ]
 
 
-# Config fields that do not change samples (kept in step with EvalConfig.fingerprint; a test checks it).
-NOT_FINGERPRINTED = ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label")
 LOCK_NAME = ".lock"
 
 
@@ -400,14 +398,8 @@ class RunFolder:
 
 
 def config_fingerprint(config: dict) -> str:
-    """EvalConfig.fingerprint() recomputed from a stored config dict (as written in config.json).
-
-    Hashing the stored dict (not a re-built EvalConfig) keeps older runs verifiable when fields
-    with defaults are added to EvalConfig later."""
-    d = {k: v for k, v in config.items() if k not in NOT_FINGERPRINTED}
-    if d.get("chat_template") is None:  # as EvalConfig.fingerprint: absent = the tokenizer's own
-        d.pop("chat_template", None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+    """EvalConfig.fingerprint() recomputed from a stored config dict (as written in config.json)."""
+    return fingerprint_of(config)
 
 
 def _table_record(path: Path) -> dict:

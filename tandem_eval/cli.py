@@ -385,7 +385,13 @@ def handoff(
         False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."
     ),
     solo_run: Path | None = typer.Option(
-        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."
+        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
+    ),
+    allow_solo_mismatch: bool = typer.Option(
+        False,
+        "--allow-solo-mismatch",
+        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
+        "grader (the differences are recorded in the handoff run's config.json).",
     ),
     label: str | None = Label,
     chat_template: Path | None = ChatTemplate,
@@ -429,7 +435,9 @@ def handoff(
             group,
             junior_chat_template,
         )
-        solo_rf, handoff_rf, tax = run_handoff(cfg, _out_dir(out, cfg), solo_run, progress=not quiet)
+        solo_rf, handoff_rf, tax = run_handoff(
+            cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
+        )
         console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
         print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
         print_tax(tax, cfg.ks)

@@ -358,7 +358,8 @@ def compare_cmd(
         ...,
         "--metric",
         "-m",
-        help="solo_pass@K | handoff_pass@K | junior_nll | junior_bpb | kl_exact | kl_reverse | kl_k1 | kl_k3",
+        help="solo_pass@K | handoff_pass@K | tax@K | retention@K | junior_nll | junior_bpb | kl_exact | kl_reverse "
+        "| kl_k1 | kl_k3 (tax/retention: A and B are handoff runs; each is paired with its solo run)",
     ),
     no_truncated: bool = typer.Option(
         False, "--no-truncated", help="Lens metrics: leave out CoTs that hit the length budget."
@@ -379,12 +380,16 @@ def compare_cmd(
         if on_mismatch not in ("raise", "intersect"):
             raise LensError(f"--on-mismatch must be raise or intersect, got {on_mismatch!r}")
         mode = compare.metric_mode(metric)
-        vals = []
-        for p in (run_a, run_b):
-            rf = _find_run(p, mode)
-            samples = rf.load_samples() if mode == "handoff" or metric.startswith("solo_") else None
-            vals.append(compare.problem_values(rf.path, samples, metric, no_truncated, junior))
-        table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
+            pair = [_find_run(p, "handoff") for p in (run_a, run_b)]
+            table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        else:
+            vals = []
+            for p in (run_a, run_b):
+                rf = _find_run(p, mode)
+                samples = rf.load_samples() if mode == "handoff" or metric.startswith("solo_") else None
+                vals.append(compare.problem_values(rf.path, samples, metric, no_truncated, junior))
+            table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
         _print_compare(table, metric, run_a, run_b)
         if json_out:
             json_out.write_text(
@@ -406,7 +411,8 @@ def _print_compare(table, metric: str, a: Path, b: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    unit = "points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte"
+    unit = {"tax": "points", "retention": "handoff / solo"}.get(metric.split("@")[0])
+    unit = unit or ("points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte")
     t = Table(title=f"{metric}: A = {a}, B = {b} ({unit}; A - B, 95% paired bootstrap CI)")
     for col in ("group", "A", "B", "A - B", "95% CI", "p", "problems"):
         t.add_column(col, justify="left" if col == "group" else "right")

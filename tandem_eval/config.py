@@ -147,13 +147,19 @@ class EvalConfig:
 
     def fingerprint(self) -> str:
         """Hash of the fields that change samples (not sharding or batch size)."""
-        d = to_dict(self)
-        for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label"):
-            d.pop(k)
-        for key in ("chat_template", "junior_chat_template", "group"):
-            if d[key] is None:  # absent = the default; keeps older runs' fingerprints
-                d.pop(key)
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+        return fingerprint_of(to_dict(self))
+
+
+def fingerprint_of(config: dict) -> str:
+    """EvalConfig.fingerprint of a config dict as stored in config.json (run folders recompute it
+    from the stored dict, so older runs without later-added keys still verify)."""
+    d = dict(config)
+    for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label"):
+        d.pop(k, None)
+    for key in ("chat_template", "junior_chat_template", "group"):
+        if d.get(key) is None:  # absent = the default; keeps older runs' fingerprints
+            d.pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def to_dict(obj) -> dict:

@@ -11,6 +11,7 @@ the senior's solo run and the handoff run side by side and records the communica
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import inspect
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import ConfigError, EvalConfig, json_safe
+from .config import ConfigError, EvalConfig, json_safe, to_dict
 from .data import Problem, load_benchmarks, prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
@@ -40,7 +41,7 @@ from .models import (
     resolve_model,
 )
 from .progress import progress_reporter
-from .results import RunFolder, RunFolderError, require_complete
+from .results import RunFolder, RunFolderError, require_complete, verify_run
 from .schedules import make_schedule, needs_junior, parse_schedule
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -242,12 +243,14 @@ def run_eval(
     progress: bool = True,
     flush_every: int = 64,
     on_flush: Callable[[int], None] | None = None,
+    extra: dict | None = None,
 ) -> RunFolder:
     """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable.
 
     Every input is validated before the folder exists or an engine loads. A crash before the first
     samples are flushed removes what this call created, so no half-made folder is left behind;
-    a crash after keeps the flushed shards (the folder stays incomplete: rerun to resume)."""
+    a crash after keeps the flushed shards (the folder stays incomplete: rerun to resume).
+    One process writes a folder at a time (RUN/.lock); `extra` is recorded in a new folder's config.json."""
     checked = validate(cfg, [out])
     check_out_path(out, cfg)
     rf = RunFolder(out)
@@ -255,19 +258,24 @@ def run_eval(
     if existed:
         rf.init(cfg, extra={"grader": checked.grader_versions})  # refuses a folder of another experiment
         if rf.is_complete():
-            return rf
+            return rf.verify()  # a reused run must still hold what COMPLETE recorded
     own = engines is None
     engines = engines or open_engines(cfg)  # an engine that fails to load leaves nothing on disk
     created = [] if existed else _missing_dirs(rf.path)
     try:
-        if not existed:
-            rf.init(cfg, extra={"grader": checked.grader_versions})
-        _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
-        rf.finalize(summarize(rf.load_samples(), cfg))
-    except BaseException:
-        if not existed:
-            _discard_if_empty(rf, created)
-        raise
+        with contextlib.ExitStack() as held:
+            held.enter_context(rf.lock())  # a second writer stops here, before touching anything
+            try:
+                rf.init(cfg, extra={"grader": checked.grader_versions, **(extra or {})})
+                if rf.is_complete():  # finished by another process while this one loaded its engines
+                    return rf.verify()
+                _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
+                rf.finalize(summarize(rf.load_samples(), cfg))
+            except BaseException:
+                if not existed:
+                    held.close()  # release the lock first, so that an emptied folder can be removed
+                    _discard_if_empty(rf, created)
+                raise
     finally:
         if own:
             close_engines(engines)
@@ -351,25 +359,108 @@ def handoff_dirname(schedule: str) -> str:
     return "handoff-" + schedule.replace(":", "_")
 
 
+# Fields of a solo run that must equal the handoff's own for the tax to compare like with like
+# (sharding, batch size, label and the k list do not change samples' meaning).
+SOLO_REUSE_FIELDS = (
+    "mode",
+    "schedule",
+    "senior",
+    "seed",
+    "sampling",
+    "n",
+    "benchmarks",
+    "limit",
+    "engine",
+    "chat_template",
+    "group",
+)
+
+
+def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
+    """Fields in which the complete solo run `solo` differs from the solo run `cfg`'s handoff needs,
+    each as 'field (run value vs needed value)'; the grader's versions count as the field `grader`."""
+    want, raw = to_dict(solo_config(cfg)), solo.config()
+    have = raw["config"]
+    diffs = []
+    for key in SOLO_REUSE_FIELDS:
+        a, b = have.get(key), want.get(key)
+        if key == "senior" and a != b and isinstance(a, dict) and isinstance(b, dict):
+            if a.get("dtype") != b.get("dtype"):
+                diffs.append(f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})")
+            if not _same_checkpoint(a.get("path"), b.get("path")):
+                diffs.append(f"senior ({a.get('path')} vs {b.get('path')})")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            diffs += [
+                f"{key}.{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+            ]
+        elif a != b:
+            shown = (lambda v: "custom" if v else "tokenizer's own") if key == "chat_template" else repr
+            diffs.append(f"{key} ({shown(a)} vs {shown(b)})")
+    grader = {k: v for k, v in check_grader_versions(True).items() if k != "mismatch"}
+    recorded = {k: v for k, v in (raw.get("grader") or {}).items() if k != "mismatch"}
+    if recorded != grader:
+        diffs.append(f"grader ({recorded or 'unrecorded'} vs {grader})")
+    return diffs
+
+
+def _same_checkpoint(a: str | None, b: str | None) -> bool:
+    if a == b:
+        return True
+    try:
+        return resolve_model(a).resolve() == resolve_model(b).resolve()
+    except Exception:  # a moved or deleted checkpoint cannot be shown to be the same one
+        return False
+
+
+def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str) -> dict:
+    """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json."""
+    diffs = solo_reuse_differences(cfg, solo)
+    if diffs and not allow_mismatch:
+        raise RunFolderError(
+            f"{how} {solo.path} is not this senior's solo run under the handoff's settings: differs in "
+            f"{'; '.join(diffs)}. Pass the matching solo run (or a new --out), or --allow-solo-mismatch to use it "
+            "anyway"
+        )
+    return {
+        "path": str(solo.path.resolve()),
+        "fingerprint": solo.config()["fingerprint"],
+        "differs": diffs,
+        "allow_solo_mismatch": bool(allow_mismatch),
+    }
+
+
 def run_handoff(
-    cfg: EvalConfig, out_root: str | Path, solo_run: str | Path | None = None, progress: bool = True
+    cfg: EvalConfig,
+    out_root: str | Path,
+    solo_run: str | Path | None = None,
+    progress: bool = True,
+    allow_solo_mismatch: bool = False,
 ) -> tuple[RunFolder, RunFolder, dict]:
-    """Solo + handoff runs of one senior under out_root, and the communication tax between them."""
+    """Solo + handoff runs of one senior under out_root, and the communication tax between them.
+
+    A reused solo run (--solo-run, or a complete OUT/solo) must match the handoff's senior, seed,
+    sampling, budget, chat template, benchmarks and grader; allow_solo_mismatch records the
+    differences in the handoff's config.json ("solo_run") instead of refusing."""
     out_root = Path(out_root)
     solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
     # Both runs' inputs are checked before the solo run starts: a bad junior or schedule must not
     # cost a whole solo run first.
     validate(cfg, [handoff_out] if solo_run is not None else [solo_out, handoff_out], solo_run)
     check_out_path(handoff_out, cfg)
-    if solo_run is None:
-        check_out_path(solo_out, solo_config(cfg))
+    solo_dir = Path(solo_run) if solo_run is not None else solo_out
+    solo, record = None, None
+    if solo_run is not None or RunFolder(solo_dir).is_complete():  # checked before any model is loaded
+        solo = verify_run(solo_dir)
+        how = "--solo-run" if solo_run is not None else "the existing solo run"
+        record = check_solo_reuse(cfg, solo, allow_solo_mismatch, how)
+    else:
+        check_out_path(solo_out, solo_config(cfg))  # an unfinished OUT/solo must be the same experiment
     engines = open_engines(cfg)
     try:
-        if solo_run is not None:
-            solo = require_complete(solo_run)
-        else:
-            solo = run_eval(solo_config(cfg), solo_out, {"senior": engines["senior"]}, progress)
-        handoff = run_eval(cfg, handoff_out, engines, progress)
+        if solo is None:
+            solo = run_eval(solo_config(cfg), solo_dir, {"senior": engines["senior"]}, progress)
+            record = check_solo_reuse(cfg, solo, False, "the solo run")
+        handoff = run_eval(cfg, handoff_out, engines, progress, extra={"solo_run": record})
     finally:
         close_engines(engines)
     tax = json_safe(communication_tax(solo.load_samples(), handoff.load_samples(), list(cfg.ks)))
@@ -378,27 +469,46 @@ def run_handoff(
 
 
 def merge_shards(parts: list[str | Path], out: str | Path) -> RunFolder:
-    """Merge complete shard runs (same experiment, --num-shards N) into one run folder."""
-    folders = [require_complete(p) for p in parts]
+    """Merge complete shard runs (same experiment, one --num-shards N, indices 0..N-1) into one run folder."""
+    folders = [verify_run(p) for p in parts]  # refuses a truncated or edited shard
     cfgs = [f.config() for f in folders]
     if len({c["fingerprint"] for c in cfgs}) != 1:
         raise RunFolderError(
             "shards come from different experiments (fingerprints differ); merge only the "
             "--shard-index 0..N-1 outputs of one command"
         )
+    counts = {f.path: c["config"]["num_shards"] for f, c in zip(folders, cfgs)}
+    if len(set(counts.values())) != 1:
+        listed = ", ".join(f"{p} (--num-shards {n})" for p, n in counts.items())
+        raise RunFolderError(
+            f"shards were split with different --num-shards: {listed}; merge the outputs of one --num-shards N "
+            "command only (move the others away)"
+        )
     from .config import from_dict
 
     cfg = dataclasses.replace(from_dict(EvalConfig, cfgs[0]["config"]), num_shards=1, shard_index=0)
+    num_shards = cfgs[0]["config"]["num_shards"]
     indices = sorted(c["config"]["shard_index"] for c in cfgs)
-    if indices != list(range(cfgs[0]["config"]["num_shards"])):
+    if indices != list(range(num_shards)):
         raise RunFolderError(
-            f"shard indices {indices} do not cover 0..{cfgs[0]['config']['num_shards'] - 1}; "
-            "finish the missing shards first"
+            f"shard indices {indices} do not cover 0..{num_shards - 1}; finish the missing shards first"
+        )
+    samples = [f.load_samples() for f in folders]
+    keys = pd.concat([s[["benchmark", "problem_id", "sample_idx"]] for s in samples], ignore_index=True)
+    n_dup = int(keys.duplicated().sum())
+    per_problem = keys.groupby(["benchmark", "problem_id"]).size()
+    short = per_problem[per_problem != cfg.n]
+    if n_dup or len(short):
+        raise RunFolderError(
+            f"shards overlap or miss samples ({n_dup} duplicate samples, {len(short)} problems without "
+            f"--n {cfg.n} samples); rerun the shards of one --num-shards N command into a new --out"
         )
     rf = RunFolder(out)
     rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})
-    if not rf.is_complete():
-        for f in folders:
-            rf.append_shard(f.load_samples().to_dict("records"))
+    with rf.lock():
+        if rf.is_complete():
+            return rf.verify()
+        for s in samples:
+            rf.append_shard(s.to_dict("records"))
         rf.finalize(summarize(rf.load_samples(), cfg))
     return rf

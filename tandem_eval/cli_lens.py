@@ -242,7 +242,7 @@ def drift_cmd(
 
 def _run_lens(kind: str, a: dict) -> None:
     from .models import load_tokenizer
-    from .results import atomic_write_parquet, require_complete
+    from .results import require_complete
 
     gen = {
         "benchmarks": tuple(a["benchmark"]) if a["benchmark"] else None,
@@ -321,9 +321,8 @@ def _run_lens(kind: str, a: dict) -> None:
         extra.update(method=str(per_sample["method"].iloc[0]), direction="KL(senior || junior); lower = less drift")
         metrics, curves = lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
     summary = lens.summarize(per_sample, metrics, curves, opts, extra)
-    path = rf.path / lens.LENS_DIR / jlabel / f"{kind}.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_parquet(path, per_sample)
+    # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
+    path = rf.write_table(f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet", per_sample)
     by_junior = rf.metrics().get("lens", {})
     by_junior.setdefault(jlabel, {})[kind] = summary  # other juniors' and kinds' entries stay
     rf.update_metrics({"lens": by_junior})

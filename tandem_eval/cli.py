@@ -5,22 +5,53 @@
     tandem-eval handoff                      # the bundled toy-world tandem senior and its junior
     tandem-eval merge runs/ckpt              # join --num-shards outputs
     tandem-eval benchmarks                   # list the benchmark registry
+    tandem-eval benchmarks --check DIR       # are DIR's files the paper's sets? (sizes)
 
-Every error a user can cause prints one line naming the problem and the fix, and exits with 2.
+Every error a user can cause prints one line on stderr naming the problem and the fix, and exits
+with 2 (option parsing errors included); a bug keeps its traceback. Progress and log records go to
+stderr, the results tables to stdout, last.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
-from .config import ConfigError, EvalConfig, ModelSpec, Sampling
+from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
+
+
+class OneLineErrors(TyperGroup):
+    """Option parsing errors (a bad integer, an unknown option) as one line on stderr, exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except TyperException as e:  # typer's (vendored click's) ClickException family
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `tandem-eval`: the help text
+                e.show()
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            print(f"error: {_one_line(e.format_message())}{hint}", file=sys.stderr)
+            sys.exit(getattr(e, "exit_code", 2))
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
+    cls=OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -49,9 +80,37 @@ def user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
 def fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """The one user-error path: `error: MESSAGE` as one line on stderr, exit code 2."""
+    print(f"error: {_one_line(message)}", file=sys.stderr, flush=True)
     raise typer.Exit(2)
+
+
+def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
+    """tandem_eval's records (progress included) on stderr: INFO by default, DEBUG with -v, warnings
+    only with -q. Other libraries' chatter (vLLM INFO lines, transformers warnings) only with -v."""
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logger = logging.getLogger("tandem_eval")
+    for h in [h for h in logger.handlers if getattr(h, "tandem_cli", False)]:
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.tandem_cli = True
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    if not verbose:  # read by vLLM at import; the user's own setting wins
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity(logging.INFO if verbose else logging.ERROR)
+    if verbose:  # transformers' "Loading weights" bars only with -v
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
 
 
 def guarded(fn):
@@ -62,7 +121,10 @@ def guarded(fn):
         fail(str(e))
 
 
-def parse_ks(text: str) -> tuple[int, ...]:
+def parse_ks(text: str | None, n: int | None = None) -> tuple[int, ...]:
+    """--k as sorted unique ints; when not given, the powers of two <= n plus n (config.default_ks)."""
+    if text is None:
+        return default_ks(n or 1)
     try:
         ks = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
     except ValueError:
@@ -105,8 +167,16 @@ Bench = typer.Option(
     "-b",
     help="Registry name (see `tandem-eval benchmarks`), set (`paper`), or a .jsonl/.parquet/.csv file. Repeatable.",
 )
+GroupOpt = typer.Option(
+    None,
+    "--group",
+    help="Macro group of a single local --benchmark file (default: its 'group' column, else the registry "
+    "group of its stem, e.g. aime24.jsonl -> aime, else its benchmark name).",
+)
 N = typer.Option(8, "--n", help="Samples per problem.")
-K = typer.Option("1,2,4,8", "--k", help="pass@k values, comma-separated (each <= --n).")
+K = typer.Option(
+    None, "--k", help="pass@k values, comma-separated (each <= --n). Default: the powers of two <= n, plus n."
+)
 EngineOpt = typer.Option("hf", "--engine", help="hf (reference, CPU default) or vllm.")
 Out = typer.Option(None, "--out", help="Output folder. Default: runs/<senior name>.")
 Limit = typer.Option(None, "--limit", help="Only the first N problems of each benchmark.")
@@ -132,7 +202,35 @@ ChatTemplate = typer.Option(
     "--chat-template",
     help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
 )
-Quiet = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+JuniorChatTemplate = typer.Option(
+    None,
+    "--junior-chat-template",
+    help="A Jinja chat-template file for the junior (used when its tokenizer differs; recorded in the run).",
+)
+Quiet = typer.Option(False, "--quiet", "-q", help="No progress and no info records; errors and results only.")
+Verbose = typer.Option(False, "--verbose", "-v", help="Debug records, and vLLM's/transformers' own log lines.")
+
+
+def read_chat_template(path: Path | None, option: str) -> str | None:
+    """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise ConfigError(f"{option} {path}: no such file; pass a Jinja template file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{option} {path}: cannot read it as UTF-8 text ({type(e).__name__}); fix the file") from None
+    if not text.strip():
+        raise ConfigError(f"{option} {path} is empty; pass a Jinja chat template")
+    from jinja2 import Environment, TemplateSyntaxError
+
+    try:
+        Environment().parse(text)
+    except TemplateSyntaxError as e:
+        msg = f"{option} {path}: Jinja syntax error at line {e.lineno}: {e.message}; fix the template"
+        raise ConfigError(msg) from None
+    return text
 
 
 def _config(
@@ -156,9 +254,9 @@ def _config(
     allow_vocab,
     label,
     chat_template=None,
+    group=None,
+    junior_chat_template=None,
 ) -> EvalConfig:
-    if chat_template is not None and not chat_template.is_file():
-        raise ConfigError(f"--chat-template {chat_template}: no such file; pass a Jinja template file")
     return EvalConfig(
         senior=ModelSpec(senior, dtype),
         junior=ModelSpec(junior, dtype) if junior else None,
@@ -166,7 +264,7 @@ def _config(
         schedule=schedule,
         benchmarks=tuple(benchmark),
         n=n,
-        ks=parse_ks(k),
+        ks=parse_ks(k, n),
         seed=seed,
         limit=limit,
         engine=engine,
@@ -178,11 +276,15 @@ def _config(
         allow_vocab_mismatch=allow_vocab,
         allow_grader_mismatch=allow_grader,
         label=label or Path(senior.replace("toy:", "toy-")).name,
-        chat_template=chat_template.read_text() if chat_template else None,
+        group=group,
+        chat_template=read_chat_template(chat_template, "--chat-template"),
+        junior_chat_template=read_chat_template(junior_chat_template, "--junior-chat-template"),
     )
 
 
 def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
+    if out is not None and out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder path (it is created if missing)")
     root = out or Path("runs") / (cfg.label or "senior")
     return root / f"shard-{cfg.shard_index}-of-{cfg.num_shards}" if cfg.num_shards > 1 else root
 
@@ -191,6 +293,7 @@ def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
 def solo(
     senior: str | None = Senior,
     benchmark: list[str] = Bench,
+    group: str | None = GroupOpt,
     n: int = N,
     k: str = K,
     engine: str = EngineOpt,
@@ -211,9 +314,12 @@ def solo(
     label: str | None = Label,
     chat_template: Path | None = ChatTemplate,
     quiet: bool = Quiet,
+    verbose: bool = Verbose,
 ):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
     from .pipeline import run_eval
+
+    setup_logging(verbose, quiet)
 
     def body():
         sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
@@ -238,10 +344,11 @@ def solo(
             False,
             label,
             chat_template,
+            group,
         )
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
-        print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
         console.print(f"run folder: {rf.path}")
+        print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
 
     guarded(body)
 
@@ -256,6 +363,7 @@ def handoff(
         "paragraph", "--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."
     ),
     benchmark: list[str] = Bench,
+    group: str | None = GroupOpt,
     n: int = N,
     k: str = K,
     engine: str = EngineOpt,
@@ -277,15 +385,25 @@ def handoff(
         False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."
     ),
     solo_run: Path | None = typer.Option(
-        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."
+        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
+    ),
+    allow_solo_mismatch: bool = typer.Option(
+        False,
+        "--allow-solo-mismatch",
+        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
+        "grader (the differences are recorded in the handoff run's config.json).",
     ),
     label: str | None = Label,
     chat_template: Path | None = ChatTemplate,
+    junior_chat_template: Path | None = JuniorChatTemplate,
     quiet: bool = Quiet,
+    verbose: bool = Verbose,
 ):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
     from .pipeline import run_handoff
     from .schedules import parse_schedule
+
+    setup_logging(verbose, quiet)
 
     def body():
         parse_schedule(schedule)
@@ -314,16 +432,17 @@ def handoff(
             allow_vocab_mismatch,
             label,
             chat_template,
+            group,
+            junior_chat_template,
         )
-        solo_rf, handoff_rf, tax = run_handoff(cfg, _out_dir(out, cfg), solo_run, progress=not quiet)
+        solo_rf, handoff_rf, tax = run_handoff(
+            cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
+        )
+        console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
         print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
         print_tax(tax, cfg.ks)
-        console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
 
-    try:
-        guarded(body)
-    except ValueError as e:  # bad --schedule spelling
-        fail(str(e))
+    guarded(body)
 
 
 @app.command()
@@ -343,7 +462,7 @@ def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-
                 ks = list(rf.config()["config"]["ks"])
                 rf.update_metrics(
                     {
-                        "tax": communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks),
+                        "tax": json_safe(communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks)),
                         "solo_run": str(merged["solo"].path.resolve()),
                     }
                 )
@@ -353,16 +472,40 @@ def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-
 
 
 @app.command()
-def benchmarks():
-    """List the benchmark registry (name, group, source)."""
+def benchmarks(
+    check: Path | None = typer.Option(
+        None, "--check", help="A folder of benchmark files: print each set's size against the paper's."
+    ),
+):
+    """List the benchmark registry (name, group, source, sizes), or --check DIR against the paper's sets."""
     from .data import BENCHMARK_SETS, BENCHMARKS
 
-    table = Table("name", "group", "source", "description")
+    if check is not None:
+        guarded(lambda: _check_sets(check))
+        return
+    table = Table("name", "group", "source", "size", "paper", "description")
     for name, spec in BENCHMARKS.items():
-        table.add_row(name, spec.group, str(spec.path or spec.hub_id), spec.description)
+        size, paper = (str(v) if v is not None else "-" for v in (spec.size, spec.paper_size))
+        table.add_row(name, spec.group, str(spec.path or spec.hub_id), size, paper, spec.description)
     console.print(table)
     for name, members in BENCHMARK_SETS.items():
         console.print(f"set {name}: {', '.join(members)}")
+
+
+def _check_sets(folder: Path) -> None:
+    """Rows: each file's benchmark and each group, size vs the paper's; exit 1 if not the paper's sets."""
+    from .data.benchmarks import check_paper_sets
+
+    rows, reasons = check_paper_sets(folder)
+    table = Table("benchmark", "group", "problems", "paper", "match", title=f"benchmark sets in {folder}")
+    for r in rows:
+        match = "-" if r["paper"] is None else ("yes" if r["match"] else "NO")
+        table.add_row(r["benchmark"], r["group"], str(r["problems"]), str(r["paper"] or "-"), match)
+    console.print(table)
+    if reasons:
+        console.print(f"not the paper's sets: {'; '.join(reasons)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    console.print("the paper's four groups at the paper's sizes (texts not compared)")
 
 
 def _fmt(v) -> str:
@@ -372,21 +515,36 @@ def _fmt(v) -> str:
 def print_passk(runs: dict[str, dict], ks) -> None:
     """One table: rows = benchmarks, groups and macro; columns = pass@k per run."""
     first = next(iter(runs.values()))
-    table = Table(title="pass@k (%)")
+    label = _macro_label(first)
+    table = Table(title="pass@k (%)", caption=_macro_caption(first))
     table.add_column("benchmark")
     for name in runs:
         for k in ks:
             table.add_column(f"{name} @{k}", justify="right")
     rows = [(b, "per_benchmark") for b in first["per_benchmark"]]
     rows += [(g, "per_group") for g in first["per_group"] if g not in first["per_benchmark"]]
-    for label, level in rows + [("macro", None)]:
+    for name, level in rows + [(label, None)]:
         cells = [
-            (r["macro"] if level is None else r[level].get(label, {})).get(f"pass@{k}")
+            (r["macro"] if level is None else r[level].get(name, {})).get(f"pass@{k}")
             for r in runs.values()
             for k in ks
         ]
-        table.add_row(label, *map(_fmt, cells))
+        table.add_row(name, *map(_fmt, cells))
     console.print(table)
+
+
+def _macro_label(summary: dict) -> str:
+    """ "macro" only for the paper's four sets; runs written before the label existed are judged by size."""
+    if "macro_label" in summary:
+        return summary["macro_label"]
+    from .metrics.passk import macro_provenance
+
+    return macro_provenance(summary.get("n_problems", {}).get("per_group", {}))["macro_label"]
+
+
+def _macro_caption(summary: dict) -> str | None:
+    reasons = summary.get("paper_sets_reasons")
+    return f"{_macro_label(summary)}: {'; '.join(reasons)}" if reasons else None
 
 
 def print_tax(tax: dict, ks) -> None:
@@ -394,7 +552,7 @@ def print_tax(tax: dict, ks) -> None:
     table = Table(title="communication tax = solo - handoff (points); retention = handoff / solo; 95% CI")
     for col in ("scope", "k", "solo", "handoff", "tax [CI]", "retention [CI]", "p"):
         table.add_column(col, justify="right")
-    levels = list(tax["per_group"].items()) + [("macro", tax["macro"])]
+    levels = list(tax["per_group"].items()) + [(tax.get("macro_label", "macro"), tax["macro"])]
     for name, entry in levels:
         for k in ks:
             e = entry.get(f"pass@{k}", {})
@@ -419,6 +577,21 @@ def print_tax(tax: dict, ks) -> None:
                 _fmt(e.get("tax_p_value")),
             )
     console.print(table)
+
+
+@app.command()
+def regrade(
+    run: Path = typer.Argument(..., help="A complete run folder (solo or handoff)."),
+    timeout: float = typer.Option(5.0, "--timeout", help="Per-item math-verify deadline, seconds."),
+    show: int = typer.Option(20, "--show", help="Changed verdicts to list (all are in regrade.parquet)."),
+    allow_grader_mismatch: bool = GraderMismatch,
+    quiet: bool = Quiet,
+):
+    """Re-grade a finished run with the installed grader (no regeneration); writes RUN/regrade.parquet."""
+    from .regrade import print_regrade
+    from .regrade import regrade as regrade_run
+
+    guarded(lambda: print_regrade(regrade_run(run, timeout, allow_grader_mismatch, progress=not quiet), show))
 
 
 def _register_optional() -> None:

@@ -2,8 +2,9 @@
 
 A prediction is graded by (1) taking the content of its LAST \\boxed{...} / \\fbox{...}
 (`extract_answer`), (2) a conservative normalised string match against the gold answer, done
-in the calling process, and (3) if the strings differ, math-verify (`parse` + `verify`) run in a
-killable worker process with a per-item deadline. Every item gets a `Grade` with a status:
+in the calling process, which may only prove equality (`fast_match`), and (3) otherwise
+math-verify (`parse` + `verify`) run in a killable worker subprocess with a per-item deadline.
+Every item gets a `Grade` with a status:
 
   ok         an answer was extracted and compared (correct or not)
   no_answer  no complete \\boxed{} in the prediction (missing, empty or unbalanced braces)
@@ -16,22 +17,32 @@ killable worker process with a per-item deadline. Every item gets a `Grade` with
         grades = g.grade_many([(text, gold), ...], timeout=5.0)
     grade("... so \\boxed{\\frac12}.", "0.5")    # one-off: Grade(correct=True, status='ok', ...)
 
+Works from a script without an `if __name__ == "__main__":` guard, from Jupyter, from
+`python -c` and from several threads: workers are `python -m tandem_eval._grade_worker`
+subprocesses (they never import the caller's `__main__`), a lock serialises threads sharing a
+Grader, and the deadline is enforced by killing the worker (no SIGALRM).
+
 From the shell: python -m tandem_eval.grading "<prediction>" "<gold>" [timeout_s]
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
-import logging
-import multiprocessing as mp
+import json
 import os
 import re
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait as wait_for_connections
+from multiprocessing.connection import wait as wait_for_fds
+from pathlib import Path
 
 # The grader is part of the measurement: other versions give other verdicts (the independent
 # reproduction found silent false negatives without these exact versions), so they are pinned.
@@ -40,13 +51,15 @@ _FIX = (
     "pip install math-verify==0.9.0 latex2sympy2_extended==1.11.0, or pass "
     "--allow-grader-mismatch to accept a different grader (recorded in the run)"
 )
-_WORKER_EXTRA_MEMORY = 4 << 30  # address space a worker may add on top of its start-up size
 _STARTUP_TIMEOUT_S = 120.0  # a worker that is not ready by then is a broken install
 _MAX_BATCH = 16  # items per message to a worker
 _MAX_FAST_LEN = 1000  # longer answers skip the regex fast path (go to math-verify)
-_PRELOAD_IF_IMPORTED = ("torch", "transformers")  # see Grader.__init__
+_STDERR_TAIL = 600  # characters of a dead worker's stderr quoted in the error
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _SPACE_FORM_END = re.compile(r"[\s$]")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?")
+_ASSIGNMENT = re.compile(r"[A-Za-z]=([^=]+)")  # "x=3"; the right side is compared with a value
+_RELATION = re.compile(r"[<>]|\\(?:neq?|leq?|geq?|lt|gt|in|approx|sim|equiv)(?![A-Za-z])")
 
 
 class GraderVersionError(RuntimeError):
@@ -113,30 +126,52 @@ def extract_answer(text: str) -> str | None:
 
 
 def normalize_answer(s: str) -> str:
-    r"""Conservative string normalisation for the fast path; it only ever proves equality.
+    r"""Conservative string normalisation for the fast path (see `fast_match`).
 
-    Removes: surrounding whitespace and all spaces, $, \left/\right, \! \, \; \: thin spaces,
-    \displaystyle, degree marks (^\circ, ^{\circ}, °), a trailing unit written as \text{..} /
-    \mbox{..} / \mathrm{..} after a number ("10\text{ cm}" -> "10"), then unwraps remaining
-    \text{X} -> X; \dfrac/\tfrac -> \frac; thousands separators in a plain number
-    ("1,000" / "1{,}000" -> "1000"); one trailing "."; a leading single-letter "x=".
-    Anything subtler (fractions vs decimals, sets, intervals) is left to math-verify.
+    Removes: surrounding whitespace, $, \left/\right, \displaystyle, degree marks written as
+    ^\circ / ^{\circ}, a trailing unit written as \text{..} / \mbox{..} / \mathrm{..} after a
+    number ("10\text{ cm}" -> "10"), then unwraps remaining \text{X} -> X; \dfrac/\tfrac ->
+    \frac; thousands separators in a plain number written without spaces ("1,000" / "1{,}000"
+    -> "1000"). Whitespace and the spacing commands \! \, \; \: are dropped, except between two
+    letters or digits, where they stay one space ("1 2" and "3\,000" are not 12 and 3000).
+    Each step is one math-verify also makes; anything subtler is left to math-verify.
     """
     s = s.strip().replace("$", "").replace("\\displaystyle", "")
     s = re.sub(r"\\(?:left|right)(?![A-Za-z])", "", s)
-    s = re.sub(r"\\[!,;: ]", "", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|°", "", s)
+    s = re.sub(r"\\[!,;: ]", " ", s)  # spacing commands separate like a space (3\,000 is not 3000)
+    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?", "", s)  # not "°": math-verify reads 90° as another value
     s = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", s)
     s = re.sub(r"(\d)\s*\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z .]*\}$", r"\1", s)
-    s = re.sub(r"\\(?:text|textbf|mbox|mathrm)\{([^{}]*)\}", r"\1", s)
-    s = re.sub(r"\s+", "", s).replace("{,}", ",")
-    if s.endswith(".") and not s.endswith(".."):
-        s = s[:-1]
-    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s):
-        s = s.replace(",", "")
-    if s.count("=") == 1:
-        s = re.sub(r"^[A-Za-z]=", "", s)
-    return s
+    s = re.sub(r"\\(?:text|textbf|mbox|mathrm)\{([^{}]*)\}", r"\1", s).strip()
+    if _THOUSANDS.fullmatch(s):  # only with no space inside: "3, 500" is a list, not 3500
+        s = s.replace("{,}", "").replace(",", "")
+    s = re.sub(r"(\\[A-Za-z]+)\s+(?=[^A-Za-z\s])", r"\1", s)  # a space only ends a command word
+    return re.sub(r"\s+", _space, s)
+
+
+def _space(m: re.Match) -> str:
+    """A run of whitespace: one space between two letters/digits ("1 2" != "12"), else nothing."""
+    before, after = m.string[m.start() - 1 : m.start()], m.string[m.end() : m.end() + 1]
+    return " " if before.isalnum() and after.isalnum() else ""
+
+
+def fast_match(extracted: str, gold: str) -> bool:
+    """True only when the two answers are equal after `normalize_answer` (or one is "x = <the
+    other>"), each a case math-verify accepts too; False means "not decided here", not "wrong"."""
+    if len(extracted) > _MAX_FAST_LEN or len(gold) > _MAX_FAST_LEN:
+        return False
+    a, b = normalize_answer(extracted), normalize_answer(gold)
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    # math-verify compares a one-letter assignment's right side with a plain value ("x=3" vs
+    # "3"), but two assignments as relations ("x=3" vs "y=3" differ): strip only against a value.
+    for lhs, rhs in ((a, b), (b, a)):
+        m = _ASSIGNMENT.fullmatch(lhs)
+        if m and m.group(1) == rhs and not _RELATION.search(rhs):
+            return True
+    return False
 
 
 def _fast_grade(prediction: str, gold: str) -> tuple[Grade | None, str | None]:
@@ -144,93 +179,72 @@ def _fast_grade(prediction: str, gold: str) -> tuple[Grade | None, str | None]:
     extracted = extract_answer(prediction)
     if extracted is None:
         return Grade(False, "no_answer", None, "no complete \\boxed{} in the prediction"), None
-    if len(extracted) <= _MAX_FAST_LEN and len(gold) <= _MAX_FAST_LEN:
-        if (norm := normalize_answer(extracted)) and norm == normalize_answer(gold):
-            return Grade(True, "ok", extracted, "string match"), extracted
+    if fast_match(extracted, gold):
+        return Grade(True, "ok", extracted, "string match"), extracted
     return None, extracted
 
 
-# ---------------------------------------------------------------- worker process side
-def _math_verify(extracted: str, gold: str) -> bool:
-    from math_verify import parse, verify
-
-    # Both sides are wrapped in \boxed{} so math-verify reads them as LaTeX. Its own timeouts
-    # are disabled (None): they use SIGALRM, and the Grader enforces the deadline by killing.
-    # raise_on_error stays False, math-verify's reference behaviour: a side that fails to parse
-    # or compare counts as "not equal" (status ok, wrong), as in other math-verify evaluations.
-    g = parse("\\boxed{" + gold + "}", parsing_timeout=None)
-    p = parse("\\boxed{" + extracted + "}", parsing_timeout=None)
-    return bool(verify(g, p, timeout_seconds=None))
+# ---------------------------------------------------------------- worker pool (parent side)
+class GraderWorkerError(RuntimeError):
+    """A grading worker could not start; the message quotes its exit code and stderr."""
 
 
-def _cap_memory() -> None:
-    """Best effort: a sympy blow-up fails with MemoryError instead of exhausting the machine."""
-    try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        soft = size + _WORKER_EXTRA_MEMORY
-        if hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    except (ImportError, OSError, ValueError):
-        pass
+def _worker_command() -> list[str]:
+    if not sys.executable:
+        raise GraderWorkerError("cannot start a grading worker: sys.executable is empty in this interpreter")
+    # -P (3.11+): the working directory is not put on sys.path, so a local file named like a
+    # dependency cannot shadow it; tandem_eval itself is found through PYTHONPATH (_start).
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    return [sys.executable, *safe_path, "-m", "tandem_eval._grade_worker"]
 
 
-def _worker_main(conn) -> None:
-    # math-verify warns once that its timeouts are off; that is deliberate here.
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    _cap_memory()
-    _math_verify("\\frac{1}{2}", "0.5")  # warm-up (imports, parser set-up) before the clock runs
-    conn.send("ready")
-    while True:
-        try:
-            batch = conn.recv()
-        except EOFError:  # the parent went away without close()
-            return
-        if batch is None:
-            return
-        for idx, extracted, gold in batch:
-            try:
-                conn.send((idx, "ok", _math_verify(extracted, gold), "math-verify"))
-            except Exception as e:  # noqa: BLE001 -- any failure of one item is that item's
-                conn.send((idx, "error", False, f"{type(e).__name__}: {str(e)[:200]}"))
-
-
-# ---------------------------------------------------------------- parent side
 @dataclass(eq=False)
 class _Worker:
-    proc: mp.process.BaseProcess
-    conn: object
+    proc: subprocess.Popen
+    stderr: object  # a temporary file holding the worker's stderr, quoted when it dies
     started: float
     ready: bool = False
+    pending: bytes = b""  # a partial line read from stdout
     batch: deque = field(default_factory=deque)  # items sent, not yet answered; head = current
     t0: float = 0.0  # when the head item started
+
+    def death_cause(self) -> str:
+        """ "exit code N (SIGNAME); stderr: <tail>" for a worker whose stdout reached EOF."""
+        try:
+            rc = self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        cause = f"exit code {rc}"
+        if rc < 0:
+            try:
+                cause += f" ({signal.Signals(-rc).name})"
+            except ValueError:
+                pass
+        self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, self.stderr.tell() - 4 * _STDERR_TAIL))
+        lines = [ln.strip() for ln in self.stderr.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        tail = " | ".join(lines)[-_STDERR_TAIL:]
+        return f"{cause}; stderr: {tail}" if tail else f"{cause}; no stderr output"
 
 
 class Grader:
     """A pool of killable grading workers; use as a context manager (workers start lazily).
 
-    Like any multiprocessing user, a script that grades needs an `if __name__ == "__main__":`
-    guard: the fork server imports the main script once (without running the guarded part).
+    Safe to share between threads (one grade_many runs at a time) and usable from any script,
+    notebook or thread: workers are subprocesses that never import the caller's `__main__`.
     """
 
     def __init__(self, n_workers: int | None = None):
         self.n_workers = n_workers or min(2, os.cpu_count() or 1)
-        # "forkserver", not "fork": forking a parent that runs torch / vLLM threads (or holds a
-        # CUDA context) can copy held locks and deadlock the child; the fork server is a fresh,
-        # single-threaded interpreter. Not "spawn": workers fork from that server, with
-        # math-verify preloaded, so a replacement after a timeout starts in a fraction of a second.
-        # Each worker still re-runs the main script as __mp_main__ (Python 3.11's fork server
-        # ignores "__main__" below: it looks for a "main_path" key that spawn no longer sends),
-        # so heavy libraries the parent already uses are preloaded into the server once; the
-        # re-run then finds them imported (a restart with torch: ~1 s -> ~0.1 s).
-        heavy = [m for m in _PRELOAD_IF_IMPORTED if m in sys.modules]
-        self._ctx = mp.get_context("forkserver")
-        self._ctx.set_forkserver_preload(["__main__", __name__, "math_verify", *heavy])
         self._workers: list[_Worker] = []
+        # A worker killed at a deadline is replaced by this warm spare (a fresh interpreter takes
+        # ~1-3 s to import math-verify). It exists only once a first worker has been replaced,
+        # and starts only while every worker is ready, so it never slows a replacement down.
+        self._spare: _Worker | None = None
+        self._want_spare = False
+        self._lock = threading.Lock()
+        self._pid = os.getpid()  # a forked child must not drive the parent's workers
 
     def __enter__(self) -> Grader:
         return self
@@ -239,9 +253,11 @@ class Grader:
         self.close()
 
     def close(self) -> None:
-        for w in self._workers:  # no polite shutdown needed: workers hold no state
-            self._kill(w)
-        self._workers = []
+        with self._lock:
+            if self._pid == os.getpid():
+                for w in self._workers + [self._spare] * (self._spare is not None):
+                    self._kill(w)  # no polite shutdown needed: workers hold no state
+            self._workers, self._spare = [], None
 
     def grade_many(
         self, pairs: list[tuple[str, str]], timeout: float = 5.0, progress: Callable[[int, int], None] | None = None
@@ -265,13 +281,17 @@ class Grader:
                 progress(n_done, len(pairs))
 
         if todo:
-            self._run(todo, timeout, finish)
+            with self._lock:
+                if self._pid != os.getpid():  # inherited through fork: start our own workers
+                    self._workers, self._spare, self._pid = [], None, os.getpid()
+                self._run(todo, timeout, finish)
         return results  # type: ignore[return-value]
 
     def _run(self, todo: deque, timeout: float, finish: Callable[[int, Grade], None]) -> None:
         while len(self._workers) < self.n_workers:
             self._workers.append(self._start())
         while todo or any(w.batch for w in self._workers):
+            self._start_spare_if_due()
             now = time.monotonic()
             for w in self._workers:  # hand work to idle workers; small batches near the end
                 if w.ready and not w.batch and todo:
@@ -279,13 +299,14 @@ class Grader:
                     w.batch.extend(todo.popleft() for _ in range(k))
                     w.t0 = now
                     try:
-                        w.conn.send(list(w.batch))
-                    except OSError:  # died while idle: not the batch's fault
+                        w.proc.stdin.write((json.dumps(list(w.batch)) + "\n").encode())
+                        w.proc.stdin.flush()
+                    except (OSError, ValueError):  # died while idle: not the batch's fault
                         self._replace(w, todo)
             busy = [w for w in self._workers if w.batch]
             wait_s = min((w.t0 + timeout - now for w in busy), default=1.0)
-            ready = wait_for_connections([w.conn for w in self._workers], max(0.0, wait_s))
-            for w in [w for w in self._workers if w.conn in ready]:
+            readable = wait_for_fds([w.proc.stdout for w in self._workers], max(0.0, wait_s))
+            for w in [w for w in self._workers if w.proc.stdout in readable]:
                 self._receive(w, todo, finish)
             now = time.monotonic()
             for w in list(self._workers):
@@ -294,58 +315,93 @@ class Grader:
                     finish(idx, Grade(False, "timeout", extracted, f"no verdict within {timeout:g} s; worker killed"))
                     self._replace(w, todo)
                 elif not w.ready and now - w.started > _STARTUP_TIMEOUT_S:
-                    raise RuntimeError(f"grading worker not ready after {_STARTUP_TIMEOUT_S:g} s")
+                    self._kill(w)
+                    raise GraderWorkerError(f"grading worker not ready after {_STARTUP_TIMEOUT_S:g} s")
+        self._start_spare_if_due()  # so it warms up between calls too
+
+    def _start_spare_if_due(self) -> None:
+        if self._want_spare and self._spare is None and all(w.ready for w in self._workers):
+            self._spare = self._start()
 
     def _receive(self, w: _Worker, todo: deque, finish: Callable[[int, Grade], None]) -> None:
-        try:
-            while w.conn.poll():
-                msg = w.conn.recv()
-                if msg == "ready":
-                    w.ready = True
-                    continue
-                idx, status, correct, detail = msg
-                _, extracted, _ = w.batch.popleft()
-                finish(idx, Grade(correct, status, extracted, detail))
-                w.t0 = time.monotonic()  # the next item's clock starts now
-        except (EOFError, OSError):
-            w.proc.join(timeout=1.0)
-            if not w.ready:  # e.g. math-verify not importable: retrying would loop forever
-                raise RuntimeError(
-                    f"grading worker failed to start (exit code {w.proc.exitcode}); is math-verify installed? ({_FIX})"
-                ) from None
-            if w.batch:  # crashed (segfault, OOM kill) while grading the head item
+        chunk = os.read(w.proc.stdout.fileno(), 1 << 16)
+        if not chunk:  # EOF: the worker died (segfault, OOM kill, failed import ...)
+            cause = w.death_cause()
+            if not w.ready:  # retrying a worker that cannot start would loop forever
+                self._kill(w)
+                self._workers.remove(w)
+                raise GraderWorkerError(f"grading worker failed to start ({cause}); if math-verify is missing: {_FIX}")
+            if w.batch:  # it was grading the head item
                 idx, extracted, _ = w.batch.popleft()
-                finish(idx, Grade(False, "error", extracted, f"worker died (exit code {w.proc.exitcode})"))
+                finish(idx, Grade(False, "error", extracted, f"worker died ({cause})"))
             self._replace(w, todo)
+            return
+        *lines, w.pending = (w.pending + chunk).split(b"\n")
+        for line in filter(None, lines):
+            msg = json.loads(line)
+            if msg == "ready":
+                w.ready = True
+                continue
+            idx, status, correct, detail = msg
+            _, extracted, _ = w.batch.popleft()
+            finish(idx, Grade(bool(correct), status, extracted, detail))
+            w.t0 = time.monotonic()  # the next item's clock starts now
 
     def _start(self) -> _Worker:
-        parent_conn, child_conn = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child_conn,), daemon=True)
-        proc.start()
-        child_conn.close()  # so the parent sees EOF when the worker dies
-        return _Worker(proc, parent_conn, time.monotonic())
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)  # the tandem_eval this process runs
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        stderr = tempfile.TemporaryFile()
+        proc = subprocess.Popen(
+            _worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, close_fds=True
+        )
+        return _Worker(proc, stderr, time.monotonic())
 
     def _replace(self, w: _Worker, todo: deque) -> None:
         """Kill w, put its unanswered items back at the front of the queue, start a new one."""
         self._kill(w)
         todo.extendleft(reversed(w.batch))
-        self._workers[self._workers.index(w)] = self._start()
+        spare, self._spare, self._want_spare = self._spare, None, True
+        if spare is None or spare.proc.poll() is not None:  # none yet, or it died while waiting
+            if spare is not None:
+                self._kill(spare)
+            spare = self._start()
+        spare.started = time.monotonic()  # its start-up deadline counts from now
+        self._workers[self._workers.index(w)] = spare
 
     @staticmethod
     def _kill(w: _Worker) -> None:
-        if w.proc.is_alive():
+        if w.proc.poll() is None:
             w.proc.kill()
-            w.proc.join(timeout=5.0)
-        w.conn.close()
+            w.proc.wait(timeout=5.0)
+        for f in (w.proc.stdin, w.proc.stdout, w.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+# The one module-level object: grade()'s pool, so one-off calls in a loop (or from several
+# threads) reuse a warm worker instead of starting an interpreter each. Closed at exit.
+_shared: dict[str, Grader] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_grader() -> Grader:
+    with _shared_lock:
+        g = _shared.get("grader")
+        if g is None or g._pid != os.getpid():
+            g = _shared["grader"] = Grader(n_workers=1)
+            atexit.register(g.close)
+        return g
 
 
 def grade(prediction: str, gold: str, timeout: float = 5.0) -> Grade:
-    """Grade one item; starts a one-worker pool only if the string fast path cannot decide."""
+    """Grade one item; uses a shared one-worker pool only if the string fast path cannot decide."""
     fast, _ = _fast_grade(prediction, gold)
     if fast is not None:
         return fast
-    with Grader(n_workers=1) as g:
-        return g.grade_many([(prediction, gold)], timeout=timeout)[0]
+    return _shared_grader().grade_many([(prediction, gold)], timeout=timeout)[0]
 
 
 if __name__ == "__main__":

@@ -182,3 +182,56 @@ def test_summarize_undefined_k_gives_none_not_crash():
     assert out["macro"]["pass@1"] == pytest.approx(50.0)
     assert out["macro"]["pass@4"] is None
     json.dumps(out, allow_nan=False)
+
+
+# ---- macro label: the paper's name only for the paper's sets (issue 10.1) --------------------
+
+
+def paper_sized_samples(sizes=None):
+    sizes = sizes or {"aime": 90, "amc": 121, "minerva": 272, "olympiadbench": 581}
+    return make_samples([(g, g, f"{g}/{i}", [i % 2 == 0]) for g, n in sizes.items() for i in range(n)])
+
+
+def test_summarize_labels_the_macro_of_the_papers_sets_macro(caplog):
+    with caplog.at_level("WARNING"):
+        out = summarize_pass_at_k(paper_sized_samples(), [1])
+    assert (out["macro_label"], out["paper_sets"], out["paper_sets_reasons"]) == ("macro", True, [])
+    assert "not the paper's problem sets" not in caplog.text
+
+
+def test_summarize_labels_any_other_macro_and_says_why_once(caplog):
+    samples = paper_sized_samples({"aime": 90, "amc": 40, "minerva": 272, "olympiadbench": 675})
+    with caplog.at_level("WARNING"):
+        out = summarize_pass_at_k(samples, [1])
+    assert out["macro_label"] == "macro over these groups" and out["paper_sets"] is False
+    assert out["paper_sets_reasons"] == [
+        "'amc' has 40 problems (paper: 121)",
+        "'olympiadbench' has 675 problems (paper: 581)",
+    ]
+    warned = [r for r in caplog.records if "not the paper's problem sets" in r.getMessage()]
+    assert len(warned) == 1 and "'amc' has 40 problems" in warned[0].getMessage()
+    json.dumps(out, allow_nan=False)
+
+
+def test_tax_and_printed_tables_carry_the_label(monkeypatch):
+    from rich.console import Console
+
+    from tandem_eval import cli
+
+    monkeypatch.setattr(cli, "console", Console(width=250))  # no wrapping inside cells
+    from tandem_eval.metrics.tax import communication_tax
+
+    samples = make_samples([("aime24", "aime", "a", [True, False]), ("amc23", "amc", "b", [False, True])])
+    tax = communication_tax(samples, samples, [1], n_boot=20)
+    assert tax["macro_label"] == "macro over these groups" and tax["paper_sets"] is False
+    summary = summarize_pass_at_k(samples, [1])
+    with cli.console.capture() as cap:
+        cli.print_passk({"solo": summary}, [1])
+        cli.print_tax(tax, [1])
+    text = cap.get()
+    assert text.count("macro over these groups") >= 3  # pass@k row, its caption, tax row
+    assert "missing group(s) minerva, olympiadbench" in " ".join(text.split())  # the caption wraps
+    # A summary written before the label existed is judged by its group sizes.
+    old = {k: v for k, v in summary.items() if not k.startswith(("macro_label", "paper_sets"))}
+    assert cli._macro_label(old) == "macro over these groups"
+    assert cli._macro_label(summarize_pass_at_k(paper_sized_samples(), [1])) == "macro"

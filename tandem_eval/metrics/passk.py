@@ -3,7 +3,10 @@
 pass@k for one problem with n graded samples of which c are correct is the chance that a random
 k-subset of the n samples holds at least one correct one: 1 − C(n−c, k) / C(n, k) (Chen et al.
 2021). A benchmark's pass@k is the mean over its problems; a group pools its benchmarks' problems
-(AIME 24/25/26 -> "aime", 90 problems); the macro gives each group equal weight.
+(AIME 24/25/26 -> "aime", 90 problems); the macro gives each group equal weight. The macro is
+labelled "macro" only when the groups and their sizes are the paper's four (aime 90, amc 121,
+minerva 272, olympiadbench 581); any other run's is "macro over these groups", with the reasons
+in the summary (`macro_label`, `paper_sets`, `paper_sets_reasons`) and one logged warning.
 
     from tandem_eval.metrics.passk import pass_at_k, per_problem_pass_at_k, summarize_pass_at_k
     pass_at_k(8, 3, 4)                                   # 0.9285714...
@@ -16,15 +19,19 @@ problem_id, benchmark, group, sample_idx, correct. Problems are keyed by (benchm
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from tandem_eval.data.benchmarks import OTHER_MACRO_LABEL, PAPER_MACRO_LABEL, paper_set_reasons
 from tandem_eval.metrics.stats import to_jsonable
+
+log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("problem_id", "benchmark", "group", "sample_idx", "correct")
 PROBLEM_KEY = ["benchmark", "problem_id"]
@@ -79,7 +86,8 @@ def summarize_pass_at_k(samples: pd.DataFrame, ks: Iterable[int]) -> dict:
     """pass@k in PERCENT per benchmark, per group (pooled problems) and macro (mean of groups).
 
     Returns {"per_benchmark": {bench: {"pass@k": pct}}, "per_group": {...}, "macro": {...},
-    "n_problems": {"per_benchmark": {...}, "per_group": {...}, "macro": total}}; NaN -> None.
+    "n_problems": {"per_benchmark": {...}, "per_group": {...}, "macro": total}, "macro_label",
+    "paper_sets", "paper_sets_reasons"} (see macro_provenance); NaN -> None.
     """
     ks = _check_ks(ks)
     table = per_problem_pass_at_k(samples, ks)
@@ -97,8 +105,28 @@ def summarize_pass_at_k(samples: pd.DataFrame, ks: Iterable[int]) -> dict:
             "per_group": table.groupby("group").size().to_dict(),
             "macro": len(table),
         },
+        **macro_provenance(table.groupby("group").size().to_dict(), warn=True),
     }
     return to_jsonable(summary)
+
+
+def macro_provenance(n_per_group: Mapping[str, int], warn: bool = False) -> dict:
+    """{"macro_label", "paper_sets", "paper_sets_reasons"} for a macro over groups of these sizes.
+
+    "macro" (the paper's name) only for exactly the paper's four groups at the paper's sizes;
+    otherwise "macro over these groups" and the reasons, logged once when `warn`."""
+    reasons = paper_set_reasons(n_per_group)
+    if reasons and warn:
+        log.warning(
+            "not the paper's problem sets (%s): the macro is reported as '%s', not as the paper's macro",
+            "; ".join(reasons),
+            OTHER_MACRO_LABEL,
+        )
+    return {
+        "macro_label": OTHER_MACRO_LABEL if reasons else PAPER_MACRO_LABEL,
+        "paper_sets": not reasons,
+        "paper_sets_reasons": reasons,
+    }
 
 
 def _check_ks(ks: Iterable[int]) -> list[int]:

@@ -1,0 +1,137 @@
+"""Re-grade a finished run folder with the installed grader, without regenerating anything.
+
+Reads RUN/samples.parquet (a complete run: COMPLETE marker present), grades every stored text
+against its gold answer again, and writes beside the stored verdicts (which stay untouched):
+
+    RUN/regrade.parquet   one row per sample: benchmark, group, problem_id, sample_idx, mode, gold,
+                          old_/new_ correct, grade_status, extracted_answer; new_detail; changed;
+                          old_grader / new_grader (package versions)
+    RUN/regrade.json      grader versions, counts, and pass@k with the stored and the new verdicts
+
+The way lighteval re-scores stored details: useful after a grader fix or upgrade, or to audit a
+run made elsewhere. From the shell: `tandem-eval regrade RUN`; from Python:
+
+    from tandem_eval.regrade import regrade
+    result = regrade("runs/my-senior/solo")      # RegradeResult: .table, .changed, .pass_at_k
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .grading import PINNED, Grader, check_grader_versions
+from .metrics.passk import summarize_pass_at_k
+from .results import atomic_write_json, require_complete
+
+KEY = ["benchmark", "group", "problem_id", "sample_idx", "mode"]
+
+
+@dataclass(frozen=True)
+class RegradeResult:
+    path: Path  # the run folder
+    table: pd.DataFrame  # what regrade.parquet holds
+    pass_at_k: dict  # {"stored": summary, "regraded": summary}, as summarize_pass_at_k gives
+    ks: tuple[int, ...]
+
+    @property
+    def changed(self) -> pd.DataFrame:
+        """Samples whose verdict (correct or grade_status) differs between stored and regraded."""
+        return self.table[self.table["changed"]]
+
+
+def _versions_text(versions: dict | None) -> str:
+    if not versions:
+        return "unknown"
+    return " ".join(f"{p}=={versions.get(p) or 'missing'}" for p in PINNED)
+
+
+def regrade(
+    run: str | Path,
+    timeout: float = 5.0,
+    allow_grader_mismatch: bool = False,
+    progress: bool = False,
+    n_workers: int | None = None,
+) -> RegradeResult:
+    """Grade every sample of complete run folder `run` again; write regrade.parquet/json there."""
+    rf = require_complete(run)
+    new_versions = check_grader_versions(allow_grader_mismatch)
+    stored = rf.config()
+    samples = rf.load_samples().reset_index(drop=True)
+    pairs = list(zip(samples["text"], samples["gold"]))
+    with Grader(n_workers) as grader:
+        if progress and pairs:
+            from rich.progress import Progress
+
+            with Progress(transient=True) as bar:
+                task = bar.add_task("regrading", total=len(pairs))
+                grades = grader.grade_many(pairs, timeout, lambda n, _: bar.update(task, completed=n))
+        else:
+            grades = grader.grade_many(pairs, timeout)
+    table = samples[[*KEY, "gold"]].copy()
+    table["old_correct"] = samples["correct"].astype(bool)
+    table["old_grade_status"] = samples["grade_status"]
+    table["old_extracted_answer"] = samples["extracted_answer"]
+    table["new_correct"] = [g.correct for g in grades]
+    table["new_grade_status"] = [g.status for g in grades]
+    table["new_extracted_answer"] = [g.extracted for g in grades]
+    table["new_detail"] = [g.detail for g in grades]
+    table["changed"] = (table.old_correct != table.new_correct) | (table.old_grade_status != table.new_grade_status)
+    table["old_grader"] = _versions_text(stored.get("grader"))
+    table["new_grader"] = _versions_text(new_versions)
+
+    ks = tuple(stored["config"]["ks"])
+    pass_at_k = {
+        "stored": summarize_pass_at_k(samples, list(ks)),
+        "regraded": summarize_pass_at_k(samples.assign(correct=table["new_correct"]), list(ks)),
+    }
+    rf.write_table("regrade.parquet", table)  # recorded in COMPLETE, verified by every reader
+    atomic_write_json(
+        rf.path / "regrade.json",
+        {
+            "grader": {"stored": stored.get("grader"), "regraded": new_versions},
+            "timeout_s": timeout,
+            "n_samples": len(table),
+            "n_changed": int(table["changed"].sum()),
+            "grade_status": {k: int(v) for k, v in table["new_grade_status"].value_counts().sort_index().items()},
+            "pass_at_k": pass_at_k,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    )
+    return RegradeResult(rf.path, table, pass_at_k, ks)
+
+
+def print_regrade(result: RegradeResult, show: int = 20) -> None:
+    """The disagreements (first `show` rows), their count, and pass@k stored vs regraded."""
+    from rich.table import Table
+
+    from .cli import console, print_passk
+
+    changed = result.changed
+    if len(changed):
+        table = Table(title="verdicts that changed (stored -> regraded)")
+        for col in ("benchmark", "problem", "sample", "mode", "answer", "gold", "stored", "regraded"):
+            table.add_column(col)
+        for r in changed.head(show).itertuples():
+            table.add_row(
+                r.benchmark,
+                str(r.problem_id),
+                str(r.sample_idx),
+                r.mode,
+                "-" if pd.isna(r.new_extracted_answer) else str(r.new_extracted_answer)[:40],
+                str(r.gold)[:40],
+                f"{r.old_correct} ({r.old_grade_status})",
+                f"{r.new_correct} ({r.new_grade_status})",
+            )
+        console.print(table)
+        if len(changed) > show:
+            console.print(f"... {len(changed) - show} more in {result.path / 'regrade.parquet'}")
+    graders = result.table[["old_grader", "new_grader"]].iloc[0] if len(result.table) else None
+    if graders is not None:
+        console.print(f"grader: stored {graders.old_grader}; regraded {graders.new_grader}", highlight=False)
+    console.print(f"{len(changed)} of {len(result.table)} samples changed verdict", highlight=False)
+    print_passk(result.pass_at_k, result.ks)
+    console.print(f"written: {result.path / 'regrade.parquet'}  {result.path / 'regrade.json'}")

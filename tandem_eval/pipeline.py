@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
-import inspect
 import json
 import logging
 import os
@@ -157,10 +156,7 @@ def open_engines(cfg: EvalConfig) -> dict:
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
-        from .engines.vllm_engine import VLLMEngine
-
-        if "verbose" in inspect.signature(VLLMEngine).parameters:  # vLLM's own INFO chatter only with -v
-            kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)
+        kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
     senior_path = resolve_model(cfg.senior.path)
     log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
     engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}

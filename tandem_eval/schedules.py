@@ -12,6 +12,8 @@ is a byte-level BPE token whose string begins with the "Ġ" marker, or "▁" for
 * `paragraph`    the paper's evaluation: the senior writes first; a turn ends at the token that
                  completes a "\\n\\n" (its surface contains "\\n\\n", or it starts with "\\n"
                  right after a token ending in "\\n"); strict alternation S, J, S, J...
+                 `paragraph:R` caps it at R rounds (a round = a senior turn and a junior turn;
+                 the paper: 150): the trace ends there, finish reason "length".
 * `sentence`     alternation; a turn ends at a token whose surface, ignoring trailing spaces, ends
                  with ".", "!" or "?", or contains a newline. (A decimal point also ends a turn:
                  the rule sees one token at a time.)
@@ -96,6 +98,10 @@ class Schedule:
     def next_author(self, state: State, rng: np.random.Generator) -> int:
         return state.author
 
+    def exhausted(self, state: State) -> bool:
+        """The schedule ends the trace here (a round cap), whatever the budget left."""
+        return False
+
     def advance(self, state: State, token_id: int, rng: np.random.Generator) -> State:
         """Account for one emitted token; on a decision point pick the next author."""
         state.since_event += 1
@@ -119,9 +125,13 @@ class JuniorSolo(Schedule):
 
 class Paragraph(Schedule):
     name = "paragraph"
+    rounds: int | None = None  # paragraph:R
 
-    def __init__(self, vocab: Vocab):
+    def __init__(self, vocab: Vocab, rounds: int | None = None):
         super().__init__(vocab)
+        if rounds is not None and rounds < 1:
+            raise ScheduleError(f"paragraph:R needs an integer R >= 1 rounds, got {rounds}")
+        self.rounds = rounds
         self._candidates = vocab.ids(lambda s: "\n" in s)
         self._contains = vocab.ids(lambda s: "\n\n" in s)
         self._starts = vocab.ids(lambda s: s.startswith("\n"))
@@ -134,6 +144,9 @@ class Paragraph(Schedule):
 
     def next_author(self, state, rng):
         return 1 - state.author
+
+    def exhausted(self, state):
+        return self.rounds is not None and state.events >= 2 * self.rounds
 
 
 class Sentence(Paragraph):
@@ -223,11 +236,12 @@ SCHEDULES = {
     "takeover": Takeover,
     "word": Word,
 }
-_ARG_TYPES = {"chunk": (int,), "takeover": (int,), "word": (float, int)}
+_ARG_TYPES = {"paragraph": (int,), "chunk": (int,), "takeover": (int,), "word": (float, int)}
 
 
 # Allowed range of each argument, checked when the schedule is parsed (before any work).
 _ARG_RANGES = {
+    "paragraph": (("R", 1, None),),
     "chunk": (("N", 1, None),),
     "takeover": (("N", 0, None),),
     "word": (("P", 0.0, 1.0), ("K", 1, None)),
@@ -239,7 +253,7 @@ def parse_schedule(spec: str) -> tuple[str, tuple]:
 
     Raises ScheduleError (a ConfigError) so a bad --schedule is refused before any run starts."""
     name, *raw = str(spec).split(":")
-    forms = "chunk:N, takeover:N, word[:P[:K]]"
+    forms = "paragraph[:R], chunk:N, takeover:N, word[:P[:K]]"
     if name not in SCHEDULES:
         raise ScheduleError(f"unknown schedule {spec!r}; valid: {', '.join(SCHEDULES)} ({forms})")
     types_ = _ARG_TYPES.get(name, ())

@@ -146,7 +146,7 @@ def _absorb(lv: _Live, comp, schedule: Schedule, engine: Engine) -> bool:
     if tok is not None and tok in engine.eos_ids:  # the last token this segment kept
         trace.finish_reason = FINISH_EOS
         return True
-    if len(trace.token_ids) >= lv.spec.max_new_tokens:
+    if len(trace.token_ids) >= lv.spec.max_new_tokens or schedule.exhausted(lv.state):  # budget or round cap
         trace.finish_reason = FINISH_LENGTH
         return True
     return False

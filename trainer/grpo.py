@@ -2,16 +2,22 @@
 
 The GRPO loss itself is trl's, untouched. What this subclass adds, each a small labelled change:
 
-* KL-REG CHANGE: trl builds its KL reference model from the senior's own initial checkpoint; here
-  it is built from the junior's (identical in the paper's self-paired runs, not otherwise).
+* KL-REG CHANGE: trl builds its KL reference model from the senior's own initial checkpoint, as
+  the paper's KL-reg arm (`kl_ref: init`, the default); `kl_ref: junior` or a path builds it from
+  that checkpoint instead (identical in the paper's self-paired runs). The per-token k3 estimate
+  is clamped to [-kl_clamp, kl_clamp] (10, as verl's low_var_kl).
 * MASK CHECK: after trl has built the loss inputs, the number of loss tokens must equal the number
   of senior-authored tokens the rollout returned -- the paper's code silently trained plain GRPO
   when the author mask was lost; ours stops instead (AuthorshipError).
-* Logging: one JSON line per step in OUTPUT_DIR/train_log.jsonl (and the same values, prefixed
-  `tandem/`, through trl's report_to).
+* Logging: trl's own log keys, unrenamed, go to `report_to` (trackio by default), together with
+  the tandem metrics prefixed `tandem/` (senior fraction, handoffs per sequence, tokens per
+  segment, KL to the junior when the KL reference is the junior); one JSON line per step in
+  OUTPUT_DIR/train_log.jsonl is the offline record (short names, see `_record`).
 * Checkpoints: every checkpoint folder gets `tandem_meta.json` (arm, junior, step, recipe, seed,
-  schedule), the last step is always saved, and the periodic evaluation hook runs on saved
-  checkpoints (`trainer/evaluation.py`).
+  schedule) and a model card `README.md` (arm, junior, schedule, recipe, steps, and the held-out
+  pass@k and tax when the evaluation hook ran); the last step is always saved, and the periodic
+  evaluation hook runs on saved checkpoints (`trainer/evaluation.py`). `push_to_hub` is trl's and
+  pushes the same card.
 
 Steps: one "step" = one rollout batch = `updates_per_step` optimizer updates; trl's global_step
 counts optimizer updates, so HF checkpoint folders are `checkpoint-{step * updates_per_step}`.
@@ -20,10 +26,13 @@ counts optimizer updates, so HF checkpoint folders are `checkpoint-{step * updat
 from __future__ import annotations
 
 import json
+import math
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+import yaml
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
@@ -36,28 +45,64 @@ LOG_FILE = "train_log.jsonl"
 
 
 @contextmanager
-def _reference_from(junior_path: Path | None):
-    """--- KL-REG CHANGE: make trl load its reference model from the junior's checkpoint.
+def _reference_from(ref_path: Path | None):
+    """--- KL-REG CHANGE: make trl load its reference model from `ref_path` (kl_ref resolved).
 
     trl 1.16 builds the reference with `create_model_from_path(<the senior's path>, ...)` inside
-    GRPOTrainer.__init__ (then prepares it for DeepSpeed/FSDP exactly like the senior). We swap the
-    path for the junior's during __init__ only; `loaded` records the call so the caller can check
-    it happened (a trl that builds the reference differently fails loudly instead of regularising
-    toward the wrong model)."""
+    GRPOTrainer.__init__ (then prepares it for DeepSpeed/FSDP exactly like the senior). We pin the
+    path during __init__ only -- to the senior's initial checkpoint too, so the reference is the
+    recipe's `senior` whatever trl reads from the model config; `loaded` records the call so the
+    caller can check it happened (a trl that builds the reference differently fails loudly instead
+    of regularising toward the wrong model)."""
     import trl.trainer.grpo_trainer as grpo_module
 
     original, loaded = grpo_module.create_model_from_path, []
 
-    def from_junior(model_id, *args, **kwargs):
+    def from_ref(model_id, *args, **kwargs):
         loaded.append(model_id)
-        return original(str(junior_path), *args, **kwargs)
+        return original(str(ref_path), *args, **kwargs)
 
-    if junior_path is not None:
-        grpo_module.create_model_from_path = from_junior
+    if ref_path is not None:
+        grpo_module.create_model_from_path = from_ref
     try:
         yield loaded
     finally:
         grpo_module.create_model_from_path = original
+
+
+def k3_log_ratio_bounds(clamp: float) -> tuple[float, float]:
+    """The log-ratios d = log pi_ref - log pi where k3(d) = e^d - d - 1 equals `clamp`.
+
+    k3 is convex with k3(0) = 0, so clamping d to these bounds gives exactly verl's low_var_kl,
+    clamp(k3, -C, C), in value and in gradient (zero where the clamp binds)."""
+    k3 = lambda d: math.exp(d) - d - 1.0  # noqa: E731
+    lo, hi = -clamp - 1.0, 0.0  # k3 falls from >= C to 0 on [lo, 0]
+    for _ in range(100):
+        m = (lo + hi) / 2
+        lo, hi = (m, hi) if k3(m) > clamp else (lo, m)
+    neg = (lo + hi) / 2
+    lo, hi = 0.0, math.log(clamp + 1.0) + 1.0  # k3 rises from 0 to >= C on [0, hi]
+    for _ in range(100):
+        m = (lo + hi) / 2
+        lo, hi = (lo, m) if k3(m) > clamp else (m, hi)
+    return neg, (lo + hi) / 2
+
+
+class _ClampedLogRatio(torch.Tensor):
+    """The reference log-probs, as trl's `_compute_loss` receives them: `ref - logp` (trl's k3 is
+    exp(ref - logp) - (ref - logp) - 1) comes out clamped to `k3_log_ratio_bounds`, so the
+    per-token KL is clamped as verl does without copying trl's loss code."""
+
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if isinstance(out, torch.Tensor):
+            out = out.as_subclass(torch.Tensor)
+            if func in (torch.Tensor.sub, torch.Tensor.__sub__, torch.sub) and isinstance(args[0], cls):
+                out = out.clamp(*cls.bounds)
+        return out
 
 
 class TandemGRPOTrainer(GRPOTrainer):
@@ -68,22 +113,45 @@ class TandemGRPOTrainer(GRPOTrainer):
         rollout: TandemRollout,
         junior_path: Path | None,
         reward,
+        senior_path: Path | None = None,
+        ref_path: Path | None = None,
         recipe_file: str | None = None,
         **kwargs,
     ):
         self.recipe, self.tandem_rollout, self.junior_path, self.reward = recipe, rollout, junior_path, reward
-        self.recipe_file = recipe_file
-        kl_toward = junior_path if recipe.kl_coef else None
+        self.senior_path, self.ref_path, self.recipe_file = senior_path, ref_path, recipe_file
+        self.last_eval: dict | None = None  # the evaluation hook's latest record (for the model card)
+        kl_toward = ref_path if recipe.beta else None
         with _reference_from(kl_toward) as loaded:
             super().__init__(reward_funcs=[reward], rollout_func=rollout, **kwargs)
         if kl_toward is not None and len(loaded) != 1:
             raise RuntimeError(
                 "trl did not build its reference model through create_model_from_path; the KL "
-                "penalty cannot be pointed at the junior with this trl version (pinned: 1.16.0)"
+                "penalty cannot be pointed at kl_ref with this trl version (pinned: 1.16.0)"
             )
         self.log_path = Path(self.args.output_dir) / LOG_FILE
         self._t0 = time.time()
         self.add_callback(_CheckpointCallback(self))
+
+    @property
+    def kl_to_junior(self) -> bool:
+        """The KL penalty's reference is the junior (kl_ref: junior, or init when self-paired)."""
+        return bool(self.beta) and self.ref_path is not None and self.ref_path == self.junior_path
+
+    # ---- clamped k3 ---------------------------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        if self.beta != 0.0 and self.recipe.kl_clamp is not None and "ref_per_token_logps" in inputs:
+            # --- KL-REG CHANGE: verl's low_var_kl clamp (see _ClampedLogRatio).
+            ref = inputs["ref_per_token_logps"].as_subclass(_ClampedLogRatio)
+            ref.bounds = k3_log_ratio_bounds(self.recipe.kl_clamp)
+            inputs = {**inputs, "ref_per_token_logps": ref}
+        return super()._compute_loss(model, inputs)
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None, **kwargs):
+        """trl's hook (push_to_hub, end of training): our card, for the latest step, in output_dir."""
+        if self.is_world_process_zero():
+            step = self.state.global_step // self.recipe.updates_per_step
+            model_card(self, step, self.last_eval).save(Path(self.args.output_dir) / "README.md")
 
     # ---- mask check ---------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs):
@@ -105,7 +173,11 @@ class TandemGRPOTrainer(GRPOTrainer):
         stats = self.tandem_rollout.last_stats
         if is_step and stats is not None:
             logs.update({f"tandem/{k}": v for k, v in stats.metrics().items()})
-        super().log(logs, start_time)  # trl adds its metrics to `logs` in place, then report_to
+        kl = [v for v in self._metrics["train"].get("kl", []) if not math.isnan(v)]
+        if is_step and self.kl_to_junior and kl:
+            logs["tandem/kl_to_junior"] = sum(kl) / len(kl)  # = trl's `kl` (averaged as trl does)
+        # trl adds its metrics to `logs` in place (its own keys, unrenamed), then report_to
+        super().log(logs, start_time)
         if is_step and self.is_world_process_zero():
             with open(self.log_path, "a") as f:
                 f.write(json.dumps(self._record(logs)) + "\n")
@@ -119,8 +191,10 @@ class TandemGRPOTrainer(GRPOTrainer):
             "accuracy": logs.get("rewards/correct/mean"),
         }
         rec.update({k.removeprefix("tandem/"): v for k, v in logs.items() if k.startswith("tandem/")})
-        if self.beta != 0.0:  # trl's k3 estimate; the reference model is the junior (see above)
-            rec["kl_to_junior"] = logs.get("kl")
+        if self.beta != 0.0:  # trl's k3 estimate (clamped) toward kl_ref
+            rec["kl"], rec["kl_ref"] = logs.get("kl"), self.recipe.kl_ref
+            if self.kl_to_junior:
+                rec["kl_to_junior"] = logs.get("kl")
         for key, name in (
             ("loss", "loss"),
             ("grad_norm", "grad_norm"),
@@ -152,6 +226,7 @@ def write_meta(ckpt: Path, trainer: TandemGRPOTrainer) -> dict:
     meta = {
         "arm": recipe.arm,
         "junior": str(trainer.junior_path) if trainer.junior_path else None,
+        "kl_ref": str(trainer.ref_path) if recipe.beta and trainer.ref_path else None,
         "step": trainer.state.global_step // recipe.updates_per_step,
         "optimizer_step": trainer.state.global_step,
         "recipe": recipe_to_dict(recipe),
@@ -162,6 +237,69 @@ def write_meta(ckpt: Path, trainer: TandemGRPOTrainer) -> dict:
     }
     (ckpt / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def model_card(trainer: TandemGRPOTrainer, step: int, evaluation: dict | None = None):
+    """A huggingface_hub ModelCard for the senior at `step`: arm, junior, schedule, recipe, steps,
+    and the held-out solo/handoff pass@k and tax when the evaluation hook ran at this step."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    r = trainer.recipe
+    senior = r.senior if trainer.senior_path is None else str(trainer.senior_path)
+    junior = str(trainer.junior_path) if trainer.junior_path else "(none)"
+    data = ModelCardData(
+        library_name="transformers",
+        tags=["trl", "grpo", "tandem-eval", f"arm:{r.arm}"],
+        base_model=r.senior if not Path(r.senior).exists() else None,  # a hub id only
+    )
+    rows = [
+        ("arm", f"`{r.arm}`"),
+        ("initial senior", f"`{senior}`"),
+        ("junior", f"`{junior}`"),
+        ("rollout schedule", f"`{r.schedule}`"),
+        ("recipe", f"`{trainer.recipe_file or '(built in code)'}` (resolved below)"),
+        ("training steps", f"{step} rollout batches = {step * r.updates_per_step} optimizer updates"),
+        ("seed", str(r.seed)),
+    ]
+    if r.beta:
+        rows.append(("KL penalty", f"beta {r.beta}, k3 clamped to {r.kl_clamp}, reference `{trainer.ref_path}`"))
+    lines = [
+        f"# {Path(r.output_dir).name}: {r.arm} senior, step {step}",
+        "",
+        "Trained with the tandem-eval trainer (trl `GRPOTrainer`; the loss covers senior-written tokens only "
+        "when rollouts are co-generated with the junior).",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows),
+        "",
+    ]
+    if evaluation and evaluation.get("step") == step:
+        lines += ["## Held-out evaluation", "", *_eval_lines(evaluation, r.eval.schedule), ""]
+    else:
+        lines += ["## Held-out evaluation", "", "The evaluation hook did not run at this step.", ""]
+    lines += ["## Recipe", "", "```yaml", yaml.safe_dump(recipe_to_dict(r), sort_keys=False).rstrip(), "```", ""]
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
+
+
+def _eval_lines(rec: dict, schedule: str) -> list[str]:
+    """Macro pass@k (percent) of the solo and handoff runs and the tax, as a Markdown table."""
+
+    def fmt(v):
+        return "-" if v is None else f"{v:.2f}"
+
+    solo = (rec.get("solo") or {}).get("macro") or {}
+    handoff = (rec.get("handoff") or {}).get("macro") or {}
+    tax = ((rec.get("tax") or {}).get("macro")) or {}
+    ks = list(solo) or list(handoff)
+    out = [f"Macro over the held-out groups, percent; handoff schedule `{schedule}`.", ""]
+    out += ["| | " + " | ".join(ks) + " |", "|---|" + "---|" * len(ks)]
+    out.append("| solo | " + " | ".join(fmt(solo.get(k)) for k in ks) + " |")
+    if handoff:
+        out.append("| handoff | " + " | ".join(fmt(handoff.get(k)) for k in ks) + " |")
+    if tax:
+        out.append("| tax | " + " | ".join(fmt((tax.get(k) or {}).get("tax", {}).get("estimate")) for k in ks) + " |")
+    return out
 
 
 class _CheckpointCallback(TrainerCallback):
@@ -176,14 +314,17 @@ class _CheckpointCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         tr = self.trainer
         ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        step = state.global_step // tr.recipe.updates_per_step
         if state.is_world_process_zero and ckpt.is_dir():
             write_meta(ckpt, tr)
-        step = state.global_step // tr.recipe.updates_per_step
+            model_card(tr, step).save(ckpt / "README.md")
         every = tr.recipe.eval.every
         if every and step % every == 0:
             if state.is_world_process_zero:
                 from .evaluation import evaluate_checkpoint
 
-                evaluate_checkpoint(ckpt, tr.junior_path, tr.recipe, step)
+                tr.last_eval = evaluate_checkpoint(ckpt, tr.junior_path, tr.recipe, step)
+                if ckpt.is_dir():
+                    model_card(tr, step, tr.last_eval).save(ckpt / "README.md")
             tr.accelerator.wait_for_everyone()
         return control

@@ -1,44 +1,57 @@
-"""Training recipes: one YAML file per experiment, loaded strictly into a frozen `Recipe`.
+"""Training recipes: one YAML file per experiment, loaded strictly into a `Recipe` -- a subclass of
+trl's `GRPOConfig`, so every trl/transformers training field works in a recipe and on the command
+line, with the tandem fields (arm, junior, schedule, fail-closed band, KL reference, held-out
+evaluation hook ...) on top.
 
-A recipe names the arm, the checkpoints, the data and the GRPO settings. Defaults are the paper's
-(group 8, 16 prompts x 2 optimizer updates per step, clip 0.2, lr 1e-6, temperature 0.6, 3,000
-new tokens, no KL, no entropy bonus). A recipe may start from another with `base: other.yaml`
-(relative to the file); `--set key=value` overrides any field, dotted for nested ones
-(`eval.every=10`, `trl.warmup_steps=5`). Unknown keys are errors.
+    recipe = load_recipe("trainer/recipes/tandem.yaml", ["steps=10", "learning_rate=2e-6"])
+    trainer = GRPOTrainer(args=recipe, ...)          # the recipe IS the trl config
 
-    recipe = load_recipe("trainer/recipes/tandem.yaml", ["steps=10", "lr=2e-6"])
-    args = grpo_config_kwargs(recipe, num_processes=1)   # -> trl.GRPOConfig(**args)
+Defaults are the paper's (group 8, 16 prompts x 2 optimizer updates per step, clip 0.2, lr 1e-6,
+temperature 0.6, 3,000 new tokens, no KL, no entropy bonus, token-mean loss). Sources, later
+ones winning: the YAML file (which may start from another with `base: other.yaml`), `--set
+key=value` items, then trl-style `--key value` options (`tandem-train --help` lists them all).
+
+Old recipe names are accepted and translated (`ALIASES`: lr, clip, kl_coef, max_new_tokens,
+group_size, micro_batch; the `eval:` section -> `heldout_*`; the `trl:` section -> top level).
+trl fields derived from the tandem "step" (`DERIVED`: max_steps, save_steps, the batch split,
+bf16, use_vllm ...) are refused when set directly. Values are type-checked strictly: lists stay
+lists, integers are integers, floats are finite (and positive where they must be).
 
 Arms (`ARMS`) are labels with rules, checked here so a recipe cannot silently train the wrong
-thing: `tandem` must co-generate with a junior; `grpo`, `grpo-g16` and `kl-reg` must not;
-only `kl-reg` may (and must) have a KL coefficient.
+thing: `tandem` must co-generate with a junior; `grpo`, `grpo-g16` and `kl-reg` must not; only
+`kl-reg` may (and must) have a KL coefficient (`beta`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import math
+import os
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from trl import GRPOConfig
 
-from tandem_eval.config import ConfigError, Sampling, from_dict, to_dict
+from tandem_eval.config import ConfigError, Sampling
 from tandem_eval.schedules import needs_junior, parse_schedule
 
 
 @dataclass(frozen=True)
 class Arm:
     junior_rollouts: bool  # rollouts are co-generated with the junior
-    kl: bool  # a KL penalty toward the junior is part of the arm
+    kl: bool  # a KL penalty toward a reference (kl_ref) is part of the arm
     doc: str
 
 
 ARMS: dict[str, Arm] = {
     "grpo": Arm(False, False, "plain GRPO on solo rollouts (the control)"),
     "tandem": Arm(True, False, "GRPO on senior/junior co-generated rollouts, loss on senior tokens only"),
-    "kl-reg": Arm(False, True, "plain GRPO + k3 KL penalty toward the frozen junior"),
+    "kl-reg": Arm(False, True, "plain GRPO + k3 KL penalty toward the senior's initial checkpoint (kl_ref)"),
     "grpo-g16": Arm(False, False, "plain GRPO with 16 rollouts per prompt (matches tandem compute)"),
 }
 
@@ -59,51 +72,109 @@ class EvalHook:
     sampling: Sampling = field(default_factory=Sampling)  # the paper's evaluation decoding
 
 
-@dataclass(frozen=True)
-class Recipe:
-    arm: str
-    senior: str  # initial senior checkpoint (HF folder, or toy:NAME / tiny:DIR)
-    train_data: str  # benchmark name or local file with problem/answer columns
-    output_dir: str
-    junior: str | None = None  # frozen junior; None = the senior's initial checkpoint (self-paired)
-    schedule: str = "solo"  # any tandem_eval schedule; the paper's tandem arm uses word:0.5:32
-    group_size: int = 8  # rollouts per prompt
-    prompts_per_step: int = 16
-    updates_per_step: int = 2  # optimizer updates per rollout batch ("step")
-    micro_batch: int = 8  # rollouts per forward/backward on one device
-    steps: int = 200
-    lr: float = 1e-6
-    clip: float = 0.2
-    kl_coef: float = 0.0  # k3 KL toward the junior (kl-reg arm only)
-    temperature: float = 0.6
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 3000
-    max_context: int = 4096
-    dtype: str = "bfloat16"
-    engine: str = "hf"  # rollout engine: hf | vllm (senior in trl's colocate engine)
-    rollout_batch: int = 64  # traces per engine forward (HF) / live pool per engine
-    seed: int = 0
-    save_every: int = 20  # steps between checkpoints (the last step is always saved)
-    train_limit: int | None = None  # first N training problems
-    senior_fraction_band: tuple[float, ...] | None = None  # fail-closed band; None = P +- 0.2 for word:P
-    grade_timeout: float = 5.0
-    allow_grader_mismatch: bool = False
-    gradient_checkpointing: bool = False
-    report_to: tuple[str, ...] = ("none",)
-    vllm_gpu_memory_utilization: float = 0.3  # the senior's colocate engine
-    junior_kv_cache_gib: float | None = None  # the junior's vLLM KV cache (None: engine default)
-    eval: EvalHook = field(default_factory=EvalHook)
-    trl: dict[str, Any] = field(default_factory=dict)  # extra trl.GRPOConfig keywords (recorded)
+def _trl(name: str, default: Any) -> Any:
+    """A trl field re-declared with the paper's default (trl's help text kept)."""
+    meta = dict(GRPOConfig.__dataclass_fields__[name].metadata)
+    meta["help"] = f"{meta.get('help', '')} [tandem default: {default}]".strip()
+    return field(default=default, metadata=meta)
+
+
+def _help(text: str, default: Any = None, factory=None) -> Any:
+    if factory is not None:
+        return field(default_factory=factory, metadata={"help": text})
+    return field(default=default, metadata={"help": text})
+
+
+_SAMPLING = Sampling()
+
+
+@dataclass
+class Recipe(GRPOConfig):
+    # ---- tandem fields --------------------------------------------------------------------------
+    arm: str | None = _help(f"the arm: {', '.join(ARMS)} (required)")
+    senior: str | None = _help("initial senior checkpoint: HF folder, toy:NAME or tiny:DIR (required)")
+    junior: str | None = _help("frozen junior checkpoint; unset = the senior's initial checkpoint (self-paired)")
+    train_data: str | None = _help("training problems: benchmark name or local jsonl with problem/answer (required)")
+    train_limit: int | None = _help("use only the first N training problems")
+    schedule: str = _help("co-generation schedule of the rollouts (tandem: word:0.5:32; other arms: solo)", "solo")
+    kl_ref: str = _help(
+        "KL reference of kl-reg: init (the senior's initial checkpoint, the paper), junior, or a checkpoint path",
+        "init",
+    )
+    kl_clamp: float | None = _help("clamp the per-token k3 KL to [-C, C] as verl's low_var_kl (unset: no clamp)", 10.0)
+    steps: int | None = _help(
+        "rollout batches to train (each = updates_per_step optimizer updates); unset = num_train_epochs", 200
+    )
+    prompts_per_step: int = _help("prompts per rollout batch (x num_generations rollouts)", 16)
+    updates_per_step: int = _help("optimizer updates per rollout batch", 2)
+    save_every: int = _help("steps between checkpoints (the last step is always saved)", 20)
+    max_context: int = _help("prompt + completion tokens never exceed this", 4096)
+    max_prompt_tokens: int | None = _help("drop training problems whose prompt is longer (paper: 1024)")
+    dtype: str = _help("weights dtype of senior and junior: float32 | bfloat16 | float16", "bfloat16")
+    engine: str = _help("rollout engine: hf | vllm (senior in trl's colocate engine)", "hf")
+    rollout_batch: int = _help("traces per engine forward (HF) / live pool per engine", 64)
+    senior_fraction_band: list[float] | None = _help(
+        "fail-closed band [low, high] of the senior-token fraction; unset = P +- 0.2 for word:P"
+    )
+    grade_timeout: float = _help("seconds per graded answer", 5.0)
+    allow_grader_mismatch: bool = _help("train although the grader versions differ from the pinned ones", False)
+    junior_kv_cache_gib: float | None = _help("the junior's vLLM KV cache in GiB (unset: engine default)")
+    # held-out evaluation hook (the old `eval:` section)
+    heldout_every: int = _help("steps between held-out evaluations (a multiple of save_every); 0 = off", 0)
+    heldout_benchmarks: list[str] = _help("held-out problems: registry names or local files", factory=list)
+    heldout_modes: list[str] = _help("solo and/or handoff", factory=lambda: ["solo", "handoff"])
+    heldout_schedule: str = _help("the handoff schedule (paper: paragraph:150 = at most 150 rounds)", "paragraph")
+    heldout_n: int = _help("samples per problem", 4)
+    heldout_ks: list[int] = _help("pass@k values", factory=lambda: [1, 4])
+    heldout_limit: int | None = _help("first N held-out problems")
+    heldout_engine: str = _help("hf | vllm", "hf")
+    heldout_batch_size: int = _help("evaluation batch size", 32)
+    heldout_temperature: float = _help("evaluation decoding", _SAMPLING.temperature)
+    heldout_top_p: float = _help("evaluation decoding", _SAMPLING.top_p)
+    heldout_top_k: int = _help("evaluation decoding", _SAMPLING.top_k)
+    heldout_max_new_tokens: int = _help("evaluation budget", _SAMPLING.max_new_tokens)
+    heldout_max_context: int = _help("evaluation context", _SAMPLING.max_context)
+
+    # ---- trl fields with the paper's defaults ---------------------------------------------------
+    per_device_train_batch_size: int = _trl("per_device_train_batch_size", 8)
+    temperature: float = _trl("temperature", 0.6)
+    max_completion_length: int | None = _trl("max_completion_length", 3000)
+    seed: int = _trl("seed", 0)
+    disable_dropout: bool = _trl("disable_dropout", True)
+    remove_unused_columns: bool | None = _trl("remove_unused_columns", False)  # the reward needs `answer`
+    dataloader_pin_memory: bool = _trl("dataloader_pin_memory", False)  # the "data" are prompt strings
+    gradient_checkpointing: bool = _trl("gradient_checkpointing", False)
+    report_to: None | str | list[str] = _trl("report_to", "trackio")
 
     def __post_init__(self):
+        self._check_tandem()
+        for key, value in trl_batch_fields(self, int(os.environ.get("WORLD_SIZE", "1"))).items():
+            setattr(self, key, value)
+        if self.bf16:
+            from transformers.utils import is_torch_bf16_gpu_available
+
+            # bfloat16 weights on a machine without a bf16 accelerator: transformers wants use_cpu
+            # for bf16 mixed precision on CPU (it trains on the CPU either way).
+            self.use_cpu = self.use_cpu or not is_torch_bf16_gpu_available()
+        try:
+            super().__post_init__()
+        except ConfigError:
+            raise
+        except ValueError as e:  # trl/transformers' own validation: keep it one line
+            raise ConfigError(" ".join(str(e).split())) from None
+
+    def _check_tandem(self) -> None:
+        for name in ("arm", "senior", "train_data", "output_dir"):
+            if not getattr(self, name):
+                raise ConfigError(f"the recipe needs {name}")
         if self.arm not in ARMS:
             raise ConfigError(f"unknown arm {self.arm!r}; valid: {', '.join(ARMS)}")
         arm = ARMS[self.arm]
-        try:
-            parse_schedule(self.schedule)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        for spec in (self.schedule, self.heldout_schedule):
+            try:
+                parse_schedule(spec)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         if arm.junior_rollouts and not needs_junior(self.schedule):
             raise ConfigError(
                 f"arm {self.arm!r} co-generates with the junior; schedule {self.schedule!r} never "
@@ -111,53 +182,57 @@ class Recipe:
             )
         if not arm.junior_rollouts and self.schedule != "solo":
             raise ConfigError(f"arm {self.arm!r} uses solo rollouts; set schedule: solo (or arm: tandem)")
-        if arm.kl and self.kl_coef <= 0:
-            raise ConfigError("arm 'kl-reg' needs kl_coef > 0 (the coefficient of the KL toward the junior)")
-        if not arm.kl and self.kl_coef != 0:
-            raise ConfigError(f"arm {self.arm!r} has no KL penalty; use arm: kl-reg for kl_coef={self.kl_coef}")
-        if self.engine not in ("hf", "vllm"):
-            raise ConfigError(f"unknown engine {self.engine!r}; valid: hf, vllm")
+        if arm.kl and self.beta <= 0:
+            raise ConfigError("arm 'kl-reg' needs beta > 0 (kl_coef: the coefficient of the KL toward kl_ref)")
+        if not arm.kl and self.beta != 0:
+            raise ConfigError(f"arm {self.arm!r} has no KL penalty; use arm: kl-reg for beta={self.beta}")
+        if not self.kl_ref:
+            raise ConfigError("kl_ref must be init, junior or a checkpoint path")
+        if self.kl_clamp is not None and not self.kl_clamp > 0:
+            raise ConfigError(f"kl_clamp must be > 0 (or unset), got {self.kl_clamp}")
+        if self.engine not in ("hf", "vllm") or self.heldout_engine not in ("hf", "vllm"):
+            raise ConfigError(f"unknown engine {self.engine!r}/{self.heldout_engine!r}; valid: hf, vllm")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"unknown dtype {self.dtype!r}; valid: float32, bfloat16, float16")
-        for name in (
-            "group_size",
+        positive = (
+            "num_generations",
             "prompts_per_step",
             "updates_per_step",
-            "micro_batch",
-            "steps",
+            "per_device_train_batch_size",
             "save_every",
-            "max_new_tokens",
+            "max_completion_length",
             "rollout_batch",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ConfigError("group_size must be >= 2 (GRPO normalises rewards within a group)")
-        if (self.prompts_per_step * self.group_size) % self.updates_per_step:
+            "heldout_n",
+            "heldout_batch_size",
+        )
+        optional_positive = ("steps", "train_limit", "max_prompt_tokens", "heldout_limit")
+        for name in positive + optional_positive:
+            value = getattr(self, name)
+            if (value is not None or name in positive) and (value is None or value < 1):
+                raise ConfigError(f"{name} must be >= 1, got {value}")
+        if self.heldout_every < 0:
+            raise ConfigError(f"heldout_every must be >= 0, got {self.heldout_every}")
+        if self.num_generations < 2:
+            raise ConfigError("num_generations (group_size) must be >= 2 (GRPO normalises rewards within a group)")
+        if (self.prompts_per_step * self.num_generations) % self.updates_per_step:
             raise ConfigError(
-                f"prompts_per_step x group_size = {self.prompts_per_step * self.group_size} rollouts "
+                f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations} rollouts "
                 f"do not split into {self.updates_per_step} equal updates"
             )
         band = self.senior_fraction_band
         if band is not None and (len(band) != 2 or not 0 <= band[0] < band[1] <= 1):
             raise ConfigError(f"senior_fraction_band must be [low, high] within [0, 1], got {band}")
-        if self.eval.every and self.eval.every % self.save_every:
+        if self.heldout_every and self.heldout_every % self.save_every:
             raise ConfigError(
-                f"eval.every ({self.eval.every}) must be a multiple of save_every ({self.save_every}): "
+                f"heldout_every ({self.heldout_every}) must be a multiple of save_every ({self.save_every}): "
                 "evaluation reads saved checkpoints"
             )
-        if self.eval.every and not self.eval.benchmarks:
-            raise ConfigError("eval.every > 0 needs eval.benchmarks (held-out problems)")
-        owned = set(_OWNED_TRL_KEYS) & set(self.trl)
-        if owned:
-            raise ConfigError(f"trl keys {sorted(owned)} are set by recipe fields; set those fields instead")
-        Sampling(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_new_tokens=self.max_new_tokens,
-            max_context=self.max_context,
-        )  # validates
+        if self.heldout_every and not self.heldout_benchmarks:
+            raise ConfigError("heldout_every > 0 needs heldout_benchmarks (held-out problems)")
+        if not set(self.heldout_modes) <= {"solo", "handoff"} or not self.heldout_modes:
+            raise ConfigError(f"heldout_modes must be solo and/or handoff, got {self.heldout_modes}")
+        self.rollout_sampling  # noqa: B018 -- validates temperature, top_p, budgets
+        self.eval  # noqa: B018
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -166,14 +241,35 @@ class Recipe:
             temperature=self.temperature,
             top_p=self.top_p,
             top_k=self.top_k,
-            max_new_tokens=self.max_new_tokens,
+            max_new_tokens=self.max_completion_length,
             max_context=self.max_context,
         )
 
     @property
+    def eval(self) -> EvalHook:
+        return EvalHook(
+            every=self.heldout_every,
+            benchmarks=tuple(self.heldout_benchmarks),
+            modes=tuple(self.heldout_modes),
+            schedule=self.heldout_schedule,
+            n=self.heldout_n,
+            ks=tuple(self.heldout_ks),
+            limit=self.heldout_limit,
+            engine=self.heldout_engine,
+            batch_size=self.heldout_batch_size,
+            sampling=Sampling(
+                temperature=self.heldout_temperature,
+                top_p=self.heldout_top_p,
+                top_k=self.heldout_top_k,
+                max_new_tokens=self.heldout_max_new_tokens,
+                max_context=self.heldout_max_context,
+            ),
+        )
+
+    @property
     def uses_junior_model(self) -> bool:
-        """The junior is loaded: as a rollout engine (tandem) or as the KL reference (kl-reg)."""
-        return ARMS[self.arm].junior_rollouts or ARMS[self.arm].kl
+        """The junior is loaded as a rollout engine (tandem)."""
+        return ARMS[self.arm].junior_rollouts
 
     def fraction_band(self) -> tuple[float, float] | None:
         """Senior-token fraction a tandem rollout batch must fall in (fail closed), or None."""
@@ -185,114 +281,150 @@ class Recipe:
             return (max(0.0, p - 0.2), min(1.0, p + 0.2))  # the paper's smoke test: [0.3, 0.7] at p = 0.5
         return None
 
+    def replace(self, **changes) -> Recipe:
+        """A copy with `changes` (re-validated; derived trl fields recomputed)."""
+        new = dataclasses.replace(self, **changes)
+        new._given = getattr(self, "_given", {})
+        return new
 
-# GRPOConfig keywords derived from recipe fields (the `trl:` section may not override them).
-_OWNED_TRL_KEYS = (
-    "output_dir",
+
+TANDEM_FIELDS = tuple(f.name for f in dataclasses.fields(Recipe) if f.name not in GRPOConfig.__dataclass_fields__)
+
+# Old recipe names -> trl's.
+ALIASES = {
+    "lr": "learning_rate",
+    "clip": "epsilon",
+    "kl_coef": "beta",
+    "max_new_tokens": "max_completion_length",
+    "group_size": "num_generations",
+    "micro_batch": "per_device_train_batch_size",
+}
+
+# trl fields computed from tandem fields (trl_batch_fields); setting them directly is refused.
+DERIVED = {
+    "max_steps": "steps (trl's max_steps = steps x updates_per_step)",
+    "save_steps": "save_every",
+    "save_strategy": "save_every",
+    "logging_steps": "nothing (one log record per step)",
+    "gradient_accumulation_steps": "per_device_train_batch_size and prompts_per_step",
+    "steps_per_generation": "updates_per_step",
+    "generation_batch_size": "prompts_per_step",
+    "bf16": "dtype",
+    "fp16": "dtype",
+    "use_vllm": "engine",
+    "vllm_max_model_length": "max_context",
+}
+
+# Floats that must be > 0 (all floats must be finite).
+_POSITIVE = {
     "learning_rate",
-    "num_generations",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "steps_per_generation",
-    "max_steps",
     "epsilon",
-    "beta",
-    "temperature",
-    "top_p",
-    "top_k",
-    "max_completion_length",
-    "seed",
-    "save_steps",
-    "logging_steps",
-    "report_to",
-    "entropy_coef",
-    "bf16",
-    "use_vllm",
-    "vllm_mode",
-)
+    "grade_timeout",
+    "num_train_epochs",
+    "kl_clamp",
+    "junior_kv_cache_gib",
+    "vllm_gpu_memory_utilization",
+}
+_NON_NEGATIVE = {"beta", "temperature", "heldout_temperature", "weight_decay", "warmup_ratio"}
 
 
-def grpo_config_kwargs(recipe: Recipe, num_processes: int) -> dict[str, Any]:
-    """trl.GRPOConfig keywords for a recipe on `num_processes` devices.
+def trl_batch_fields(recipe: Recipe, num_processes: int) -> dict[str, Any]:
+    """The trl fields a recipe's "steps" determine, on `num_processes` devices.
 
-    One "step" = one rollout batch of prompts_per_step x group_size traces, split into
+    One "step" = one rollout batch of prompts_per_step x num_generations traces, split into
     updates_per_step optimizer updates. trl counts optimizer updates, so max_steps, save_steps and
     logging_steps are multiplied by updates_per_step, and steps_per_generation makes trl generate
     once per `updates_per_step` updates (the second update reuses the rollouts; its importance
     ratios and PPO clip are against the log-probs computed before the first).
     """
-    per_update = recipe.prompts_per_step * recipe.group_size // recipe.updates_per_step
+    upd, micro = recipe.updates_per_step, recipe.per_device_train_batch_size
+    per_update = recipe.prompts_per_step * recipe.num_generations // upd
     per_device = per_update // num_processes
-    if per_update % num_processes or per_device % recipe.micro_batch:
+    if per_update % num_processes or per_device % micro:
         raise ConfigError(
             f"{per_update} rollouts per update do not split into {num_processes} device(s) x "
-            f"micro_batch {recipe.micro_batch}; change micro_batch or prompts_per_step"
+            f"per_device_train_batch_size {micro}; change it or prompts_per_step"
         )
-    accumulation = per_device // recipe.micro_batch
+    accumulation = per_device // micro
     kw: dict[str, Any] = dict(
-        output_dir=recipe.output_dir,
-        learning_rate=recipe.lr,
-        num_generations=recipe.group_size,
-        per_device_train_batch_size=recipe.micro_batch,
         gradient_accumulation_steps=accumulation,
-        steps_per_generation=accumulation * recipe.updates_per_step,
-        max_steps=recipe.steps * recipe.updates_per_step,
-        epsilon=recipe.clip,
-        beta=recipe.kl_coef,
-        entropy_coef=0.0,
-        temperature=recipe.temperature,
-        top_p=recipe.top_p,
-        top_k=recipe.top_k,
-        max_completion_length=recipe.max_new_tokens,
-        seed=recipe.seed,
+        steps_per_generation=accumulation * upd,
+        generation_batch_size=None,
+        max_steps=recipe.steps * upd if recipe.steps else -1,  # -1: trl trains num_train_epochs
         save_strategy="steps",
-        save_steps=recipe.save_every * recipe.updates_per_step,
-        logging_steps=recipe.updates_per_step,  # one log record per step
-        report_to=list(recipe.report_to),
+        save_steps=recipe.save_every * upd,
+        logging_steps=upd,  # one log record per step
         bf16=recipe.dtype == "bfloat16",
-        gradient_checkpointing=recipe.gradient_checkpointing,
-        # The paper's loss: token-mean over the senior tokens of the whole batch ("dapo" in trl:
-        # sum of masked per-token losses / number of loss tokens in the generation batch).
-        loss_type="dapo",
-        scale_rewards="group",  # advantage (R - mean) / (std + eps) within each group
-        mask_truncated_completions=False,
-        disable_dropout=True,
-        remove_unused_columns=False,  # the reward function needs the `answer` column
-        shuffle_dataset=True,
+        fp16=recipe.dtype == "float16",
         use_vllm=recipe.engine == "vllm",
-        vllm_mode="colocate",
-        vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization,
-        vllm_max_model_length=recipe.max_context,
-        save_only_model=False,  # optimizer and RNG states too: needed to resume
-        dataloader_pin_memory=False,  # the "data" are prompt strings
     )
-    if recipe.engine != "vllm":
-        kw.pop("vllm_mode"), kw.pop("vllm_gpu_memory_utilization"), kw.pop("vllm_max_model_length")
-    if recipe.dtype == "float16":
-        kw["fp16"] = True
-    return {**kw, **recipe.trl}
+    if recipe.engine == "vllm":
+        kw.update(vllm_mode="colocate", vllm_max_model_length=recipe.max_context)
+    return kw
+
+
+def trl_fields(recipe: Recipe) -> dict[str, Any]:
+    """The recipe's values of every trl GRPOConfig field."""
+    return {name: getattr(recipe, name) for name in GRPOConfig.__dataclass_fields__}
 
 
 # ---- loading --------------------------------------------------------------------------------
 
 
-def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a recipe file (following `base:`), apply `key=value` overrides, validate."""
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), options: dict | None = None) -> Recipe:
+    """Read a recipe file (following `base:`), apply `key=value` overrides and already-typed
+    command-line `options`, validate."""
     data = _read_with_base(Path(path), seen=())
     for item in overrides:
         key, sep, raw = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
-        _set_dotted(data, key.strip(), yaml.safe_load(raw) if raw.strip() else None)
-    return recipe_from_dict(data, where=str(path))
+        value = _yaml_value(raw, f"--set {item}")
+        data.update(_check_types(_migrate({key.strip(): value}, "--set"), "--set"))
+    if options:
+        data.update(_check_types(_migrate(dict(options), "command line"), "command line"))
+    return _build(data, where=str(path))
 
 
 def recipe_from_dict(data: dict, where: str = "recipe") -> Recipe:
-    return from_dict(Recipe, _coerce_numbers(Recipe, data, where), where=where)
+    return _build(_check_types(_migrate(dict(data), where), where), where)
+
+
+def _build(data: dict, where: str) -> Recipe:
+    try:
+        recipe = Recipe(**data)
+    except TypeError as e:  # should not happen after _check_types, but stay one line
+        raise ConfigError(f"{where}: {e}") from None
+    recipe._given = data
+    return recipe
 
 
 def recipe_to_dict(recipe: Recipe) -> dict:
-    return to_dict(recipe)
+    """A YAML-safe recipe that `load_recipe` reads back: the tandem fields and the trl fields
+    the recipe set (not the ~200 trl defaults, not the derived ones)."""
+    keys = list(TANDEM_FIELDS) + [k for k in getattr(recipe, "_given", {}) if k not in TANDEM_FIELDS]
+    return {k: _plain(getattr(recipe, k)) for k in keys if k not in DERIVED}
+
+
+def _plain(value):
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _yaml_value(raw: str, where: str):
+    if not raw.strip():
+        return None
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise ConfigError(f"{where}: not a YAML value (quote strings with special characters)") from None
 
 
 def _read_with_base(path: Path, seen: tuple[Path, ...]) -> dict:
@@ -300,52 +432,172 @@ def _read_with_base(path: Path, seen: tuple[Path, ...]) -> dict:
         raise ConfigError(f"recipe not found: {path}")
     if path.resolve() in seen:
         raise ConfigError(f"recipe base cycle: {' -> '.join(map(str, seen + (path,)))}")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML ({getattr(e, 'problem', None) or 'syntax error'})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a recipe is a mapping of key: value")
     base = data.pop("base", None)
+    data = _check_types(_migrate(data, str(path)), str(path))
     if base is None:
         return data
-    merged = _read_with_base(path.parent / base, seen + (path.resolve(),))
+    return {**_read_with_base(path.parent / str(base), seen + (path.resolve(),)), **data}
+
+
+def _migrate(data: dict, where: str) -> dict:
+    """Old names -> new: ALIASES, `eval:`/`eval.X` -> heldout_X, `trl:`/`trl.X` -> X."""
+    out: dict = {}
+
+    def put(key, value):
+        if key in out:
+            raise ConfigError(f"{where}: {key} is given twice (under two names)")
+        out[key] = value
+
     for key, value in data.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
+        key = str(key)
+        head, _, rest = key.partition(".")
+        if head == "trl":
+            section = {rest: value} if rest else value
+            if not isinstance(section, dict):
+                raise ConfigError(f"{where}: trl: is a section of trl fields")
+            for k, v in section.items():
+                put(str(k), v)
+        elif head == "eval":
+            section = {rest: value} if rest else value
+            if not isinstance(section, dict):
+                raise ConfigError(f"{where}: eval: is a section (every, benchmarks, ...)")
+            for k, v in section.items():
+                k = str(k)
+                if k.startswith("sampling"):
+                    sub = {k.partition(".")[2]: v} if "." in k else v
+                    if not isinstance(sub, dict):
+                        raise ConfigError(f"{where}: eval.sampling is a section")
+                    for sk, sv in sub.items():
+                        put(f"heldout_{sk}", sv)  # temperature, top_p, top_k, max_new_tokens, max_context
+                else:
+                    put(f"heldout_{k}", v)
         else:
-            merged[key] = value
-    return merged
-
-
-def _set_dotted(data: dict, key: str, value) -> None:
-    *parents, last = key.split(".")
-    node = data
-    for p in parents:
-        node = node.setdefault(p, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set {key}: {p!r} is not a section")
-    node[last] = value
-
-
-def _coerce_numbers(cls, data: dict, where: str) -> dict:
-    """YAML reads `1e-6` as a string (YAML 1.1 wants `1.0e-6`): convert numeric fields."""
-    if not isinstance(data, dict):
-        return data
-    hints = typing.get_type_hints(cls)
-    out = dict(data)
-    for f in dataclasses.fields(cls):
-        if f.name not in out:
-            continue
-        tp, value = hints[f.name], out[f.name]
-        args = [a for a in typing.get_args(tp) if a is not type(None)] or [tp]
-        base = args[0]
-        if dataclasses.is_dataclass(base):
-            out[f.name] = _coerce_numbers(base, value, f"{where}.{f.name}")
-        elif base in (int, float) and isinstance(value, str):
-            try:
-                out[f.name] = base(float(value)) if base is int and float(value).is_integer() else base(value)
-            except ValueError:
-                raise ConfigError(f"{where}.{f.name}: expected a number, got {value!r}") from None
-        elif base in (int, float) and isinstance(value, bool):
-            raise ConfigError(f"{where}.{f.name}: expected a number, got {value!r}")
-        elif base is float and isinstance(value, int):
-            out[f.name] = float(value)
+            put(ALIASES.get(key, key), value)
     return out
+
+
+def _check_types(data: dict, where: str) -> dict:
+    """Values of the right type (strict), unknown keys refused; returns the (normalised) data."""
+    hints = _hints()
+    out = {}
+    for key, value in data.items():
+        if key not in hints:
+            raise ConfigError(f"{where}: unknown key {key!r} (tandem-train --help lists the fields)")
+        if key in DERIVED:
+            raise ConfigError(f"{where}: {key} is derived from the recipe; set {DERIVED[key]} instead")
+        try:
+            out[key] = _conform(value, hints[key])
+        except _Mismatch as e:
+            raise ConfigError(f"{where}: {key}: expected {e}, got {value!r}") from None
+        v = out[key]
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise ConfigError(f"{where}: {key} must be a finite number, got {value!r}")
+            if key in _POSITIVE and v <= 0:
+                raise ConfigError(f"{where}: {key} must be > 0, got {value!r}")
+            if key in _NON_NEGATIVE and v < 0:
+                raise ConfigError(f"{where}: {key} must be >= 0, got {value!r}")
+    return out
+
+
+class _Mismatch(Exception):
+    pass
+
+
+_HINTS: dict = {}
+
+
+def _hints() -> dict:
+    if not _HINTS:
+        _HINTS.update(
+            {
+                f.name: typing.get_type_hints(Recipe)[f.name]
+                for f in dataclasses.fields(Recipe)
+                if f.init and not f.name.startswith("_")
+            }
+        )
+    return _HINTS
+
+
+def _conform(value, tp):
+    """`value` as type `tp`, or _Mismatch naming what was expected. Strict: no str->list splits,
+    no float->int truncation, no bool as a number."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any or tp is object:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            if type(None) in args:
+                return None
+            raise _Mismatch(_name(tp))
+        members = [a for a in args if a is not type(None)]
+        # exact matches first, so "wandb" for `str | list[str]` stays a string
+        for a in sorted(members, key=lambda a: typing.get_origin(a) is not None):
+            try:
+                return _conform(value, a)
+            except _Mismatch:
+                continue
+        raise _Mismatch(_name(tp))
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise _Mismatch(f"one of {list(args)}")
+    if origin in (list, tuple):
+        if isinstance(value, (list, tuple)):
+            item = args[0] if args else Any
+            return [_conform(v, item) for v in value]
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and args:
+            return [_conform(value, args[0])]  # one value for a list field: a one-item list
+        raise _Mismatch(_name(tp))
+    if origin is dict or tp is dict:
+        if isinstance(value, dict):
+            return value
+        raise _Mismatch("a mapping")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Mismatch("true or false")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _Mismatch("an integer")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e-6 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise _Mismatch("a number")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise _Mismatch("a string")
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if isinstance(value, (str, tp)):
+            return value
+        raise _Mismatch(f"one of {[m.value for m in tp]}")
+    return value  # trl/transformers objects (AcceleratorConfig ...): their own validation
+
+
+def _name(tp) -> str:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}
+    if tp in names:
+        return names[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple):
+        return f"a list of {_name(args[0]) if args else 'values'}"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_name(a) if a is not type(None) else "null" for a in args)
+    return getattr(tp, "__name__", str(tp))

@@ -138,7 +138,7 @@ class TandemRollout:
             text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
             ids = tuple(prompt_ids(self.tokenizer, text))
             pid = self.problem_ids.get(text, text)
-            n_new = budget(len(ids), self.recipe.max_new_tokens, self.recipe.max_context)
+            n_new = budget(len(ids), self.recipe.max_completion_length, self.recipe.max_context)
             seed = trace_seed(self.recipe.seed, f"train/{step}/{pid}", offset + i)
             specs.append(TraceSpec(i, ids, seed, n_new))
         traces = self.generate(specs, trainer)

@@ -18,7 +18,7 @@ import yaml
 
 from tandem_eval.config import ConfigError
 
-from .recipe import Recipe, grpo_config_kwargs, recipe_to_dict
+from .recipe import Recipe, recipe_to_dict, trl_batch_fields
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in trl 1.16
 
@@ -38,21 +38,60 @@ def resolve_checkpoint(name: str, role: str) -> Path:
     return resolve_model(name).resolve()
 
 
+def resolve_kl_ref(recipe: Recipe, senior: Path, junior: Path) -> Path:
+    """The KL reference checkpoint: `init` = the senior's initial checkpoint (the paper's KL-reg),
+    `junior` = the junior (the senior itself when self-paired), else a checkpoint path."""
+    if recipe.kl_ref == "init":
+        return senior
+    if recipe.kl_ref == "junior":
+        return junior
+    return resolve_checkpoint(recipe.kl_ref, "senior")
+
+
+def check_vocabularies(senior: Path, others: dict[str, Path]) -> None:
+    """One vocabulary for the senior and every model it trains against (the junior whose tokens it
+    continues, the KL reference), checked from the tokenizers before any model loads.
+
+    Uses the check evaluation uses (tandem_eval.models: `check_pair` where it exists, else
+    `check_vocab` on the two tokenizers, as `handoff` does). A reordered vocabulary of the same size
+    would otherwise train silently on wrong token ids, and a different size die with an IndexError."""
+    from tandem_eval import models
+
+    for role, path in others.items():
+        if path == senior:
+            continue
+        if hasattr(models, "check_pair"):
+            same = models.check_pair(senior, path, allow_mismatch=True)
+        else:
+            same = models.check_vocab(models.load_tokenizer(senior), models.load_tokenizer(path), allow_mismatch=True)
+        if not same:
+            raise models.ModelError(
+                f"the {role} {path} has a different vocabulary from the senior {senior} (same strings must map "
+                f"to the same token ids); training needs one vocabulary: use a {role} of the senior's model family"
+            )
+
+
 def load_train_dataset(recipe: Recipe, tokenizer):
-    """trl dataset: one row per problem with `prompt` (the problem text), `answer`, `problem_id`."""
+    """trl dataset: one row per problem with `prompt` (the problem text), `answer`, `problem_id`.
+
+    Problems whose chat prompt does not fit are dropped with a warning: longer than
+    max_prompt_tokens (the paper: 1,024), or filling max_context."""
     from datasets import Dataset
 
     from tandem_eval.data import load_benchmark, prompt_ids
 
+    limit = min(recipe.max_prompt_tokens or recipe.max_context, recipe.max_context - 1)
     problems = load_benchmark(recipe.train_data, limit=recipe.train_limit)
     rows = [
         {"prompt": p.problem, "answer": p.answer, "problem_id": p.problem_id}
         for p in problems
-        if len(prompt_ids(tokenizer, p.problem)) < recipe.max_context
+        if len(prompt_ids(tokenizer, p.problem)) <= limit
     ]
     if len(rows) < len(problems):
         warnings.warn(
-            f"dropped {len(problems) - len(rows)} training problems whose prompt fills max_context", stacklevel=2
+            f"dropped {len(problems) - len(rows)} of {len(problems)} training problems whose prompt is longer "
+            f"than {limit} tokens",
+            stacklevel=2,
         )
     if len(rows) < recipe.prompts_per_step:
         raise ConfigError(
@@ -63,11 +102,10 @@ def load_train_dataset(recipe: Recipe, tokenizer):
 
 
 def build_trainer(recipe: Recipe, recipe_file: str | None = None):
-    """The configured TandemGRPOTrainer (nothing trained yet)."""
+    """The configured TandemGRPOTrainer (nothing trained yet). The recipe is the trl config."""
     import torch
     from accelerate import PartialState
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig
 
     from .grpo import TandemGRPOTrainer
     from .rewards import CorrectnessReward
@@ -75,11 +113,18 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
 
     senior = resolve_checkpoint(recipe.senior, "senior")
     junior = resolve_checkpoint(recipe.junior, "junior") if recipe.junior else senior  # self-paired default
+    ref = resolve_kl_ref(recipe, senior, junior) if recipe.beta else None
+    check_vocabularies(
+        senior,
+        {**({"junior": junior} if recipe.uses_junior_model else {}), **({"KL reference": ref} if ref else {})},
+    )
+    n = PartialState().num_processes
+    if any(getattr(recipe, k) != v for k, v in trl_batch_fields(recipe, n).items()):
+        raise ConfigError(f"the recipe was resolved for another number of processes than this run's {n} (WORLD_SIZE)")
     if recipe.engine == "vllm":
         from .vllm_compat import install
 
         install(recipe)
-    args = GRPOConfig(**grpo_config_kwargs(recipe, PartialState().num_processes))
     tokenizer = AutoTokenizer.from_pretrained(str(senior))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -93,10 +138,12 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
         recipe=recipe,
         rollout=rollout,
         junior_path=junior,
+        senior_path=senior,
+        ref_path=ref,
         reward=reward,
         recipe_file=recipe_file,
         model=model,
-        args=args,
+        args=recipe,
         train_dataset=dataset,
         processing_class=tokenizer,
     )

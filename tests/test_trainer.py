@@ -7,18 +7,19 @@ reward by a fixed alternating one (the grader has its own tests).
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from tandem_eval.config import ConfigError, Sampling
+from tandem_eval.config import ConfigError
 from tandem_eval.tandem import Trace
 from trainer import rollout as rollout_module
-from trainer.recipe import grpo_config_kwargs, load_recipe, recipe_from_dict
+from trainer.recipe import load_recipe, recipe_from_dict, trl_batch_fields, trl_fields
 from trainer.rewards import CorrectnessReward
 from trainer.rollout import AuthorshipError, RolloutStats, TandemRollout, check_authorship
 
@@ -41,7 +42,11 @@ SMALL = dict(
     save_every=1,
     seed=0,
     senior_fraction_band=[0.05, 0.95],
-)  # 8 short traces: the paper's band is tested below
+    report_to="none",
+)  # 8 short traces; the paper's band is tested below. lr, group_size, micro_batch, max_new_tokens: old names
+
+
+HELDOUT_SAMPLING = dict(heldout_max_new_tokens=16, heldout_max_context=256)
 
 
 def small(tiny_pair, out: Path, **over):
@@ -69,14 +74,75 @@ def params(model) -> dict[str, torch.Tensor]:
 def test_shipped_recipes_load_and_split_the_paper_batch():
     for path in sorted(RECIPES.glob("*.yaml")):
         load_recipe(path)
-    r = load_recipe(RECIPES / "tandem.yaml", ["lr=2e-6", "eval.n=8"])
-    assert r.lr == 2e-6 and r.eval.n == 8 and r.fraction_band() == (0.3, 0.7)
-    kw = grpo_config_kwargs(r, num_processes=2)  # 16 prompts x 8 rollouts, 2 updates, 2 GPUs
-    gen_batch = kw["per_device_train_batch_size"] * 2 * kw["steps_per_generation"]
+    r = load_recipe(RECIPES / "tandem.yaml", ["lr=2e-6", "eval.n=8"])  # old names still work
+    assert r.learning_rate == 2e-6 and r.eval.n == 8 and r.fraction_band() == (0.3, 0.7)
+    kw = trl_batch_fields(r, num_processes=2)  # 16 prompts x 8 rollouts, 2 updates, 2 GPUs
+    gen_batch = r.per_device_train_batch_size * 2 * kw["steps_per_generation"]
     assert gen_batch == 128 and kw["steps_per_generation"] == 2 * kw["gradient_accumulation_steps"]
-    assert (kw["loss_type"], kw["epsilon"], kw["beta"], kw["temperature"]) == ("dapo", 0.2, 0.0, 0.6)
+    assert (r.loss_type, r.epsilon, r.beta, r.temperature) == ("dapo", 0.2, 0.0, 0.6)
+    # the paper's scripts: 2 epochs, prompts of at most 1,024 tokens, paragraph handoff capped at 150 rounds
+    assert (r.steps, r.max_steps, r.num_train_epochs, r.max_prompt_tokens) == (None, -1, 2.0, 1024)
+    assert r.eval.schedule == "paragraph:150" and r.report_to == ["trackio"]
     g16 = load_recipe(RECIPES / "grpo-g16.yaml")
-    assert g16.group_size == 16 and g16.schedule == "solo"
+    assert g16.num_generations == 16 and g16.schedule == "solo"
+    kl = load_recipe(RECIPES / "kl-reg.yaml")
+    assert (kl.kl_ref, kl.kl_clamp, kl.beta) == ("init", 10.0, 0.01)
+
+
+def test_recipe_sets_any_trl_field_from_yaml_and_from_the_command_line(tmp_path, capsys):
+    import yaml
+
+    from trainer.cli import main, parser
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"base: {RECIPES / 'cpu-tandem.yaml'}\nwarmup_steps: 3\nlr_scheduler_type: cosine\n")
+    main(["--recipe", str(recipe), "--print", "--max_grad_norm", "0.5", "--report_to", "wandb"])
+    first = yaml.safe_load(capsys.readouterr().out)
+    main(["--recipe", str(recipe), "--print", "--set", "warmup_steps=5", "report_to=[tensorboard, trackio]"])
+    second = yaml.safe_load(capsys.readouterr().out)
+    assert first["warmup_steps"] == 3 and first["lr_scheduler_type"] == "cosine" and first["max_grad_norm"] == 0.5
+    assert first["report_to"] == ["wandb"]  # a list, never ['w', 'a', ...]
+    assert second["warmup_steps"] == 5 and second["report_to"] == ["tensorboard", "trackio"]
+    r = load_recipe(recipe, ["report_to=wandb", "group_size=2", "micro_batch=2"])
+    assert r.report_to == ["wandb"] and (r.num_generations, r.per_device_train_batch_size) == (2, 2)
+    assert r.warmup_steps == 3 and r.lr_scheduler_type == "cosine"  # the recipe IS the trl config
+    help_text = parser().format_help()
+    for option in ("--learning_rate", "--warmup_steps", "--push_to_hub", "--kl_ref", "--heldout_every", "--set"):
+        assert option in help_text, option
+    assert help_text.count("train one recipe") == 1  # the description once
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["steps=2.5"], "steps: expected an integer"),
+        (["lr=nan"], "learning_rate must be a finite number"),
+        (["learning_rate=-1"], "learning_rate must be > 0"),
+        (["grade_timeout=inf"], "grade_timeout must be a finite number"),
+        (["heldout_ks=[1, x]"], "heldout_ks: expected an integer"),
+        (["allow_grader_mismatch=1"], "expected true or false"),
+        (["max_steps=10"], "max_steps is derived from the recipe; set steps"),
+        (["trl.save_steps=10"], "save_steps is derived"),
+        (["lr=1e-6", "learning_rate=2e-6", "bogus=1"], "unknown key 'bogus'"),
+    ],
+)
+def test_recipe_values_are_strictly_typed(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_recipe(RECIPES / "cpu-tandem.yaml", overrides)
+
+
+def test_invalid_recipe_yaml_is_one_line_naming_file_and_line(tmp_path, capsys):
+    from trainer.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("arm: tandem\nsteps: 2\n  lr: [1e-6\n")
+    with pytest.raises(SystemExit) as e:
+        main(["--recipe", str(bad), "--print"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and f"{bad}:3: invalid YAML" in err
+    with pytest.raises(SystemExit) as e:
+        main(["--recipe", str(RECIPES / "cpu-tandem.yaml"), "--print", "--steps", "2.5"])
+    assert e.value.code == 2 and "invalid int value: '2.5'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -84,16 +150,43 @@ def test_shipped_recipes_load_and_split_the_paper_batch():
     [
         ({"schedule": "solo"}, "never hands off"),
         ({"arm": "grpo"}, "solo rollouts"),
-        ({"arm": "kl-reg", "schedule": "solo"}, "kl_coef > 0"),
+        ({"arm": "kl-reg", "schedule": "solo"}, "needs beta > 0"),
         ({"arm": "grpo", "schedule": "solo", "kl_coef": 0.1}, "no KL"),
         ({"arm": "nope"}, "unknown arm"),
         ({"bogus": 1}, "unknown key"),
-        ({"trl": {"beta": 0.1}}, "set by recipe fields"),
+        ({"trl": {"max_steps": 5}}, "derived from the recipe"),
+        ({"heldout_schedule": "paragraph:0"}, "R >= 1"),
+        ({"kl_ref": ""}, "kl_ref must be"),
     ],
 )
 def test_recipe_rules(tiny_pair, tmp_path, over, message):
     with pytest.raises(ConfigError, match=message):
         small(tiny_pair, tmp_path, **over)
+
+
+def test_paragraph_round_cap_ends_the_trace_after_r_rounds(tiny_pair):
+    from transformers import AutoTokenizer
+
+    from tandem_eval.schedules import State, make_schedule
+
+    tok = AutoTokenizer.from_pretrained(tiny_pair[0])
+    capped, free = make_schedule("paragraph:2", tok), make_schedule("paragraph", tok)
+    assert not capped.exhausted(State(author=1, events=3))  # a round = a senior and a junior turn
+    assert capped.exhausted(State(author=1, events=4)) and not free.exhausted(State(author=1, events=400))
+
+
+def test_prompt_length_filter_drops_long_prompts(tiny_pair, tmp_path):
+    from transformers import AutoTokenizer
+
+    from tandem_eval.data import load_benchmark, prompt_ids
+    from trainer.run import load_train_dataset
+
+    tok = AutoTokenizer.from_pretrained(tiny_pair[0])
+    lengths = sorted(len(prompt_ids(tok, p.problem)) for p in load_benchmark("tiny"))
+    cut = lengths[len(lengths) // 2]
+    with pytest.warns(UserWarning, match=f"longer than {cut} tokens"):
+        rows = load_train_dataset(small(tiny_pair, tmp_path, train_limit=None, max_prompt_tokens=cut), tok)
+    assert len(rows) == sum(n <= cut for n in lengths) < len(lengths)
 
 
 # ---- fail closed ----------------------------------------------------------------------------
@@ -224,8 +317,9 @@ def test_grpo_and_tandem_differ_only_in_rollouts(tiny_pair, tmp_path, alternatin
 
     tandem = small(tiny_pair, tmp_path / "t")
     grpo = small(tiny_pair, tmp_path / "g", arm="grpo", schedule="solo")
-    kt, kg = grpo_config_kwargs(tandem, 1), grpo_config_kwargs(grpo, 1)
-    assert {k: v for k, v in kt.items() if k != "output_dir"} == {k: v for k, v in kg.items() if k != "output_dir"}
+    kt, kg = trl_fields(tandem), trl_fields(grpo)
+    differ = {k for k in kt if kt[k] != kg[k]}
+    assert differ <= {"output_dir", "logging_dir", "run_name"}, differ  # the same trl config
 
     # Same rollouts in -> same update out: everything after the rollout function is shared.
     monkeypatch.setattr(TandemRollout, "generate", _fixed_traces)
@@ -241,19 +335,53 @@ def test_grpo_and_tandem_differ_only_in_rollouts(tiny_pair, tmp_path, alternatin
     assert all(torch.equal(after[0][k], after[1][k]) for k in after[0])
 
 
-def test_kl_reference_is_the_junior(tiny_pair, tmp_path):
+def test_kl_reg_reference_is_the_initial_senior_and_k3_is_clamped(tiny_pair, tmp_path, alternating_reward):
     from transformers import AutoModelForCausalLM
 
     from trainer.run import build_trainer
 
     senior, junior = tiny_pair
-    trainer = build_trainer(small(tiny_pair, tmp_path / "out", arm="kl-reg", schedule="solo", kl_coef=0.1))
-    jr = params(AutoModelForCausalLM.from_pretrained(junior))
-    ref = params(trainer.accelerator.unwrap_model(trainer.ref_model))
-    sr = params(trainer.model)
     name = "model.layers.0.self_attn.q_proj.weight"
-    assert torch.equal(ref[name], jr[name]) and not torch.equal(ref[name], sr[name])
+    jr, sr = (params(AutoModelForCausalLM.from_pretrained(p))[name] for p in (junior, senior))
+    trainer = build_trainer(small(tiny_pair, tmp_path / "out", arm="kl-reg", schedule="solo", kl_coef=0.1))
+    ref = params(trainer.accelerator.unwrap_model(trainer.ref_model))[name]
+    assert torch.equal(ref, sr) and not torch.equal(ref, jr)  # the paper's KL-reg: toward the senior's init
     assert trainer.tandem_rollout.co_generate is False  # kl-reg rolls out solo
+
+    # verl's low_var_kl: per-token k3 clamped to [-10, 10]; trl's `kl` metric is the clamped mean
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    rows = [trainer.train_dataset[i] for i in range(2)]
+    out = trainer._generate_and_score_completions([r for r in rows for _ in range(4)])
+    far = {**out, "ref_per_token_logps": out["old_per_token_logps"] + 40.0}  # k3 ~ e^40 unclamped
+    trainer._metrics["train"].clear()
+    loss = trainer.compute_loss(trainer.model, far)
+    [kl] = trainer._metrics["train"]["kl"]
+    assert torch.isfinite(loss) and 9.0 < kl <= 10.0 + 1e-4
+    trainer.recipe.kl_clamp = None
+    trainer._metrics["train"].clear()
+    trainer.compute_loss(trainer.model, far)
+    assert trainer._metrics["train"]["kl"][0] > 1e6  # trl's own k3, unclamped
+
+    other = build_trainer(small(tiny_pair, tmp_path / "o", arm="kl-reg", schedule="solo", kl_coef=0.1, kl_ref="junior"))
+    assert torch.equal(params(other.accelerator.unwrap_model(other.ref_model))[name], jr)
+
+
+def test_k3_clamp_matches_verl_in_value_and_gradient():
+    from trainer.grpo import _ClampedLogRatio, k3_log_ratio_bounds
+
+    lo, hi = k3_log_ratio_bounds(10.0)
+    assert abs(math.exp(lo) - lo - 1 - 10) < 1e-9 and abs(math.exp(hi) - hi - 1 - 10) < 1e-9
+    logp = torch.tensor([-1.0, -2.0, -3.0, -4.0, -5.0], requires_grad=True)
+    ref = logp.detach() + torch.tensor([-30.0, -5.0, 0.0, 2.0, 5.0])
+    clamped = ref.as_subclass(_ClampedLogRatio)
+    clamped.bounds = (lo, hi)
+    k3 = torch.exp(clamped - logp) - (clamped - logp) - 1  # trl's expression
+    d = ref - logp.detach()
+    verl = torch.clamp(torch.exp(d) - d - 1, -10, 10)
+    assert type(k3) is torch.Tensor and torch.allclose(k3, verl)
+    k3.sum().backward()
+    assert logp.grad[0] == 0 and logp.grad[4] == 0 and logp.grad[1] != 0  # no gradient where clamped
 
 
 # ---- train, checkpoint, resume, evaluate -----------------------------------------------------
@@ -306,12 +434,59 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
         state["global_step"] == 4 and json.loads((out / "checkpoint-4" / "tandem_meta.json").read_text())["step"] == 2
     )
 
-    hook = dataclasses.replace(
-        recipe.eval, benchmarks=("tiny",), limit=2, n=1, ks=(1,), sampling=Sampling(max_new_tokens=16, max_context=256)
+    hooked = recipe.replace(
+        heldout_benchmarks=["tiny"], heldout_limit=2, heldout_n=1, heldout_ks=[1], **HELDOUT_SAMPLING
     )
-    rec = evaluate_checkpoint(out / "checkpoint-4", Path(junior), dataclasses.replace(recipe, eval=hook), step=2)
+    rec = evaluate_checkpoint(out / "checkpoint-4", Path(junior), hooked, step=2)
     folders = sorted(p.parent.name for p in (out / "evals" / "step-000002").rglob("COMPLETE"))
     assert folders == ["handoff-paragraph", "solo"] and rec["solo"] is not None and "tax" in rec
+
+    # every checkpoint is a model card naming the arm, the junior, the schedule, the recipe, the steps
+    card = (out / "checkpoint-4" / "README.md").read_text()
+    for text in (str(Path(junior).resolve()), "`tandem`", "`word:0.5:32`", "2 rollout batches = 4 optimizer updates"):
+        assert text in card, text
+    assert card.startswith("---\n") and "library_name: transformers" in card and "learning_rate: 0.001" in card
+    assert "did not run at this step" in card
+    from trainer.grpo import model_card
+
+    trainer = SimpleNamespace(
+        recipe=hooked, junior_path=Path(junior), senior_path=Path(senior), ref_path=None, recipe_file="r.yaml"
+    )
+    card = str(model_card(trainer, 2, rec))  # with the hook's results: solo/handoff pass@k and the tax
+    assert "| solo |" in card and "| handoff |" in card and "| tax |" in card and "pass@1" in card
+
+
+# ---- vocabulary -------------------------------------------------------------------------------
+
+
+def test_junior_with_another_vocabulary_is_refused_before_any_model_loads(tiny_pair, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import transformers
+
+    from trainer.cli import main
+
+    senior, junior = tiny_pair
+    reordered = tmp_path / "reordered"
+    shutil.copytree(junior, reordered)
+    spec = json.loads((reordered / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[100:102]
+    vocab[a], vocab[b] = vocab[b], vocab[a]  # same size, two ids swapped
+    (reordered / "tokenizer.json").write_text(json.dumps(spec))
+
+    def no_weights(*a, **k):
+        raise AssertionError("a model was loaded before the vocabulary check")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_weights)
+    for arm in (["arm=tandem"], ["arm=kl-reg", "schedule=solo", "kl_coef=0.1", f"kl_ref={reordered}"]):
+        with pytest.raises(SystemExit) as e:
+            main(
+                ["--recipe", str(RECIPES / "cpu-tandem.yaml"), "--set", f"senior={senior}", f"junior={reordered}"]
+                + ["--set", f"output_dir={tmp_path / 'out'}", *arm]
+            )
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and "different vocabulary" in err, err
 
 
 # ---- vLLM rollouts ----------------------------------------------------------------------------
@@ -345,7 +520,7 @@ def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
     problems = [trainer.train_dataset[i]["prompt"] for i in range(2)]
     specs = [TraceSpec(k, tuple(prompt_ids(tok, p)), trace_seed(0, p, k), 24) for k, p in enumerate(problems * 4)]
     greedy = {
-        e: TandemRollout(dataclasses.replace(trainer.recipe, temperature=0.0, engine=e), tok, Path(junior), {})
+        e: TandemRollout(trainer.recipe.replace(temperature=0.0, engine=e), tok, Path(junior), {})
         for e in ("hf", "vllm")
     }
 

@@ -99,9 +99,9 @@ class _ClampedLogRatio(torch.Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         out = super().__torch_function__(func, types, args, kwargs or {})
         if isinstance(out, torch.Tensor):
-            out = out.as_subclass(torch.Tensor)
+            out = out.as_subclass(torch.Tensor)  # nothing downstream stays a _ClampedLogRatio
             if func in (torch.Tensor.sub, torch.Tensor.__sub__, torch.sub) and isinstance(args[0], cls):
-                out = out.clamp(*cls.bounds)
+                out = out.clamp(*args[0].bounds)  # ref - logp, the log-ratio
         return out
 
 

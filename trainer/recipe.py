@@ -172,9 +172,11 @@ class Recipe(GRPOConfig):
         arm = ARMS[self.arm]
         for spec in (self.schedule, self.heldout_schedule):
             try:
-                parse_schedule(spec)
+                name, args = parse_schedule(spec)
             except ValueError as e:
                 raise ConfigError(str(e)) from None
+            if name == "paragraph" and args and args[0] < 1:
+                raise ConfigError(f"schedule {spec!r}: paragraph:R needs R >= 1 rounds")
         if arm.junior_rollouts and not needs_junior(self.schedule):
             raise ConfigError(
                 f"arm {self.arm!r} co-generates with the junior; schedule {self.schedule!r} never "

@@ -404,7 +404,7 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
         "seed": 0,
         "schedule": "word:0.5:32",
     }
-    assert meta["recipe"]["lr"] == 1e-3 and junior_from_metadata(ckpt) == str(Path(junior).resolve())
+    assert meta["recipe"]["learning_rate"] == 1e-3 and junior_from_metadata(ckpt) == str(Path(junior).resolve())
     assert {"model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in ckpt.iterdir()}
     from safetensors.torch import load_file
 

@@ -119,7 +119,8 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
         {**({"junior": junior} if recipe.uses_junior_model else {}), **({"KL reference": ref} if ref else {})},
     )
     n = PartialState().num_processes
-    if any(getattr(recipe, k) != v for k, v in trl_batch_fields(recipe, n).items()):
+    split = trl_batch_fields(recipe, n)
+    if any(getattr(recipe, k) != split[k] for k in ("gradient_accumulation_steps", "steps_per_generation")):
         raise ConfigError(f"the recipe was resolved for another number of processes than this run's {n} (WORLD_SIZE)")
     if recipe.engine == "vllm":
         from .vllm_compat import install

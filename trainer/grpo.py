@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -250,7 +251,7 @@ def model_card(trainer: TandemGRPOTrainer, step: int, evaluation: dict | None = 
     data = ModelCardData(
         library_name="transformers",
         tags=["trl", "grpo", "tandem-eval", f"arm:{r.arm}"],
-        base_model=r.senior if not Path(r.senior).exists() else None,  # a hub id only
+        base_model=r.senior if re.fullmatch(r"[\w.-]+/[\w.-]+", r.senior) and not Path(r.senior).exists() else None,
     )
     rows = [
         ("arm", f"`{r.arm}`"),

@@ -145,6 +145,7 @@ class Recipe(GRPOConfig):
     dataloader_pin_memory: bool = _trl("dataloader_pin_memory", False)  # the "data" are prompt strings
     gradient_checkpointing: bool = _trl("gradient_checkpointing", False)
     report_to: None | str | list[str] = _trl("report_to", "trackio")
+    project: str = _trl("project", "tandem-train")  # the trackio / wandb project
 
     def __post_init__(self):
         self._check_tandem()

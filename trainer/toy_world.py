@@ -174,6 +174,7 @@ def train_job(work: Path, data: dict, init: dict, s: Scale, sc: str, arm: str, s
             f"output_dir={out}",
             f"save_every={s.rl_steps}",
             "eval.every=0",
+            "kl_ref=junior",  # the toy world's kl-reg arm regularises toward the junior (README: toy world)
         ]
         out.mkdir(parents=True, exist_ok=True)
         run(

@@ -155,7 +155,7 @@ def test_invalid_recipe_yaml_is_one_line_naming_file_and_line(tmp_path, capsys):
         ({"arm": "nope"}, "unknown arm"),
         ({"bogus": 1}, "unknown key"),
         ({"trl": {"max_steps": 5}}, "derived from the recipe"),
-        ({"heldout_schedule": "paragraph:0"}, "R >= 1"),
+        ({"heldout_schedule": "paragraph:0"}, "paragraph:0"),
         ({"kl_ref": ""}, "kl_ref must be"),
     ],
 )

@@ -52,20 +52,14 @@ def check_vocabularies(senior: Path, others: dict[str, Path]) -> None:
     """One vocabulary for the senior and every model it trains against (the junior whose tokens it
     continues, the KL reference), checked from the tokenizers before any model loads.
 
-    Uses the check evaluation uses (tandem_eval.models: `check_pair` where it exists, else
-    `check_vocab` on the two tokenizers, as `handoff` does). A reordered vocabulary of the same size
-    would otherwise train silently on wrong token ids, and a different size die with an IndexError."""
-    from tandem_eval import models
+    The one check evaluation uses too (tandem_eval.models.check_pair). A reordered vocabulary of the
+    same size would otherwise train silently on wrong token ids, and a different size die with an
+    IndexError."""
+    from tandem_eval.models import ModelError, check_pair
 
     for role, path in others.items():
-        if path == senior:
-            continue
-        if hasattr(models, "check_pair"):
-            same = models.check_pair(senior, path, allow_mismatch=True)
-        else:
-            same = models.check_vocab(models.load_tokenizer(senior), models.load_tokenizer(path), allow_mismatch=True)
-        if not same:
-            raise models.ModelError(
+        if path != senior and not check_pair(senior, path, allow_mismatch=True):
+            raise ModelError(
                 f"the {role} {path} has a different vocabulary from the senior {senior} (same strings must map "
                 f"to the same token ids); training needs one vocabulary: use a {role} of the senior's model family"
             )

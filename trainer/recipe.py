@@ -285,9 +285,23 @@ class Recipe(GRPOConfig):
         return None
 
     def replace(self, **changes) -> Recipe:
-        """A copy with `changes` (re-validated; derived trl fields recomputed)."""
-        new = dataclasses.replace(self, **changes)
-        new._given = getattr(self, "_given", {})
+        """A copy with `changes`: the tandem rules re-checked and the derived trl fields recomputed.
+
+        A shallow copy, not `dataclasses.replace`: re-running TrainingArguments.__post_init__ sets
+        up the devices again, which resets accelerate's state under a live trainer."""
+        import copy
+
+        unknown = set(changes) - set(self.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown recipe field(s): {sorted(unknown)}")
+        new = copy.copy(self)
+        for key, value in changes.items():
+            setattr(new, key, value)
+        new._check_tandem()
+        for key, value in trl_batch_fields(new, int(os.environ.get("WORLD_SIZE", "1"))).items():
+            if key != "generation_batch_size":  # trl's post-init filled it in; keep it consistent
+                setattr(new, key, value)
+        new.generation_batch_size = new.per_device_train_batch_size * new.world_size * new.steps_per_generation
         return new
 
 

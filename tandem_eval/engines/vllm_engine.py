@@ -225,6 +225,13 @@ class VLLMEngine:
                     " (try --engine hf)"
                 ) from e
         self._engine = self._llm.llm_engine
+        # An LLM built elsewhere (the trainer's colocate engine) must carry our sampler too, or
+        # temperature > 0 would silently decode greedily (vLLM itself runs at temperature 0 here).
+        if POSITION_KEYED_SAMPLER not in (self._engine.model_config.logits_processors or []):
+            raise RuntimeError(
+                "this vLLM LLM was built without tandem_eval's position-keyed sampler; pass "
+                f"logits_processors=[{POSITION_KEYED_SAMPLER!r}] when creating it"
+            )
         _OPEN.add(id(self))
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
         self._stop_lists: dict[frozenset[int], list[int]] = {}

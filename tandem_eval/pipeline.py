@@ -38,9 +38,11 @@ def load_problems(cfg: EvalConfig) -> list:
     return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index]
 
 
-def open_engines(cfg: EvalConfig) -> dict:
-    """Load the senior (and the junior when the schedule needs one) on the configured backend."""
-    kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size}
+def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
+    """Load the senior (and the junior when the schedule needs one) on the configured backend.
+
+    `engine_kw` go to both engines' constructors (e.g. `device` for hf)."""
+    kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
     senior_path = resolve_model(cfg.senior.path)

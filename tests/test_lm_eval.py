@@ -167,3 +167,25 @@ def test_builtin_models_stay_registered_and_bad_args_fail_in_one_line(tiny_pair)
         TandemLM(senior=SENIOR, schedule="solo", schedul="word")
     with pytest.raises(ConfigError, match="needs a junior"):
         TandemLM(senior=tiny_pair[0], schedule="paragraph")  # no junior given, none in tandem_meta.json
+
+
+def test_paragraph_samples_equal_tandem_evals_own_greedy_handoff(paragraph_run, task_dir, tmp_path):
+    from tandem_eval.config import EvalConfig, ModelSpec, Sampling
+    from tandem_eval.pipeline import run_eval
+
+    cfg = EvalConfig(
+        senior=ModelSpec(SENIOR),
+        junior=ModelSpec(JUNIOR),
+        mode="handoff",
+        schedule="paragraph",
+        benchmarks=(str(task_dir / "arith.jsonl"),),
+        n=1,
+        ks=(1,),
+        sampling=Sampling(temperature=0.0, top_p=1.0, top_k=0, max_new_tokens=96),
+    )
+    own = run_eval(cfg, tmp_path / "own", progress=False).load_samples().set_index("problem_id")
+    logged = [json.loads(line) for f in paragraph_run.rglob("samples_*.jsonl") for line in f.read_text().splitlines()]
+    for s in logged:
+        info = s["arguments"]["gen_args_0"]["arg_2"]["tandem"][0]
+        row = own.loc[s["doc"]["problem_id"]]
+        assert s["resps"][0][0] == row.text and info["author_mask"] == list(row.author_mask)

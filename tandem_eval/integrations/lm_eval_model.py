@@ -59,7 +59,7 @@ from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 log = logging.getLogger(__name__)
 
 INFO_KEY = "tandem"  # the key of the dict appended to each request's arguments
-IGNORED_ARGS = ("max_batch_size", "trust_remote_code", "pretrained")  # lm-eval passes some of these to every model
+IGNORED_ARGS = ("max_batch_size",)  # lm-eval's simple_evaluate passes it to every model
 
 
 @register_model("tandem")
@@ -157,6 +157,8 @@ class TandemLM(TemplateLM):
 
     # ---- generation ----------------------------------------------------------------------------------
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        if not requests:
+            return []
         # lm-eval passes an Instance `repeats` times in a row; the repeat index feeds the trace seed.
         seen: Counter = Counter()
         repeat = []

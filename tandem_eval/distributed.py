@@ -104,6 +104,8 @@ def run_on_ray(cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=No
     _validate(cfg)
     out_root = Path(out_root).resolve()
     kinds = _kinds(cfg, solo_run)
+    if plan.workers is not None and not _unfinished(out_root, plan.workers, kinds):
+        return merge_root(out_root, kinds, plan.workers, solo_run)  # all shards done: no cluster needed
     started = not ray.is_initialized()
     if started:  # a local cluster sized to the workers, or a connection to an existing one
         if plan.address is None:
@@ -112,7 +114,7 @@ def run_on_ray(cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=No
             ray.init(address=plan.address, log_to_driver=False)
     try:
         n = plan.workers or _cluster_workers(ray, cfg)
-        todo = [i for i in range(n) if not all(RunFolder(shard_dir(out_root, i, n) / k).is_complete() for k in kinds)]
+        todo = _unfinished(out_root, n, kinds)
         log.info("ray: %d shards, %d to run (%d complete)", n, len(todo), n - len(todo))
         task = ray.remote(run_shard).options(num_cpus=plan.cpus_per_worker, num_gpus=_gpus(ray, cfg), max_retries=0)
         refs = [
@@ -140,6 +142,11 @@ def ray_handoff(
     handoff = folders[handoff_dirname(cfg.schedule)]
     solo = folders["solo"] if solo_run is None else require_complete(solo_run)
     return solo, handoff, handoff.metrics()["tax"]
+
+
+def _unfinished(out_root: Path, n: int, kinds: list[str]) -> list[int]:
+    """Shard indices whose run folders are not all complete."""
+    return [i for i in range(n) if not all(RunFolder(shard_dir(out_root, i, n) / k).is_complete() for k in kinds)]
 
 
 def _validate(cfg: EvalConfig) -> None:

@@ -87,6 +87,10 @@ def test_ray_workers_handoff_equals_the_single_process_run(tiny_pair, local_ray,
     assert (out / "shard-0-of-2" / "solo" / "samples.parquet").stat().st_mtime_ns == kept
     pd.testing.assert_frame_equal(_samples(handoff.path), _samples(single_handoff.path))
     pd.testing.assert_frame_equal(_samples(solo.path), _samples(single_solo.path))
+    # Everything complete: a rerun only reads the merged folders back.
+    merged_mtime = (handoff.path / "samples.parquet").stat().st_mtime_ns
+    ray_handoff(cfg, out, RayPlan(workers=2))
+    assert (handoff.path / "samples.parquet").stat().st_mtime_ns == merged_mtime
 
 
 def test_ray_refuses_manual_sharding(tiny_pair, local_ray, tmp_path):

@@ -43,6 +43,8 @@ def parse(description: str, argv=None) -> argparse.Namespace:
     p.add_argument("--k", type=int, default=None, help="k of tables (default 4, else the largest common k)")
     p.add_argument("--n-boot", type=int, default=N_BOOT)
     p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--label", action="append", default=[], help="RUN=NAME: relabel runs (as `report --label`)")
+    p.add_argument("--junior", default=None, help="junior label whose lens outputs to show (runs with several)")
     args = p.parse_args(argv)
     args.results = args.results or [default_results()]
     args.out = args.out or args.results[0] / "report"
@@ -50,7 +52,9 @@ def parse(description: str, argv=None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace):
-    return collect(args.results)
+    from tandem_eval.report import parse_labels
+
+    return collect(args.results, labels=parse_labels(args.label), junior=args.junior)
 
 
 def report(paths) -> None:

@@ -7,21 +7,51 @@
     tandem-eval benchmarks                   # list the benchmark registry
     tandem-eval benchmarks --check DIR       # are DIR's files the paper's sets? (sizes)
 
-Every error a user can cause prints one line naming the problem and the fix, and exits with 2.
+Every error a user can cause prints one line on stderr naming the problem and the fix, and exits
+with 2 (option parsing errors included); a bug keeps its traceback. Progress and log records go to
+stderr, the results tables to stdout, last.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
-from .config import ConfigError, EvalConfig, ModelSpec, Sampling
+from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
+
+
+class OneLineErrors(TyperGroup):
+    """Option parsing errors (a bad integer, an unknown option) as one line on stderr, exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except TyperException as e:  # typer's (vendored click's) ClickException family
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `tandem-eval`: the help text
+                e.show()
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            print(f"error: {_one_line(e.format_message())}{hint}", file=sys.stderr)
+            sys.exit(getattr(e, "exit_code", 2))
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
+    cls=OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -50,9 +80,37 @@ def user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
 def fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """The one user-error path: `error: MESSAGE` as one line on stderr, exit code 2."""
+    print(f"error: {_one_line(message)}", file=sys.stderr, flush=True)
     raise typer.Exit(2)
+
+
+def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
+    """tandem_eval's records (progress included) on stderr: INFO by default, DEBUG with -v, warnings
+    only with -q. Other libraries' chatter (vLLM INFO lines, transformers warnings) only with -v."""
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logger = logging.getLogger("tandem_eval")
+    for h in [h for h in logger.handlers if getattr(h, "tandem_cli", False)]:
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.tandem_cli = True
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    if not verbose:  # read by vLLM at import; the user's own setting wins
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity(logging.INFO if verbose else logging.ERROR)
+    if verbose:  # transformers' "Loading weights" bars only with -v
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
 
 
 def guarded(fn):
@@ -63,7 +121,10 @@ def guarded(fn):
         fail(str(e))
 
 
-def parse_ks(text: str) -> tuple[int, ...]:
+def parse_ks(text: str | None, n: int | None = None) -> tuple[int, ...]:
+    """--k as sorted unique ints; when not given, the powers of two <= n plus n (config.default_ks)."""
+    if text is None:
+        return default_ks(n or 1)
     try:
         ks = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
     except ValueError:
@@ -113,7 +174,9 @@ GroupOpt = typer.Option(
     "group of its stem, e.g. aime24.jsonl -> aime, else its benchmark name).",
 )
 N = typer.Option(8, "--n", help="Samples per problem.")
-K = typer.Option("1,2,4,8", "--k", help="pass@k values, comma-separated (each <= --n).")
+K = typer.Option(
+    None, "--k", help="pass@k values, comma-separated (each <= --n). Default: the powers of two <= n, plus n."
+)
 EngineOpt = typer.Option("hf", "--engine", help="hf (reference, CPU default) or vllm.")
 Out = typer.Option(None, "--out", help="Output folder. Default: runs/<senior name>.")
 Limit = typer.Option(None, "--limit", help="Only the first N problems of each benchmark.")
@@ -139,7 +202,13 @@ ChatTemplate = typer.Option(
     "--chat-template",
     help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
 )
-Quiet = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+JuniorChatTemplate = typer.Option(
+    None,
+    "--junior-chat-template",
+    help="A Jinja chat-template file for the junior (used when its tokenizer differs; recorded in the run).",
+)
+Quiet = typer.Option(False, "--quiet", "-q", help="No progress and no info records; errors and results only.")
+Verbose = typer.Option(False, "--verbose", "-v", help="Debug records, and vLLM's/transformers' own log lines.")
 RayWorkers = typer.Option(
     None, "--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."
 )
@@ -155,6 +224,28 @@ def _ray_plan(workers: int | None, address: str | None):
     from .distributed import RayPlan
 
     return RayPlan(workers=workers, address=address)
+
+
+def read_chat_template(path: Path | None, option: str) -> str | None:
+    """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise ConfigError(f"{option} {path}: no such file; pass a Jinja template file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{option} {path}: cannot read it as UTF-8 text ({type(e).__name__}); fix the file") from None
+    if not text.strip():
+        raise ConfigError(f"{option} {path} is empty; pass a Jinja chat template")
+    from jinja2 import Environment, TemplateSyntaxError
+
+    try:
+        Environment().parse(text)
+    except TemplateSyntaxError as e:
+        msg = f"{option} {path}: Jinja syntax error at line {e.lineno}: {e.message}; fix the template"
+        raise ConfigError(msg) from None
+    return text
 
 
 def _config(
@@ -179,9 +270,8 @@ def _config(
     label,
     chat_template=None,
     group=None,
+    junior_chat_template=None,
 ) -> EvalConfig:
-    if chat_template is not None and not chat_template.is_file():
-        raise ConfigError(f"--chat-template {chat_template}: no such file; pass a Jinja template file")
     return EvalConfig(
         senior=ModelSpec(senior, dtype),
         junior=ModelSpec(junior, dtype) if junior else None,
@@ -189,7 +279,7 @@ def _config(
         schedule=schedule,
         benchmarks=tuple(benchmark),
         n=n,
-        ks=parse_ks(k),
+        ks=parse_ks(k, n),
         seed=seed,
         limit=limit,
         engine=engine,
@@ -201,12 +291,15 @@ def _config(
         allow_vocab_mismatch=allow_vocab,
         allow_grader_mismatch=allow_grader,
         label=label or Path(senior.replace("toy:", "toy-")).name,
-        chat_template=chat_template.read_text() if chat_template else None,
         group=group,
+        chat_template=read_chat_template(chat_template, "--chat-template"),
+        junior_chat_template=read_chat_template(junior_chat_template, "--junior-chat-template"),
     )
 
 
 def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
+    if out is not None and out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder path (it is created if missing)")
     root = out or Path("runs") / (cfg.label or "senior")
     return root / f"shard-{cfg.shard_index}-of-{cfg.num_shards}" if cfg.num_shards > 1 else root
 
@@ -236,11 +329,14 @@ def solo(
     label: str | None = Label,
     chat_template: Path | None = ChatTemplate,
     quiet: bool = Quiet,
+    verbose: bool = Verbose,
     ray_workers: int | None = RayWorkers,
     ray_address: str | None = RayAddress,
 ):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
     from .pipeline import run_eval
+
+    setup_logging(verbose, quiet)
 
     def body():
         sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
@@ -274,8 +370,8 @@ def solo(
             rf = ray_solo(cfg, _out_dir(out, cfg), plan)
         else:
             rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
-        print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
         console.print(f"run folder: {rf.path}")
+        print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
 
     guarded(body)
 
@@ -312,17 +408,27 @@ def handoff(
         False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."
     ),
     solo_run: Path | None = typer.Option(
-        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo."
+        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
+    ),
+    allow_solo_mismatch: bool = typer.Option(
+        False,
+        "--allow-solo-mismatch",
+        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
+        "grader (the differences are recorded in the handoff run's config.json).",
     ),
     label: str | None = Label,
     chat_template: Path | None = ChatTemplate,
+    junior_chat_template: Path | None = JuniorChatTemplate,
     quiet: bool = Quiet,
+    verbose: bool = Verbose,
     ray_workers: int | None = RayWorkers,
     ray_address: str | None = RayAddress,
 ):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
     from .pipeline import run_handoff
     from .schedules import parse_schedule
+
+    setup_logging(verbose, quiet)
 
     def body():
         parse_schedule(schedule)
@@ -352,22 +458,22 @@ def handoff(
             label,
             chat_template,
             group,
+            junior_chat_template,
         )
         plan = _ray_plan(ray_workers, ray_address)
         if plan is not None:
             from .distributed import ray_handoff
 
-            solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run)
+            solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run, allow_solo_mismatch)
         else:
-            solo_rf, handoff_rf, tax = run_handoff(cfg, _out_dir(out, cfg), solo_run, progress=not quiet)
+            solo_rf, handoff_rf, tax = run_handoff(
+                cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
+            )
+        console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
         print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
         print_tax(tax, cfg.ks)
-        console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
 
-    try:
-        guarded(body)
-    except ValueError as e:  # bad --schedule spelling
-        fail(str(e))
+    guarded(body)
 
 
 @app.command()
@@ -387,7 +493,7 @@ def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-
                 ks = list(rf.config()["config"]["ks"])
                 rf.update_metrics(
                     {
-                        "tax": communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks),
+                        "tax": json_safe(communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks)),
                         "solo_run": str(merged["solo"].path.resolve()),
                     }
                 )

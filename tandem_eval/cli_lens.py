@@ -4,8 +4,10 @@
     tandem-eval drift --junior JUNIOR --run runs/senior/solo           # exact KL (hf) or k1/k3 (vllm)
     tandem-eval compare runs/tandem runs/grpo --metric handoff_pass@4  # paired table, CIs, p-values
 
-Each lens writes RUN/legibility.parquet or RUN/drift.parquet (one row per sample) next to the
-solo samples and merges its summary into RUN/metrics.json. Without --run a solo run of --senior is
+Each lens writes RUN/lens/<junior label>/legibility.parquet or .../drift.parquet (one row per
+sample; the label is --junior-label, default the junior checkpoint's folder name) and merges its
+summary into RUN/metrics.json under "lens" -> <junior label>, so several juniors can score the same
+CoTs. The final EOS token is left out unless --include-eos. Without --run a solo run of --senior is
 produced (or reused, resumably) under --out first. Computations live in tandem_eval.lens.
 """
 
@@ -66,7 +68,7 @@ def _run_senior(rf) -> str:
     return rf.config()["config"]["senior"]["path"]
 
 
-def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict):
+def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict, label: str | None = None):
     """The senior's complete solo run: --run as given, else produced or reused under --out."""
     from .results import require_complete
 
@@ -95,7 +97,8 @@ def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict)
     fields = {k: v for k, v in gen.items() if v is not None}
     if "n" in fields:
         fields["ks"] = tuple(k for k in (1, 2, 4, 8) if k <= fields["n"]) or (1,)
-    label = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
+    folder = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
+    label = label or folder
     cfg = EvalConfig(senior=ModelSpec(senior), mode="solo", schedule="solo", label=label, **fields)
     out = out / "solo" if out else Path("runs") / label / "solo"
     typer.echo(f"solo run of {senior} -> {out} (reused if already there)")
@@ -138,7 +141,8 @@ def _print_summary(summary: dict, metric: str, title: str) -> None:
     entry = summary.get(metric)
     if entry is None:
         return
-    table = Table(title=f"{title} ({summary['unit']}; 95% CI over problems)")
+    unit = "bits/byte" if metric == "junior_bpb" else summary["unit"]
+    table = Table(title=f"{title} ({unit}; 95% CI over problems)")
     for col in ("group", "all samples", "without truncated", "problems"):
         table.add_column(col)
     fmt = lambda e: "-" if e.get("estimate") is None else f"{e['estimate']:.4f} [{e['low']:.4f}, {e['high']:.4f}]"  # noqa: E731
@@ -174,6 +178,15 @@ Chunk = typer.Option(256, "--chunk", min=1, help="Positions per logits block (ex
 Bins = typer.Option(20, "--bins", min=1, help="Relative-position bins of the per-position curve.")
 BatchTok = typer.Option(8192, "--batch-tokens", min=1, help="Padded tokens per teacher-forced HF forward.")
 NBoot = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples of problems for the CIs.")
+JuniorLabel = typer.Option(
+    None,
+    "--junior-label",
+    help="Name of the junior's outputs (RUN/lens/LABEL/); default: the junior checkpoint's folder name.",
+)
+IncludeEos = typer.Option(
+    False, "--include-eos", help="Also score the final EOS token (default: the CoT text without it, as the paper)."
+)
+Label = typer.Option(None, "--label", help="Display name in reports of a new solo run (default: the senior's name).")
 
 
 def legibility_cmd(
@@ -190,6 +203,9 @@ def legibility_cmd(
     bins: int = Bins,
     batch_tokens: int = BatchTok,
     n_boot: int = NBoot,
+    junior_label: str | None = JuniorLabel,
+    include_eos: bool = IncludeEos,
+    label: str | None = Label,
     allow_vocab_mismatch: bool = typer.Option(
         False,
         "--allow-vocab-mismatch",
@@ -215,6 +231,9 @@ def drift_cmd(
     bins: int = Bins,
     batch_tokens: int = BatchTok,
     n_boot: int = NBoot,
+    junior_label: str | None = JuniorLabel,
+    include_eos: bool = IncludeEos,
+    label: str | None = Label,
 ):
     """Drift: KL(senior || junior) of next-token distributions along the senior's solo CoTs (nats/token)."""
     with _errors():
@@ -223,7 +242,7 @@ def drift_cmd(
 
 def _run_lens(kind: str, a: dict) -> None:
     from .models import load_tokenizer
-    from .results import atomic_write_parquet, require_complete
+    from .results import require_complete
 
     gen = {
         "benchmarks": tuple(a["benchmark"]) if a["benchmark"] else None,
@@ -234,8 +253,10 @@ def _run_lens(kind: str, a: dict) -> None:
     if a["run"] is None and a["senior"] is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
     senior_spec = a["senior"] or _run_senior(require_complete(a["run"]))
-    junior_path = _model_path(_junior_spec(a["junior"], senior_spec), "junior")
-    rf = _solo_run(a["run"], a["senior"], a["out"], gen)
+    junior_spec = _junior_spec(a["junior"], senior_spec)
+    junior_path = _model_path(junior_spec, "junior")
+    jlabel = lens.junior_label(a["junior_label"] or junior_spec)
+    rf = _solo_run(a["run"], a["senior"], a["out"], gen, a["label"])
     senior_path = _model_path(senior_spec, "senior")
     samples = rf.load_samples()
     if samples.empty:
@@ -255,6 +276,7 @@ def _run_lens(kind: str, a: dict) -> None:
         batch_tokens=a["batch_tokens"],
         n_boot=a["n_boot"],
         allow_vocab_mismatch=a["allow_vocab_mismatch"],
+        include_eos=a["include_eos"],
     )
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
     max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
@@ -277,6 +299,9 @@ def _run_lens(kind: str, a: dict) -> None:
                 e.close()
     extra = {
         "junior": str(junior_path),
+        "junior_label": jlabel,
+        "include_eos": opts.include_eos,
+        "scope": "CoT tokens" + (" including the final EOS" if opts.include_eos else " without the final EOS"),
         "senior": str(senior_path),
         "engine": a["engine"],
         "chunk": opts.chunk,
@@ -296,11 +321,14 @@ def _run_lens(kind: str, a: dict) -> None:
         extra.update(method=str(per_sample["method"].iloc[0]), direction="KL(senior || junior); lower = less drift")
         metrics, curves = lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
     summary = lens.summarize(per_sample, metrics, curves, opts, extra)
-    atomic_write_parquet(rf.path / f"{kind}.parquet", per_sample)
-    rf.update_metrics({kind: summary})
+    # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
+    path = rf.write_table(f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet", per_sample)
+    by_junior = rf.metrics().get("lens", {})
+    by_junior.setdefault(jlabel, {})[kind] = summary  # other juniors' and kinds' entries stay
+    rf.update_metrics({"lens": by_junior})
     primary = extra.get("primary", "kl_exact" if "kl_exact" in summary else "kl_k1")
-    _print_summary(summary, primary, f"{kind}: {primary}")
-    typer.echo(f"wrote {rf.path / (kind + '.parquet')} and {rf.metrics_path} [{kind}]")
+    _print_summary(summary, primary, f"{kind} ({jlabel}): {primary}")
+    typer.echo(f"wrote {path} and {rf.metrics_path} [lens.{jlabel}.{kind}]")
 
 
 def _find_run(path: Path, mode: str):
@@ -329,7 +357,8 @@ def compare_cmd(
         ...,
         "--metric",
         "-m",
-        help="solo_pass@K | handoff_pass@K | junior_nll | junior_bpb | kl_exact | kl_reverse | kl_k1 | kl_k3",
+        help="solo_pass@K | handoff_pass@K | tax@K | retention@K | junior_nll | junior_bpb | kl_exact | kl_reverse "
+        "| kl_k1 | kl_k3 (tax/retention: A and B are handoff runs; each is paired with its solo run)",
     ),
     no_truncated: bool = typer.Option(
         False, "--no-truncated", help="Lens metrics: leave out CoTs that hit the length budget."
@@ -340,6 +369,9 @@ def compare_cmd(
     n_boot: int = NBoot,
     seed: int = typer.Option(0, "--seed", help="Bootstrap/permutation seed."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the table as JSON here."),
+    junior: str | None = typer.Option(
+        None, "--junior", help="Lens metrics: the junior label whose outputs to read (when a run has several)."
+    ),
 ):
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""
@@ -347,12 +379,16 @@ def compare_cmd(
         if on_mismatch not in ("raise", "intersect"):
             raise LensError(f"--on-mismatch must be raise or intersect, got {on_mismatch!r}")
         mode = compare.metric_mode(metric)
-        vals = []
-        for p in (run_a, run_b):
-            rf = _find_run(p, mode)
-            samples = rf.load_samples() if mode == "handoff" or metric.startswith("solo_") else None
-            vals.append(compare.problem_values(rf.path, samples, metric, no_truncated))
-        table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
+            pair = [_find_run(p, "handoff") for p in (run_a, run_b)]
+            table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        else:
+            vals = []
+            for p in (run_a, run_b):
+                rf = _find_run(p, mode)
+                samples = rf.load_samples() if mode == "handoff" or metric.startswith("solo_") else None
+                vals.append(compare.problem_values(rf.path, samples, metric, no_truncated, junior))
+            table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
         _print_compare(table, metric, run_a, run_b)
         if json_out:
             json_out.write_text(
@@ -374,7 +410,8 @@ def _print_compare(table, metric: str, a: Path, b: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    unit = "points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte"
+    unit = {"tax": "points", "retention": "handoff / solo"}.get(metric.split("@")[0])
+    unit = unit or ("points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte")
     t = Table(title=f"{metric}: A = {a}, B = {b} ({unit}; A - B, 95% paired bootstrap CI)")
     for col in ("group", "A", "B", "A - B", "95% CI", "p", "problems"):
         t.add_column(col, justify="left" if col == "group" else "right")

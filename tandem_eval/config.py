@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -32,12 +33,46 @@ class Sampling:
     max_context: int = 4096  # prompt + generation never exceeds this
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1 or self.max_context < 2:
-            raise ConfigError("max_new_tokens and max_context must be positive")
+        t, p = self.temperature, self.top_p
+        if not _number(t) or not math.isfinite(t) or t < 0:
+            raise ConfigError(f"--temperature must be a finite number >= 0 (0 = greedy), got {t}")
+        if not _number(p) or not math.isfinite(p) or not 0 < p <= 1:
+            raise ConfigError(f"--top-p must be in (0, 1] (1 disables it), got {p}")
+        if not _integer(self.top_k) or self.top_k < -1:
+            raise ConfigError(f"--top-k must be an integer >= 0 (0 or -1 disables it), got {self.top_k}")
+        if not _integer(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise ConfigError(f"--max-new-tokens must be an integer >= 1, got {self.max_new_tokens}")
+        if not _integer(self.max_context) or self.max_context < 2:
+            raise ConfigError(f"--max-context must be an integer >= 2 (prompt + generation), got {self.max_context}")
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _integer(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def default_ks(n: int) -> tuple[int, ...]:
+    """pass@k values reported when --k is not given: the powers of two <= n, plus n itself."""
+    return tuple(sorted({2**i for i in range(max(n, 1).bit_length()) if 2**i <= n} | {n})) if n >= 1 else (1,)
+
+
+def json_safe(obj):
+    """`obj` with every NaN/inf float replaced by None (null in JSON): degenerate results are results."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:  # numpy scalars
+        return json_safe(obj.item())
+    return obj
 
 
 @dataclass(frozen=True)
@@ -46,6 +81,10 @@ class ModelSpec:
 
     path: str
     dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype {self.dtype!r} is not supported; valid: {', '.join(DTYPES)}")
 
 
 @dataclass(frozen=True)
@@ -72,6 +111,7 @@ class EvalConfig:
     label: str | None = None  # display name in reports (default: the senior's folder name)
     chat_template: str | None = None  # Jinja template text replacing the senior tokenizer's own
     group: str | None = None  # macro group of a single local benchmark file (--group)
+    junior_chat_template: str | None = None  # the same for the junior (used when its vocabulary differs)
 
     def __post_init__(self):
         if self.mode == "handoff" and self.junior is None:
@@ -82,11 +122,24 @@ class EvalConfig:
             raise ConfigError(
                 f"mode solo cannot use schedule {self.schedule!r}; use `tandem-eval handoff --schedule ...`"
             )
-        if self.n < 1:
-            raise ConfigError(f"--n must be >= 1, got {self.n}")
+        if not _integer(self.n) or self.n < 1:
+            raise ConfigError(f"--n must be an integer >= 1, got {self.n}")
+        if not self.ks:
+            raise ConfigError("--k needs at least one value")
         bad = [k for k in self.ks if k < 1 or k > self.n]
         if bad:
             raise ConfigError(f"--k values {bad} exceed --n {self.n} (pass@k needs k <= n); lower --k or raise --n")
+        for name, value in (
+            ("--batch-size", self.batch_size),
+            ("--tensor-parallel-size", self.tensor_parallel_size),
+            ("--num-shards", self.num_shards),
+        ):
+            if not _integer(value) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value}")
+        if self.limit is not None and (not _integer(self.limit) or self.limit < 1):
+            raise ConfigError(f"--limit must be an integer >= 1 (omit it for every problem), got {self.limit}")
+        if not self.benchmarks:
+            raise ConfigError("no benchmarks given; pass --benchmark NAME (see `tandem-eval benchmarks`)")
         if not 0 <= self.shard_index < self.num_shards:
             raise ConfigError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
         if self.engine not in ("hf", "vllm"):
@@ -94,13 +147,19 @@ class EvalConfig:
 
     def fingerprint(self) -> str:
         """Hash of the fields that change samples (not sharding or batch size)."""
-        d = to_dict(self)
-        for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label"):
-            d.pop(k)
-        for k in ("chat_template", "group"):  # None = the default; keeps older runs' fingerprints
-            if d[k] is None:
-                d.pop(k)
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+        return fingerprint_of(to_dict(self))
+
+
+def fingerprint_of(config: dict) -> str:
+    """EvalConfig.fingerprint of a config dict as stored in config.json (run folders recompute it
+    from the stored dict, so older runs without later-added keys still verify)."""
+    d = dict(config)
+    for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label"):
+        d.pop(k, None)
+    for key in ("chat_template", "junior_chat_template", "group"):
+        if d.get(key) is None:  # absent = the default; keeps older runs' fingerprints
+            d.pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def to_dict(obj) -> dict:

@@ -66,8 +66,8 @@ def main() -> None:
     console.print(f"senior {senior}  junior {junior}  benchmark {bench}")
     console.print(f"run folders: {solo}  {args.out / 'handoff-paragraph'}  (samples.parquet, metrics.json)")
     console.print(
-        f"legibility/drift: {solo / 'legibility.parquet'}  {solo / 'drift.parquet'}  "
-        f"(metrics.json keys {sorted(k for k in metrics if k in ('legibility', 'drift'))})"
+        f"legibility/drift: {solo / 'lens'}/<junior>/{{legibility,drift}}.parquet  "
+        f"(metrics.json lens entries {sorted(metrics.get('lens', {}))})"
     )
     console.print(f"report: {args.out / 'report'}")
 

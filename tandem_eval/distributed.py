@@ -26,9 +26,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, EvalConfig
+from .config import ConfigError, EvalConfig, json_safe
 from .metrics.tax import communication_tax
-from .results import RunFolder, require_complete
+from .results import RunFolder, verify_run
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +61,17 @@ def _kinds(cfg: EvalConfig, solo_run) -> list[str]:
     return [handoff_dirname(cfg.schedule)] if solo_run is not None else ["solo", handoff_dirname(cfg.schedule)]
 
 
-def run_shard(cfg: EvalConfig, out_root: str, solo_run: str | None = None) -> str:
-    """One shard in this process (what each Ray task runs): solo, or solo + handoff like the CLI."""
+def run_shard(cfg: EvalConfig, out_root: str, solo_record: dict | None = None) -> str:
+    """One shard in this process (what each Ray task runs): solo, or solo + handoff like the CLI.
+
+    solo_record: the checked --solo-run (see pipeline.check_solo_reuse); the shard then runs the handoff only."""
     from .pipeline import handoff_dirname, run_eval, run_handoff
 
     root = shard_dir(Path(out_root), cfg.shard_index, cfg.num_shards)
     if cfg.mode == "solo":
         run_eval(cfg, root / "solo", progress=False)
-    elif solo_run is not None:  # the tax is computed after the merge against the given solo run
-        run_eval(cfg, root / handoff_dirname(cfg.schedule), progress=False)
+    elif solo_record is not None:  # the tax is computed after the merge against the given solo run
+        run_eval(cfg, root / handoff_dirname(cfg.schedule), progress=False, extra={"solo_run": solo_record})
     else:
         run_handoff(cfg, root, progress=False)
     return str(root)
@@ -84,16 +86,18 @@ def merge_root(out_root: str | Path, kinds: list[str], num_shards: int, solo_run
         kind: merge_shards([shard_dir(out_root, i, num_shards) / kind for i in range(num_shards)], out_root / kind)
         for kind in kinds
     }
-    solo = require_complete(solo_run) if solo_run is not None else merged.get("solo")
+    solo = verify_run(solo_run) if solo_run is not None else merged.get("solo")
     for kind, rf in merged.items():
         if kind.startswith("handoff") and solo is not None:
             ks = list(rf.config()["config"]["ks"])
-            tax = communication_tax(solo.load_samples(), rf.load_samples(), ks)
+            tax = json_safe(communication_tax(solo.load_samples(), rf.load_samples(), ks))
             rf.update_metrics({"tax": tax, "solo_run": str(solo.path.resolve())})
     return merged
 
 
-def run_on_ray(cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None) -> dict[str, RunFolder]:
+def run_on_ray(
+    cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None, allow_solo_mismatch: bool = False
+) -> dict[str, RunFolder]:
     """Run every unfinished shard of `cfg` as a Ray task, then merge; returns the merged run folders."""
     try:
         import ray
@@ -101,7 +105,12 @@ def run_on_ray(cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=No
         raise ConfigError('--ray-workers/--ray-address need Ray: pip install -e ".[ray]" (ray==2.60.0)') from None
     if cfg.num_shards != 1:
         raise ConfigError("--ray-workers/--ray-address choose the shards themselves; drop --num-shards/--shard-index")
-    _validate(cfg)
+    from .pipeline import check_solo_reuse, validate
+
+    validate(cfg, (), solo_run)  # the single-process checks, in the driver, before any task starts
+    record = None
+    if solo_run is not None and cfg.mode == "handoff":
+        record = check_solo_reuse(cfg, verify_run(solo_run), allow_solo_mismatch, "--solo-run")
     out_root = Path(out_root).resolve()
     kinds = _kinds(cfg, solo_run)
     if plan.workers is not None and not _unfinished(out_root, plan.workers, kinds):
@@ -117,9 +126,7 @@ def run_on_ray(cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=No
         todo = _unfinished(out_root, n, kinds)
         log.info("ray: %d shards, %d to run (%d complete)", n, len(todo), n - len(todo))
         task = ray.remote(run_shard).options(num_cpus=plan.cpus_per_worker, num_gpus=_gpus(ray, cfg), max_retries=0)
-        refs = [
-            task.remote(dataclasses.replace(cfg, num_shards=n, shard_index=i), str(out_root), solo_run) for i in todo
-        ]
+        refs = [task.remote(dataclasses.replace(cfg, num_shards=n, shard_index=i), str(out_root), record) for i in todo]
         _wait(ray, refs)
     finally:
         if started:
@@ -133,31 +140,20 @@ def ray_solo(cfg: EvalConfig, out_root: str | Path, plan: RayPlan) -> RunFolder:
 
 
 def ray_handoff(
-    cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None
+    cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None, allow_solo_mismatch: bool = False
 ) -> tuple[RunFolder, RunFolder, dict]:
     """`tandem-eval handoff` on Ray: (solo, handoff, tax) like pipeline.run_handoff."""
     from .pipeline import handoff_dirname
 
-    folders = run_on_ray(cfg, out_root, plan, solo_run)
+    folders = run_on_ray(cfg, out_root, plan, solo_run, allow_solo_mismatch)
     handoff = folders[handoff_dirname(cfg.schedule)]
-    solo = folders["solo"] if solo_run is None else require_complete(solo_run)
+    solo = folders["solo"] if solo_run is None else verify_run(solo_run)
     return solo, handoff, handoff.metrics()["tax"]
 
 
 def _unfinished(out_root: Path, n: int, kinds: list[str]) -> list[int]:
     """Shard indices whose run folders are not all complete."""
     return [i for i in range(n) if not all(RunFolder(shard_dir(out_root, i, n) / k).is_complete() for k in kinds)]
-
-
-def _validate(cfg: EvalConfig) -> None:
-    """Fail in the driver, with the CLI's one-line errors, before any task starts."""
-    from .data import load_benchmarks
-    from .models import resolve_model
-
-    for spec in (cfg.senior, cfg.junior):
-        if spec is not None:
-            resolve_model(spec.path)
-    load_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)
 
 
 def _gpus(ray, cfg: EvalConfig) -> float:

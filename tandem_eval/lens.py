@@ -3,8 +3,9 @@ senior's next-token distributions have moved from the junior's along those CoTs.
 
 Both lenses read one senior SOLO run (samples.parquet) and teacher-force every CoT: the prompt is
 the junior's chat prefix for the same problem, the CoT is fed as the generated token ids (never
-re-tokenized when the two tokenizers have the same vocabulary). Per token t of a CoT x (EOS
-included), with log-probs at temperature 1 on the raw logits, sliced to the tokenizer vocabulary:
+re-tokenized when the two tokenizers have the same vocabulary). Per token t of a CoT x (the final
+EOS token left out, as the paper scores the decoded text; LensOptions(include_eos=True) keeps it),
+with log-probs at temperature 1 on the raw logits, sliced to the tokenizer vocabulary:
 
     junior NLL      -log p_j(x_t | x_<t)                              (legibility; lower = more legible)
     kl_exact        KL(p_s || p_j) = sum_v p_s(v) [log p_s(v) - log p_j(v)]   (full vocabulary, HF only)
@@ -24,14 +25,21 @@ the CoT length (chunk 256, V = 151,936: 445 MiB, measured 449 MiB on CPU; see `k
     from tandem_eval.lens import legibility, drift, summarize, LensOptions
     per_sample = legibility(samples, junior_engine, senior_tok=tok)       # one row per sample
     summary = summarize(per_sample, ["junior_nll_mean"], ["nll_bins"])     # CIs, with/without truncated
+
+Outputs are keyed by the junior that read the CoTs, so one solo run can be scored by several
+juniors without overwriting: RUN/lens/<junior label>/{legibility,drift}.parquet, summaries in
+RUN/metrics.json under "lens" -> <junior label> -> "legibility" / "drift". `lens_file` also finds
+the older layout (RUN/legibility.parquet, one junior per run), e.g. the committed results/toy.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,6 +52,8 @@ PROBLEM_KEY = ["benchmark", "problem_id"]
 LEGIBILITY_METRICS = ["junior_nll_mean", "junior_bpb"]
 DRIFT_METRICS = ["kl_exact", "kl_reverse", "kl_k1", "kl_k3"]
 Progress = Callable[[int], None]  # called with the number of samples just finished
+LENS_DIR = "lens"  # RUN/lens/<junior label>/<kind>.parquet
+LENS_KINDS = ("legibility", "drift")
 
 
 class LensError(ValueError):
@@ -59,6 +69,65 @@ class LensOptions:
     n_boot: int = 2000
     seed: int = 0
     alpha: float = 0.05
+    include_eos: bool = False  # score the final EOS token too (the paper scores the text without it)
+
+
+# ---- where lens outputs live ---------------------------------------------------------------
+def junior_label(spec: str | Path) -> str:
+    """A folder-safe name for a junior: toy:self-paired/junior -> self-paired-junior, else the
+    checkpoint folder's name (characters other than letters, digits, . _ - become -)."""
+    text = str(spec).rstrip("/")
+    name = text[4:].replace("/", "-") if text.startswith("toy:") else (Path(text).name or text)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "junior"
+
+
+def lens_juniors(run_dir: str | Path) -> list[str]:
+    """Junior labels with lens outputs in a run folder (new layout), sorted; "" stands for the older
+    one-junior layout (RUN/legibility.parquet or RUN/drift.parquet) when present."""
+    run_dir = Path(run_dir)
+    found = sorted(
+        d.name for d in (run_dir / LENS_DIR).glob("*") if any((d / f"{k}.parquet").exists() for k in LENS_KINDS)
+    )
+    if any((run_dir / f"{k}.parquet").exists() for k in LENS_KINDS):
+        found.append("")
+    return found
+
+
+def lens_file(run_dir: str | Path, kind: str, junior: str | None = None) -> Path:
+    """Path of a run's `kind` lens table (legibility | drift) for `junior` (a label as written by the
+    lens commands); junior None: the only junior that has one (older layout included). Raises
+    LensError naming the choices when the junior is missing or ambiguous."""
+    run_dir = Path(run_dir)
+    if junior:
+        path = run_dir / LENS_DIR / junior / f"{kind}.parquet"
+        if path.exists():
+            return path
+        legacy = run_dir / f"{kind}.parquet"
+        if legacy.exists() and _legacy_junior(run_dir, kind) == junior:
+            return legacy
+    have = [j for j in lens_juniors(run_dir) if _lens_path(run_dir, kind, j).exists()]
+    if junior is None and len(have) == 1:
+        return _lens_path(run_dir, kind, have[0])
+    names = ", ".join(j or _legacy_junior(run_dir, kind) or "(unnamed)" for j in have) or "none"
+    if not have:
+        raise LensError(f"{run_dir} has no {kind} output; run `tandem-eval {kind} --run {run_dir} --junior PATH` first")
+    want = f"junior {junior!r}" if junior else "one junior"
+    raise LensError(f"{run_dir} has {kind} outputs of juniors {names}, not {want}; pass --junior LABEL")
+
+
+def _lens_path(run_dir: Path, kind: str, junior: str) -> Path:
+    return run_dir / LENS_DIR / junior / f"{kind}.parquet" if junior else run_dir / f"{kind}.parquet"
+
+
+def _legacy_junior(run_dir: Path, kind: str) -> str | None:
+    """The junior label of an older-layout lens table (from metrics.json), if recorded."""
+    import json
+
+    try:
+        spec = json.loads((run_dir / "metrics.json").read_text()).get(kind, {}).get("junior")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return junior_label(spec) if spec else None
 
 
 def kl_peak_bytes(chunk: int, vocab: int, n_tokens: int = 0, hidden: int = 0) -> int:
@@ -288,7 +357,7 @@ def position_bins(x: np.ndarray, bins: int) -> np.ndarray:
         return np.bincount(b, weights=x, minlength=bins) / np.bincount(b, minlength=bins)
 
 
-def _base(samples: pd.DataFrame) -> pd.DataFrame:
+def _base(samples: pd.DataFrame, include_eos: bool = False) -> pd.DataFrame:
     missing = [c for c in KEYS + ["token_ids", "finish_reason"] if c not in samples]
     if missing:
         raise LensError(f"samples lack columns {missing}; pass a run folder written by tandem-eval solo")
@@ -296,20 +365,27 @@ def _base(samples: pd.DataFrame) -> pd.DataFrame:
     out["sample_idx"] = out["sample_idx"].astype(int)
     out["n_tokens"] = [len(_ids(t)) for t in samples["token_ids"]]
     out["truncated"] = (samples["finish_reason"] == "length").to_numpy()
+    out["include_eos"] = include_eos
+    out["n_scored_tokens"] = [len(c) for c in cot_ids(samples, include_eos)]
     if "correct" in samples:
         out["correct"] = samples["correct"].to_numpy()
     return out
 
 
-def _cot_text_ids(samples: pd.DataFrame, tok) -> tuple[list[str], list[list[int]]]:
-    """CoT text and ids without a final EOS token (bits per byte counts the text's UTF-8 bytes)."""
-    texts, ids = [], []
+def cot_ids(samples: pd.DataFrame, include_eos: bool = False) -> list[list[int]]:
+    """The CoT token ids a lens scores: as generated, without the final EOS token (a sample that
+    finished with finish_reason "eos") unless include_eos."""
+    out = []
     for t, reason in zip(samples["token_ids"], samples["finish_reason"]):
         t = _ids(t)
-        if reason == "eos" and t:
-            t = t[:-1]
-        ids.append(t)
-        texts.append(tok.decode(t, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+        out.append(t[:-1] if reason == "eos" and t and not include_eos else t)
+    return out
+
+
+def _cot_text_ids(samples: pd.DataFrame, tok) -> tuple[list[str], list[list[int]]]:
+    """CoT text and ids without a final EOS token (bits per byte counts the text's UTF-8 bytes)."""
+    ids = cot_ids(samples, include_eos=False)
+    texts = [tok.decode(t, skip_special_tokens=False, clean_up_tokenization_spaces=False) for t in ids]
     return texts, ids
 
 
@@ -318,7 +394,8 @@ def legibility(
 ) -> pd.DataFrame:
     """Junior NLL of each senior CoT: one row per sample (nats/token, bits/byte, per-bin curve).
 
-    Same vocabulary: the CoT ids are scored as generated; junior_bpb excludes a final EOS token.
+    Same vocabulary: the CoT ids are scored as generated, without the final EOS token unless
+    opts.include_eos (junior_bpb always excludes it).
     Different vocabulary (needs opts.allow_vocab_mismatch): the CoT text without EOS is
     re-tokenized by the junior; only junior_bpb is comparable across tokenizers."""
     jtok = junior.tokenizer
@@ -328,14 +405,10 @@ def legibility(
             "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in "
             "bits per byte of the CoT text instead of nats per shared token"
         )
-    out = _base(samples)
+    out = _base(samples, opts.include_eos)
     prompts = junior_prompts(samples, senior_tok, jtok)
     texts, no_eos = _cot_text_ids(samples, senior_tok)
-    conts = (
-        [_ids(t) for t in samples["token_ids"]]
-        if matched
-        else [jtok.encode(t, add_special_tokens=False) for t in texts]
-    )
+    conts = cot_ids(samples, opts.include_eos) if matched else [jtok.encode(t, add_special_tokens=False) for t in texts]
     lps = token_logprobs(junior, prompts, conts, opts, progress)
     nll = [-x for x in lps]
     n_bytes = np.array([len(t.encode("utf-8")) for t in texts])
@@ -373,8 +446,8 @@ def drift(
     if stok is None:
         raise LensError("drift needs the senior's tokenizer (pass senior or senior_tok) to check the vocabularies")
     require_shared_vocab(stok, jtok)
-    out = _base(samples)
-    conts = [_ids(t) for t in samples["token_ids"]]
+    out = _base(samples, opts.include_eos)
+    conts = cot_ids(samples, opts.include_eos)
     prompts = junior_prompts(samples, stok, jtok)
     if senior is not None and _is_hf(senior) and _is_hf(junior):
         res = exact_kl(senior, junior, prompts, conts, opts, progress, [_ids(p) for p in samples["prompt_ids"]])
@@ -402,7 +475,9 @@ def drift(
 def _stored_logprobs(samples, conts, senior, opts) -> list[np.ndarray]:
     stored = samples["logprobs"] if "logprobs" in samples else [None] * len(samples)
     lps = [np.asarray(s, dtype=np.float64) if isinstance(s, (list, tuple, np.ndarray)) else None for s in stored]
-    if all(x is not None and len(x) == len(c) for x, c in zip(lps, conts)):
+    # stored log-probs cover every generated token; the scored CoT may leave out the final EOS
+    lps = [x[: len(c)] if x is not None and len(x) >= len(c) else None for x, c in zip(lps, conts)]
+    if all(x is not None for x in lps):
         return lps  # type: ignore[return-value]
     if senior is None:
         raise LensError(

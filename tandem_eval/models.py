@@ -1,18 +1,27 @@
-"""Resolving checkpoints: paths, bundled `toy:` names, the junior recorded by the trainer, and
-tokenizer compatibility between senior and junior.
+"""Resolving and checking checkpoints: paths, bundled `toy:` names, the junior recorded by the
+trainer, cheap up-front checks (config, weights, tokenizer, chat template) and the one
+vocabulary-identity check that evaluation and training share.
 
     path = resolve_model("toy:tandem")            # a bundled toy-world checkpoint
     junior = junior_from_metadata(path)           # from tandem_meta.json, if the trainer wrote one
+    check_checkpoint(path)                        # config.json + weights headers, no weights loaded
     check_vocab(senior_tok, junior_tok, allow_mismatch=False)
+    same = check_pair(senior_path, junior_path)   # the same, from paths (used by the trainer)
+
+Every check here reads only small files (config.json, tokenizer files, safetensors headers), so it
+runs in about a second before any engine loads; failures are ModelError with a one-line message.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 TOY_DIR = Path(__file__).resolve().parent / "toy" / "checkpoints"
 META_FILE = "tandem_meta.json"  # written by trainer/ into every checkpoint it saves
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 class ModelError(ValueError):
@@ -31,14 +40,17 @@ def resolve_model(name: str | Path) -> Path:
     name = str(name)
     if name.startswith("toy:"):
         short = name[4:] if "/" in name else f"self-paired/{name[4:]}"  # toy:tandem = the main scenario's
-        path = TOY_DIR / short
-        if not (path / "config.json").exists():
+        path = (TOY_DIR / short).resolve()
+        # `toy:../../x` must not reach outside the bundle.
+        if not path.is_relative_to(TOY_DIR) or not (path / "config.json").exists():
             valid = ", ".join(toy_names()) or "none bundled in this install"
             raise ModelError(f"unknown toy checkpoint {name!r}; valid: {valid}")
         return path
     path = Path(name).expanduser()
     if not path.exists():
         raise ModelError(f"checkpoint not found: {path} (pass an HF-format folder with config.json, or toy:NAME)")
+    if not path.is_dir():
+        raise ModelError(f"checkpoint {path} is a file; pass the folder that save_pretrained wrote")
     if not (path / "config.json").exists():
         raise ModelError(
             f"{path} is not an HF-format checkpoint (no config.json); pass the folder that save_pretrained wrote"
@@ -51,8 +63,17 @@ def resolve_model(name: str | Path) -> Path:
 
 
 def metadata(path: Path) -> dict:
+    """tandem_meta.json of a trainer checkpoint ({} when absent); a damaged file is a ModelError."""
     meta = Path(path) / META_FILE
-    return json.loads(meta.read_text()) if meta.exists() else {}
+    if not meta.exists():
+        return {}
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelError(f"{meta} is not valid JSON ({_short(e)}); restore it from the trainer or delete it") from None
+    if not isinstance(data, dict) or not isinstance(data.get("junior", ""), str | type(None)):
+        raise ModelError(f"{meta} must be a JSON object with a string 'junior'; restore it or delete it")
+    return data
 
 
 def junior_from_metadata(senior: Path) -> str | None:
@@ -64,22 +85,159 @@ def junior_from_metadata(senior: Path) -> str | None:
     return str(p if p.is_absolute() else (Path(senior) / p).resolve())
 
 
+def _short(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200] or type(e).__name__
+
+
+def read_model_config(path: Path) -> dict:
+    """config.json as a dict with a model_type, or a ModelError naming the file."""
+    cfg_path = Path(path) / "config.json"
+    try:
+        data = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelError(f"{cfg_path} is not valid JSON ({_short(e)}); save the model again") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ModelError(f"{cfg_path} has no 'model_type'; re-save the model with save_pretrained (PATH)")
+    return data
+
+
+def _check_safetensors(file: Path) -> None:
+    """The header parses and every tensor's bytes lie inside the file (catches truncation)."""
+    try:
+        size = file.stat().st_size
+        with open(file, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n <= 0 or 8 + n > size:
+                raise ValueError("header length past the end of the file")
+            header = json.loads(f.read(n))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError) as e:
+        raise ModelError(f"{file} is damaged or truncated ({_short(e)}); copy or save the weights again") from None
+    if 8 + n + end > size:
+        raise ModelError(
+            f"{file} is truncated ({size} bytes, its header needs {8 + n + end}); copy or save the weights again"
+        )
+
+
+def check_weights(path: Path) -> None:
+    """Weights are present and (for safetensors) their headers and sizes are consistent."""
+    path = Path(path)
+    for index in WEIGHT_INDEXES:
+        if (path / index).exists():
+            try:
+                files = sorted(set(json.loads((path / index).read_text(encoding="utf-8"))["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                raise ModelError(f"{path / index} is damaged ({_short(e)}); save the model again") from None
+            for name in files:
+                shard = path / name
+                if not shard.is_file():
+                    raise ModelError(f"{path}: weight shard {name} listed in {index} is missing; copy it")
+                if shard.suffix == ".safetensors":
+                    _check_safetensors(shard)
+            return
+    for name in WEIGHT_FILES:
+        if (path / name).is_file():
+            if name.endswith(".safetensors"):
+                _check_safetensors(path / name)
+            elif (path / name).stat().st_size == 0:
+                raise ModelError(f"{path / name} is empty; copy or save the weights again")
+            return
+    raise ModelError(f"{path} has no weights (model.safetensors or pytorch_model.bin); save them with save_pretrained")
+
+
+def check_checkpoint(path: Path) -> dict:
+    """config.json readable and known to transformers, weights present; returns the config dict."""
+    data = read_model_config(path)
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(str(path))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ModelError(f"{Path(path) / 'config.json'} is not usable by transformers ({_short(e)})") from None
+    check_weights(path)
+    try:  # the HF engine's own architecture check, where this version has one
+        from .engines.hf import check_supported
+    except ImportError:
+        check_supported = None
+    if check_supported is not None:
+        check_supported(config)
+    return data
+
+
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as e:
-        raise ModelError(f"cannot load the tokenizer at {path}: {e}") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ModelError(f"cannot load the tokenizer at {path}: {_short(e)}") from None
 
 
-def check_vocab(senior_tok, junior_tok, allow_mismatch: bool = False) -> bool:
-    """True when both tokenizers map every string to the same ids. Refuses a mismatch unless allowed."""
-    same = len(senior_tok) == len(junior_tok) and senior_tok.get_vocab() == junior_tok.get_vocab()
+def same_vocab(tok_a, tok_b) -> bool:
+    """Same token string -> id map (added/special tokens included): ids mean the same to both."""
+    return tok_a is tok_b or (len(tok_a) == len(tok_b) and tok_a.get_vocab() == tok_b.get_vocab())
+
+
+def check_vocab(
+    senior_tok, junior_tok, allow_mismatch: bool = False, senior: str = "senior", junior: str = "junior"
+) -> bool:
+    """True when both tokenizers map every string to the same ids. Refuses a mismatch unless allowed.
+
+    The single vocabulary check of evaluation (handoff) and training (tandem rollouts, KL reference):
+    a reordered vocabulary of the same size is a mismatch too."""
+    same = same_vocab(senior_tok, junior_tok)
     if not same and not allow_mismatch:
+        how = "sizes differ" if len(senior_tok) != len(junior_tok) else "same size, different token ids"
         raise ModelError(
-            f"senior and junior tokenizers differ ({len(senior_tok)} vs {len(junior_tok)} tokens); token-level "
-            "handoff needs one vocabulary. Use a junior from the same model family, or pass "
+            f"senior {senior} and junior {junior} tokenizers differ ({len(senior_tok)} vs {len(junior_tok)} tokens, "
+            f"{how}); token-level handoff needs one vocabulary. Use a junior from the same model family, or pass "
             "--allow-vocab-mismatch for text-level handoff with re-tokenization"
         )
     return same
+
+
+def check_embedding_rows(path: Path, tokenizer) -> None:
+    """The model's embedding has a row for every token id the tokenizer can produce."""
+    data = read_model_config(path)
+    rows = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
+    if isinstance(rows, int) and rows < len(tokenizer):
+        raise ModelError(
+            f"{Path(path) / 'config.json'}: vocab_size {rows} is smaller than its tokenizer ({len(tokenizer)} tokens); "
+            "resize the embeddings (model.resize_token_embeddings) and save again"
+        )
+
+
+def check_pair(senior, junior, allow_mismatch: bool = False) -> bool:
+    """check_vocab from two checkpoint paths or toy: names (loads tokenizers only); also checks each
+    model's embedding covers its tokenizer. Returns True when the vocabularies are identical."""
+    s_path, j_path = resolve_model(senior), resolve_model(junior)
+    s_tok, j_tok = load_tokenizer(s_path), load_tokenizer(j_path)
+    check_embedding_rows(s_path, s_tok)
+    check_embedding_rows(j_path, j_tok)
+    return check_vocab(s_tok, j_tok, allow_mismatch, senior=str(senior), junior=str(junior))
+
+
+def check_chat_template(tokenizer, chat_template: str | None, source: str, option: str) -> list[int]:
+    """Render the paper's prompt once with `chat_template` (or the tokenizer's own); return its ids.
+
+    `source` names where the template came from (a file, a checkpoint), `option` the flag that
+    replaces it; any Jinja or rendering failure becomes a one-line PromptError naming both."""
+    from jinja2 import TemplateError
+
+    from .data.prompts import PromptError, prompt_ids
+
+    if not (chat_template or getattr(tokenizer, "chat_template", None)):
+        raise PromptError(f"{source} has no chat_template; add one to tokenizer_config.json or pass {option} FILE")
+    try:
+        ids = prompt_ids(tokenizer, "What is 1 + 1?", chat_template=chat_template)
+    except PromptError as e:
+        raise PromptError(f"{source}: {_short(e)}; fix it or pass {option} FILE") from None
+    except (TemplateError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        where = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
+        raise PromptError(
+            f"the chat template of {source} does not render{where}: {type(e).__name__}: {_short(e)}; "
+            f"fix it or pass {option} FILE"
+        ) from None
+    if not ids:
+        raise PromptError(f"the chat template of {source} renders an empty prompt; fix it or pass {option} FILE")
+    return ids

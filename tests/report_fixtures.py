@@ -125,12 +125,16 @@ def make_run(
             nll = rng.exponential(0.8 if "grpo" in str(senior) else 0.5, len(ids))
             kl = rng.exponential(0.2 if "grpo" in str(senior) else 0.1, len(ids))
             key = {"benchmark": bench, "problem_id": pid, "sample_idx": i, "n_tokens": len(ids)}
+            # the columns the real lens writes (tandem_eval.lens.legibility): per-token junior
+            # log-probs of the CoT without its final EOS token, and 20 relative-position bins
+            scored = nll[:-1]
             legi.append(
                 {
                     **key,
-                    "junior_nll_sum": float(nll.sum()),
-                    "junior_nll_mean": float(nll.mean()),
-                    "token_nll": nll.tolist(),
+                    "junior_nll_sum": float(scored.sum()),
+                    "junior_nll_mean": float(scored.mean()),
+                    "nll_bins": np.resize(scored, 20).tolist(),
+                    "junior_logprobs": (-scored).astype(np.float32).tolist(),
                 }
             )
             drift.append(
@@ -141,16 +145,18 @@ def make_run(
                     "kl_k3": float(kl.mean() * 0.9),
                     "kl_reverse": float(kl.mean()),
                     "truncated": False,
-                    "token_kl": kl.tolist(),
+                    "kl_bins": np.resize(kl, 20).tolist(),
+                    "kl_tokens": kl.astype(np.float32).tolist(),
                 }
             )
     rf.append_shard(rows)
     import pandas as pd
 
     samples = pd.DataFrame(rows)
-    if side_tables:
-        atomic_write_parquet(path / "legibility.parquet", pd.DataFrame(legi))
-        atomic_write_parquet(path / "drift.parquet", pd.DataFrame(drift))
+    if side_tables:  # the lens layout: RUN/lens/<junior label>/
+        (path / "lens" / "junior").mkdir(parents=True, exist_ok=True)
+        atomic_write_parquet(path / "lens" / "junior" / "legibility.parquet", pd.DataFrame(legi))
+        atomic_write_parquet(path / "lens" / "junior" / "drift.parquet", pd.DataFrame(drift))
     rf.finalize({"pass_at_k": summarize_pass_at_k(samples, [k for k in ks if k <= n])})
     return rf
 
@@ -202,6 +208,8 @@ def make_results(root: Path) -> Path:
                 "accuracy": 0.3 + s / 100,
                 "senior_fraction": 0.5 + rng.normal(0, 0.01),
                 "kl": 0.01 * s,
+                "truncation_rate": 1.0 if s < 5 else 0.25,
+                "response_length": 120 - s,
             }
         )
         for s in range(1, 31)

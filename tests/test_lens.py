@@ -9,6 +9,7 @@ computation written here with plain transformers forwards in float64 (tolerance 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -24,7 +25,8 @@ from tandem_eval.lens import LensError, LensOptions
 
 N_PROBLEMS, N_SAMPLES, MAX_NEW = 8, 4, 48
 T1 = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=MAX_NEW, max_context=512)
-FAST = LensOptions(n_boot=200, chunk=64, batch_tokens=2048)  # small chunks: exercise the block loop
+# small chunks exercise the block loop; the brute-force checks score every token, the final EOS included
+FAST = LensOptions(n_boot=200, chunk=64, batch_tokens=2048, include_eos=True)
 
 
 # ---- fixtures ------------------------------------------------------------------------------
@@ -134,6 +136,22 @@ def test_legibility_matches_brute_force(samples, engines, brute):
     lone = samples.sample_idx == 0
     one = lens.legibility(samples[lone], engines["junior"], senior_tok=engines["senior"].tokenizer, opts=FAST)
     np.testing.assert_allclose(one["junior_nll_mean"], out.loc[lone.to_numpy(), "junior_nll_mean"], atol=1e-5)
+
+
+def test_final_eos_is_left_out_by_default_and_kept_with_include_eos(samples, engines, pair):
+    eos = (samples.finish_reason == "eos").to_numpy()
+    assert eos.any()  # some CoTs end with EOS, so the two scopes differ
+    opts = dataclasses.replace(FAST, include_eos=False)
+    tok = engines["senior"].tokenizer
+    with_eos = lens.legibility(samples, engines["junior"], senior_tok=tok, opts=FAST)
+    without = lens.legibility(samples, engines["junior"], senior_tok=tok, opts=opts)
+    assert (without["n_scored_tokens"] == samples["n_tokens"] - eos).all() and not without["include_eos"].any()
+    assert (with_eos["n_scored_tokens"] == samples["n_tokens"]).all() and with_eos["include_eos"].all()
+    for a, b, e in zip(without.junior_logprobs, with_eos.junior_logprobs, eos):
+        assert len(a) == len(b) - int(e)
+        np.testing.assert_allclose(a, b[: len(a)], atol=1e-5)  # the EOS position is simply dropped
+    d = lens.drift(samples, engines["junior"], senior_tok=tok, opts=opts)  # Monte Carlo, stored log-probs
+    assert [len(x) for x in d.k1_tokens] == list(without["n_scored_tokens"])
 
 
 def test_exact_kl_matches_brute_force(drift_hf, brute):
@@ -338,10 +356,11 @@ def test_cli_legibility_drift_compare(tmp_path, pair, samples):
         for cmd in ("legibility", "drift"):
             res = runner.invoke(app, [cmd, "--run", str(rf.path), "--junior", str(pair["junior"]), "--n-boot", "100"])
             assert res.exit_code == 0, res.output
-    m = a.metrics()
-    assert {"solo", "legibility", "drift"} <= set(m)
+    m = a.metrics()["lens"]["junior"]  # keyed by the junior's label (its folder name)
+    assert {"legibility", "drift"} <= set(m)
     assert m["drift"]["method"] == "exact" and m["legibility"]["primary"] == "junior_nll_mean"
-    per = pd.read_parquet(a.path / "drift.parquet")
+    assert m["legibility"]["include_eos"] is False and "without the final EOS" in m["legibility"]["scope"]
+    per = pd.read_parquet(a.path / "lens" / "junior" / "drift.parquet")
     assert {
         "benchmark",
         "problem_id",
@@ -353,7 +372,8 @@ def test_cli_legibility_drift_compare(tmp_path, pair, samples):
         "kl_reverse",
         "truncated",
     } <= set(per.columns)
-    assert {"junior_nll_sum", "junior_nll_mean"} <= set(pd.read_parquet(a.path / "legibility.parquet").columns)
+    legi = pd.read_parquet(a.path / "lens" / "junior" / "legibility.parquet")
+    assert {"junior_nll_sum", "junior_nll_mean", "junior_logprobs"} <= set(legi.columns)
 
     out = tmp_path / "cmp.json"
     for metric in ("junior_nll", "kl_exact", "kl_k1", "solo_pass@1"):
@@ -372,3 +392,61 @@ def test_cli_legibility_drift_compare(tmp_path, pair, samples):
     ):
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and msg in res.output, res.output
+
+
+def test_real_cli_run_scored_by_two_juniors_keeps_both_and_the_viewer_shades_it(tmp_path, pair):
+    """generate (solo CLI) -> legibility with two juniors -> report and view pick by junior."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    from typer.testing import CliRunner
+
+    from tandem_eval.cli import app
+    from tandem_eval.report.view import build_page
+
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        ["solo", "--senior", str(pair["senior"]), "--benchmark", "tiny", "--limit", "3", "--n", "2", "--k", "1,2",
+         "--max-new-tokens", "24", "--out", str(tmp_path / "run"), "--label", "mine", "-q"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    solo = tmp_path / "run" / "solo"
+    for junior, label in ((pair["junior"], None), (pair["senior"], "self")):
+        args = ["legibility", "--run", str(solo), "--junior", str(junior), "--n-boot", "50"]
+        res = runner.invoke(app, args + (["--junior-label", label] if label else []))
+        assert res.exit_code == 0, res.output
+    a, b = (pd.read_parquet(solo / "lens" / j / "legibility.parquet") for j in ("junior", "self"))
+    assert len(a) == len(b) == 6 and not np.allclose(a["junior_nll_mean"], b["junior_nll_mean"])
+    assert set(json.loads((solo / "metrics.json").read_text())["lens"]) == {"junior", "self"}
+    assert json.loads((solo / "config.json").read_text())["config"]["label"] == "mine"
+    # several juniors: a reader must say which one
+    res = runner.invoke(app, ["compare", str(solo), str(solo), "--metric", "junior_nll", "--n-boot", "20"])
+    assert res.exit_code == 2 and "--junior" in res.output
+    res = runner.invoke(
+        app, ["compare", str(solo), str(solo), "--metric", "junior_nll", "--n-boot", "20", "--junior", "self"]
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["report", str(solo), "--out", str(tmp_path / "r"), "--junior", "self", "--n-boot", "20"])
+    assert res.exit_code == 0, res.output
+    assert "junior self" in (tmp_path / "r" / "table2.md").read_text()
+    page = build_page(solo, junior="self")
+    data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1))
+    assert all(t["jr"] == "self" and t["src"] == "lens" for t in data["traces"])
+    b_first = b.sort_values(["benchmark", "problem_id", "sample_idx"]).iloc[0]
+    t0 = data["traces"][0]
+    assert t0["s"][: len(b_first.junior_logprobs)] == pytest.approx(-np.round(b_first.junior_logprobs, 2), abs=0.011)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (Debian: apt-get install -y chromium)")
+    html = tmp_path / "view.html"
+    html.write_text(page, encoding="utf-8")
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}", "--dump-dom",
+             html.as_uri()], capture_output=True, text=True, timeout=120,
+        ).stdout  # fmt: skip
+    shaded = re.findall(r'class="tok sen" title="senior · −log p = [\d.]+" style="--a: 0\.\d+', dom)
+    assert len(shaded) >= sum(len(x) for x in b.junior_logprobs) // 2, dom[-1500:]

@@ -226,3 +226,29 @@ def test_tax_refuses_different_problem_sets():
     handoff = solo[solo["problem_id"] != "amc23-0"]
     with pytest.raises(ValueError, match="1 differ"):
         communication_tax(solo, handoff, ks=[1], n_boot=50)
+
+
+# ---- swap_p_value (tax@K / retention@K of two seniors) -------------------------------------------
+def test_swap_p_value_of_a_mean_difference_is_the_sign_flip_test():
+    from tandem_eval.metrics.stats import _macro_weights, swap_p_value
+
+    rng = np.random.default_rng(3)
+    for n in (6, 40):  # exact enumeration and Monte Carlo
+        a, b = rng.normal(0.3, 1, size=(n, 1)), rng.normal(0, 1, size=(n, 1))
+        groups = np.arange(n) % 3
+        w = _macro_weights(groups, n)
+        got = swap_p_value(a, b, lambda m: m[:, 0], w, 500, 0)
+        assert got == pytest.approx(sign_flip_p_value((a - b)[:, 0], w, 500, 0))
+
+
+def test_swap_p_value_of_identical_runs_is_one_and_of_separated_runs_small():
+    from tandem_eval.metrics.stats import swap_p_value
+
+    rng = np.random.default_rng(4)
+    solo = rng.uniform(50, 100, size=(12, 1))
+    a = np.hstack([solo, solo * 0.5])  # (solo, handoff): retention 0.5
+    b = np.hstack([solo, solo])  # retention 1
+    w = np.full(12, 1 / 12)
+    ratio = lambda m: m[:, 1] / m[:, 0]  # noqa: E731
+    assert swap_p_value(a, a, ratio, w, 200, 0) == 1.0
+    assert swap_p_value(a, b, ratio, w, 200, 0) == pytest.approx(2 / 2**12)  # only the two extreme swaps

@@ -208,10 +208,134 @@ def test_text_level_handoff_with_different_vocabularies(tiny_pair, tmp_path):
         limit=2,
         sampling=SAMPLING,
         allow_vocab_mismatch=True,
+        junior_chat_template=CHATML_TEMPLATE,
     )
     rf = run_eval(cfg, tmp_path / "run", progress=False)
     df = rf.load_samples()
     assert rf.config()["config"]["allow_vocab_mismatch"] is True
+    assert rf.config()["config"]["junior_chat_template"] == CHATML_TEMPLATE
     for mask, ids, lps in zip(df.author_mask, df.token_ids, df.logprobs):
         assert len(mask) == len(ids) == len(lps) and 0 in list(mask) and 1 in list(mask)
         assert all(np.isnan(lp) == (m == 0) for m, lp in zip(mask, lps))  # junior log-probs are NaN
+
+
+def test_default_k_is_the_powers_of_two_up_to_n_plus_n(tiny_pair, tmp_path):
+    from tandem_eval.config import default_ks
+
+    assert default_ks(1) == (1,) and default_ks(2) == (1, 2) and default_ks(6) == (1, 2, 4, 6)
+    assert default_ks(8) == (1, 2, 4, 8) and default_ks(12) == (1, 2, 4, 8, 12)
+    args = ["solo", "--senior", tiny_pair[0], "--n", "2", "--limit", "1", "--max-new-tokens", "4"]
+    ok = runner.invoke(app, args + ["--out", str(tmp_path / "o"), "-q"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads((tmp_path / "o" / "solo" / "config.json").read_text())["config"]["ks"] == [1, 2]
+    # the results table (and its caption) is printed last: nothing else follows its bottom border
+    lines = ok.stdout.rstrip().splitlines()
+    bottom = max(i for i, line in enumerate(lines) if line.startswith("└"))
+    assert any("run folder" in line for line in lines[:bottom])
+    assert not any("run folder" in line or "%" in line for line in lines[bottom + 1 :]), lines[bottom:]
+
+
+def test_engine_crash_before_any_sample_leaves_no_run_folder(cfg, engines, tmp_path, monkeypatch):
+    import tandem_eval.pipeline as pipeline
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("engine died")
+
+    monkeypatch.setattr(pipeline, "_generate", crash)
+    with pytest.raises(RuntimeError, match="engine died"):
+        run_eval(cfg, tmp_path / "a" / "b" / "run", engines, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_prompts_longer_than_the_context_get_zero_token_samples_and_a_warning(cfg, engines, tmp_path, caplog):
+    from tandem_eval.data import prompt_ids
+    from tandem_eval.models import load_tokenizer
+
+    bench = tmp_path / "mixed.jsonl"
+    long_problem = "Tom has 3 pens and buys more pens. " * 30 + "How many pens?"
+    rows = [{"problem": "What is 1 + 1?", "answer": "2"}, {"problem": long_problem, "answer": "3"}]
+    bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    short = len(prompt_ids(load_tokenizer(cfg.senior.path), rows[0]["problem"]))
+    solo = dataclasses.replace(
+        cfg,
+        mode="solo",
+        schedule="solo",
+        junior=None,
+        benchmarks=(str(bench),),
+        limit=None,
+        n=2,
+        sampling=dataclasses.replace(SAMPLING, max_context=short + 8),
+    )
+    with caplog.at_level("WARNING", logger="tandem_eval"):
+        rf = run_eval(solo, tmp_path / "run", engines, progress=False)
+    assert "0-token samples" in caplog.text and "mixed/" in caplog.text
+    df = rf.load_samples()
+    assert sorted(df.n_tokens.eq(0).groupby(df.problem_id).all()) == [False, True]
+    metrics = json.loads(rf.metrics_path.read_text())  # strict JSON: no NaN anywhere
+    assert metrics["n_problems"] == 2 and metrics["pass_at_k"]["macro"]
+
+
+def test_metrics_of_all_zero_token_samples_are_written_as_null(cfg):
+    from tandem_eval.config import json_safe
+    from tandem_eval.pipeline import summarize
+
+    df = pd.DataFrame(
+        {
+            "benchmark": ["b", "b"],
+            "group": ["g", "g"],
+            "problem_id": ["p", "p"],
+            "sample_idx": [0, 1],
+            "correct": [False, False],
+            "finish_reason": ["length", "length"],
+            "n_tokens": [0, 0],
+            "senior_fraction": [float("nan")] * 2,
+            "n_handoffs": [0, 0],
+            "grade_status": ["no_answer"] * 2,
+        }
+    )
+    m = summarize(df, dataclasses.replace(cfg, ks=(1, 2)))
+    assert m["senior_fraction"] is None and m["mean_tokens"] == 0.0
+    json.dumps(m, allow_nan=False)
+    assert json_safe({"a": [float("inf"), np.float64("nan"), 1.5]}) == {"a": [None, None, 1.5]}
+
+
+def test_progress_is_logged_every_5_percent_or_30_seconds_off_a_terminal(caplog):
+    from tandem_eval.progress import LogProgress
+
+    now = [0.0]
+    bar = LogProgress(100, "solo:solo", clock=lambda: now[0])
+    with caplog.at_level("INFO", logger="tandem_eval.progress"):
+        for _ in range(10):
+            now[0] += 1.0
+            bar.advance(10)
+        assert len(caplog.records) == 2  # at 5 and 10 of 100
+        now[0] += 31.0
+        bar.advance(10)  # 11/100: not a 5% step, but 30 s passed
+    assert len(caplog.records) == 3
+    assert caplog.records[0].getMessage().startswith("solo:solo 5/100 (5%) 10 tok/s, elapsed 0:05, eta 1:35")
+
+
+def test_one_vocabulary_check_refuses_a_reordered_vocabulary_of_the_same_size():
+    from tandem_eval.models import ModelError, check_vocab, same_vocab
+
+    class Tok:
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def __len__(self):
+            return len(self.vocab)
+
+        def get_vocab(self):
+            return dict(self.vocab)
+
+    a, b = Tok({"x": 0, "y": 1}), Tok({"x": 1, "y": 0})
+    assert same_vocab(a, Tok({"y": 1, "x": 0})) and not same_vocab(a, b)
+    with pytest.raises(ModelError, match="same size, different token ids"):
+        check_vocab(a, b, senior="S", junior="J")
+    assert check_vocab(a, b, allow_mismatch=True) is False
+
+
+def test_check_pair_reads_only_tokenizers_and_configs(tiny_pair, tmp_path):
+    from tandem_eval.models import check_pair
+
+    assert check_pair(*tiny_pair) is True

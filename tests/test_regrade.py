@@ -7,6 +7,7 @@ verdicts are corrupted: regrade must find exactly those, and recompute pass@k fr
 Run: .venv/bin/python -m pytest tests/test_regrade.py -q   (about 20 s on 2 cores)
 """
 
+import json
 import shutil
 
 import pandas as pd
@@ -32,6 +33,15 @@ def cli_run(tiny_pair, tmp_path_factory):
     return out / "solo"
 
 
+def _reseal(run) -> None:
+    """Record the edited samples.parquet in COMPLETE (verify_run refuses it otherwise)."""
+    from tandem_eval.results import _table_record
+
+    rec = json.loads((run / "COMPLETE").read_text())
+    rec["tables"]["samples.parquet"] = _table_record(run / "samples.parquet")
+    (run / "COMPLETE").write_text(json.dumps(rec))
+
+
 def _edited_copy(run, dest) -> tuple[pd.DataFrame, set]:
     """Copy of `run` where every other text ends in a boxed answer (right or wrong, verdicts
     stored consistently), then four stored verdicts corrupted; returns (true verdicts, corrupted keys)."""
@@ -47,6 +57,7 @@ def _edited_copy(run, dest) -> tuple[pd.DataFrame, set]:
     for i, verdict in corrupt.items():  # right stored as wrong, no answer as an error or as right
         df.loc[i, ["correct", "grade_status"]] = list(verdict)
     atomic_write_parquet(dest / "samples.parquet", df)
+    _reseal(dest)  # the edited run stands for one graded wrongly from the start, not a tampered one
     return truth, {tuple(df.loc[i, KEY]) for i in corrupt}
 
 

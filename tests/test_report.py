@@ -139,9 +139,10 @@ def test_format_fixed_and_no_negative_zero():
 def test_full_table_has_all_columns_and_macro_last(col):
     t = table2(col, n_boot=200)
     assert t.k == 4 and t.schedule == "paragraph"
-    assert [c.key for c in t.columns] == ["solo", "handoff", "retention", "tax", "nll", "kl"]
+    # exact KL for every senior: no Monte-Carlo column beside it
+    assert [c.key for c in t.columns] == ["solo", "handoff", "retention", "tax", "nll", "kl_exact"]
     assert list(t.rows["scope"].unique()) == ["bench_a", "bench_b", MACRO]
-    assert t.drift_estimator == "kl_exact"
+    assert t.note is None and set(t.juniors) == {"grpo", "tandem"}
     macro = t.rows[t.rows["scope"] == MACRO].set_index("senior")
     assert macro.loc["tandem", "nll"] < macro.loc["grpo", "nll"]  # the fixture's tandem is more legible
 
@@ -156,7 +157,12 @@ def _visible(fig):
 def test_passk_figure_axes(col):
     fig = figures.fig_passk(col, n_boot=200)
     axes = _visible(fig)
-    assert [ax.get_title() for ax in axes] == ["bench_a", "bench_b", "Macro"]
+    # every panel names its n and its interval
+    assert [ax.get_title() for ax in axes] == [
+        "bench_a (n=6; bands ±1 SE)",
+        "bench_b (n=5; bands ±1 SE)",
+        "Macro (n=11; bands ±1 SE)",
+    ]
     for ax in axes:
         assert ax.get_xscale() == "log" and "log2" in ax.get_xlabel()
         assert ax.get_ylabel() == "pass@k (%)"
@@ -170,8 +176,11 @@ def test_passk_figure_axes(col):
 def test_other_figures_axes(col):
     tax = figures.fig_tax(table2(col, n_boot=200))
     assert "tax@4 (points)" in tax.axes[0].get_ylabel()
-    assert [t.get_text() for t in tax.axes[0].get_xticklabels()] == ["bench_a", "bench_b", "Macro"]
-    leg = figures.fig_legibility(col)
+    assert [t.get_text() for t in tax.axes[0].get_xticklabels()] == ["bench_a\nn=6", "bench_b\nn=5", "Macro\nn=11"]
+    assert tax.legends and not tax.axes[0].get_legend()  # the legend sits below the axes, inside the canvas
+    leg = figures.fig_legibility(col, n_boot=200)
+    titles = [ax.get_title() for ax in _visible(leg)]
+    assert all("n=" in t for t in titles) and sum("junior junior" in t for t in titles) == 2  # junior named
     ylabels = [ax.get_ylabel() for ax in _visible(leg)]
     assert ylabels.count("junior NLL (nats/token)") == 2 and sum("KL" in y for y in ylabels) == 2
     assert "relative position in CoT (%)" in [ax.get_xlabel() for ax in _visible(leg)]
@@ -179,6 +188,12 @@ def test_other_figures_axes(col):
     assert {ax.get_xlabel() for ax in _visible(train)} == {"training step"}
     assert "held-out pass@4 (%)" in [ax.get_ylabel() for ax in _visible(train)]
     assert "senior-token fraction" in [ax.get_ylabel() for ax in _visible(train)]
+    assert all("n=" in ax.get_title() for ax in _visible(train))
+    assert {"truncation rate (fraction at the budget)", "response length (tokens)"} <= {
+        ax.get_ylabel() for ax in _visible(train)
+    }
+    for ax in _visible(train):  # steps are whole numbers
+        assert all(float(t).is_integer() for t in ax.get_xticks())
     dose = figures.fig_dose(col, n_boot=200)
     assert dose.axes[0].get_ylabel() == "pass@1 (%)" and "takeover" in dose.axes[0].get_xlabel()
 
@@ -305,3 +320,100 @@ def test_analyses_make_all_equals_report(results, tmp_path):
     assert made == sorted(p.name for p in files.tables + files.figures)
     for name in made:
         assert (tmp_path / "analyses" / name).read_bytes() == (tmp_path / "report" / name).read_bytes(), name
+
+
+# ---- labels, benchmark sets, estimators (issue 14, 10.6) --------------------------------------------
+
+
+def _two_runs_of_one_senior(tmp_path, benches_a, benches_b, labels=(None, None)):
+    senior = save_tokenizer(tmp_path / "ckpt" / "smollm2")
+    flags = lambda benches, rate: {  # noqa: E731
+        (b, f"{b}/{i}"): [bool((i + j) % rate) for j in range(4)] for b in benches for i in range(4)
+    }
+    make_run(tmp_path / "a" / "solo", senior, flags(benches_a, 2), ks=(1, 2), label=labels[0])
+    make_run(tmp_path / "b" / "solo", senior, flags(benches_b, 3), ks=(1,), label=labels[1])  # another experiment
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_two_runs_of_one_senior_with_labels_make_a_report(tmp_path):
+    a, b = _two_runs_of_one_senior(tmp_path, ["x"], ["x"], labels=("base", "tuned"))
+    files = build_report([a, b], tmp_path / "r", n_boot=50, with_figures=False)
+    md = (tmp_path / "r" / "table2.md").read_text()
+    assert files.tables and "| base |" in md and "| tuned |" in md
+
+
+def test_report_label_option_relabels_without_touching_run_folders(tmp_path):
+    a, b = _two_runs_of_one_senior(tmp_path, ["x"], ["x"])
+    with pytest.raises(ReportError, match="report --label RUN=NAME"):
+        collect([a, b])
+    before = (a / "solo" / "config.json").read_bytes()
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(
+        app, ["report", str(a), str(b), "--out", str(tmp_path / "r"), "--label", f"{a}=first", "--label", f"{b}=second",
+              "--no-figures", "--n-boot", "50"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert {"first", "second"} <= set((tmp_path / "r" / "table2.csv").read_text().split(","))
+    assert (a / "solo" / "config.json").read_bytes() == before
+    res = CliRunner().invoke(app, ["report", str(a), "--out", str(tmp_path / "r"), "--label", "nonsense"])
+    assert res.exit_code == 2 and "RUN=NAME" in res.output
+
+
+def test_one_label_on_different_benchmarks_is_one_arm(tmp_path):
+    a, b = _two_runs_of_one_senior(tmp_path, ["x"], ["y"])
+    col = collect([a, b])
+    assert col.arms == ["smollm2"] and sorted(col.solo("smollm2").samples()["benchmark"].unique()) == ["x", "y"]
+
+
+def test_no_macro_over_unequal_problem_sets(tmp_path):
+    a, b = _two_runs_of_one_senior(tmp_path, ["x", "y"], ["y", "z"], labels=("one", "two"))
+    t = table2(collect([a, b]), k=1, n_boot=50)
+    macro = t.rows[t.rows["scope"] == MACRO]
+    assert set(macro["n_problems"]) == {4}  # only group y's 4 problems are shared by both runs
+    y = t.rows[t.rows["scope"] == "y"].set_index("senior")["solo"]
+    assert macro.set_index("senior")["solo"].to_dict() == pytest.approx(y.to_dict())
+    assert "only the 4 problems every run shares (groups y)" in to_markdown(t)
+    c, d = _two_runs_of_one_senior(tmp_path / "disjoint", ["x"], ["z"], labels=("one", "two"))
+    t = table2(collect([c, d]), k=1, n_boot=50)
+    assert MACRO not in set(t.rows["scope"]) and "no macro row" in to_markdown(t)
+    assert "AIME" not in to_markdown(t)  # the AIME pooling footnote only where an AIME group exists
+
+
+def test_exact_and_monte_carlo_kl_are_separate_columns(tmp_path):
+    import pandas as pd
+
+    from tandem_eval.results import atomic_write_parquet
+
+    root = make_results(tmp_path / "res")
+    drift = root / "grpo" / "solo" / "lens" / "junior" / "drift.parquet"
+    df = pd.read_parquet(drift)
+    atomic_write_parquet(drift, df.assign(kl_exact=float("nan")))  # grpo scored by vLLM: k1/k3 only
+    t = table2(collect([root / "grpo", root / "tandem"]), n_boot=50)
+    keys = [c.key for c in t.columns]
+    assert {"kl_exact", "kl_k3", "kl_k1"} <= set(keys)
+    rows = t.rows.set_index(["scope", "senior"])
+    assert math.isnan(rows.loc[(MACRO, "grpo"), "kl_exact"]) and rows.loc[(MACRO, "grpo"), "kl_k3"] > 0
+    assert rows.loc[(MACRO, "tandem"), "kl_exact"] > 0 and rows.loc[(MACRO, "tandem"), "kl_k3"] > 0
+    md = to_markdown(t)
+    assert "KL exact (nats/tok)" in md and "KL k3 (MC) (nats/tok)" in md and "each column holds one estimator" in md
+
+
+def test_solo_run_of_a_handoff_made_with_solo_run_is_shown(tmp_path):
+    senior = save_tokenizer(tmp_path / "ckpt" / "s")
+    flags = {("x", f"x/{i}"): [bool(i % 2), True] for i in range(4)}
+    solo = make_run(tmp_path / "elsewhere" / "solo", senior, flags, ks=(1,), label="other")
+    hand = make_run(tmp_path / "out" / "handoff-paragraph", senior, flags, "handoff", "paragraph", ks=(1,))
+    hand.update_metrics({"solo_run": str(solo.path.resolve())})
+    t = table2(collect([tmp_path / "out"]), k=1, n_boot=50)
+    macro = t.rows[t.rows["scope"] == MACRO].iloc[0]
+    assert math.isfinite(macro["solo"]) and macro["tax"] == pytest.approx(0.0)
+
+
+def test_tied_values_are_not_bold():
+    import pandas as pd
+
+    from tandem_eval.report.tables import COLUMNS, best_mask
+
+    rows = pd.DataFrame({"scope": ["g", "g"], "solo": [0.0, 0.0]})
+    assert not best_mask(rows, COLUMNS[0]).any()

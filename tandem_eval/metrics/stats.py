@@ -183,6 +183,45 @@ def sign_flip_p_value(d: np.ndarray, weights: np.ndarray, n_perm: int, seed: int
     return (1 + count) / (1 + n_perm)
 
 
+def swap_p_value(
+    a: np.ndarray,
+    b: np.ndarray,
+    stat_fn: Callable[[np.ndarray], np.ndarray],
+    weights: np.ndarray,
+    n_perm: int,
+    seed: int,
+) -> float:
+    """Two-sided p of T = stat_fn(means of a) - stat_fn(means of b) under random swaps of the two
+    runs within each problem (the paired null: per problem, the runs are exchangeable).
+
+    a, b: (n, m) per-problem columns of runs A and B (e.g. solo and handoff pass@k of each senior);
+    means are weighted by `weights` (macro weights, see _macro_weights); stat_fn maps (P, m) means
+    to (P,) statistics, e.g. the retention `m[:, 1] / m[:, 0]`. Exact over all 2**n swap vectors
+    when n <= EXACT_PERMUTATION_MAX_N, else n_perm random ones with the (1 + count) / (1 + n_perm)
+    correction. Swaps giving a non-finite T (e.g. a zero denominator) are left out. For a linear
+    statistic this equals sign_flip_p_value of the per-problem differences.
+    """
+    a, b = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in (a, b))
+    n = len(a)
+    if n <= EXACT_PERMUTATION_MAX_N:
+        bits = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
+        signs = 1.0 - 2.0 * bits  # row s: problem i keeps its runs (+1) or swaps them (-1)
+    else:
+        signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_perm, n))
+    mid = weights @ ((a + b) / 2)  # (m,) the part of each mean that swaps leave unchanged
+    half = signs @ (weights[:, None] * (a - b) / 2)  # (P, m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        observed = abs(float(stat_fn((weights @ a)[None, :])[0] - stat_fn((weights @ b)[None, :])[0]))
+        null = np.abs(stat_fn(mid + half) - stat_fn(mid - half))
+    null = null[np.isfinite(null)]
+    if not math.isfinite(observed) or len(null) == 0:
+        return math.nan
+    count = int((null >= observed - 1e-9 * max(1.0, observed)).sum())  # float ties count as "as extreme"
+    if n <= EXACT_PERMUTATION_MAX_N:
+        return count / len(null)
+    return (1 + count) / (1 + len(null))
+
+
 def to_jsonable(obj: Any) -> Any:
     """Recursively turn numpy scalars into Python numbers and NaN/inf into None (strict JSON)."""
     if isinstance(obj, dict):

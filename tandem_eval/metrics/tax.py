@@ -12,6 +12,10 @@ The macro resamples within each group (stratified). A sign-flip p-value for tax 
     out = communication_tax(solo_samples, handoff_samples, ks=[1, 4, 8])
     out["macro"]["pass@4"]["tax"]        # {"estimate": 0.11, "low": ..., "high": ..., "se": ...}
 
+Two seniors' taxes (or retentions) are compared with `tax_difference(solo_a, handoff_a, solo_b,
+handoff_b, k)`: the four runs' per-problem pass@k are resampled jointly (one set of problems per
+resample for all four), and the p-value swaps the two seniors within problems (stats.swap_p_value).
+
 Inputs are sample tables of one senior in the two modes (see passk.py for the columns); both must
 cover the same problems. The output is strict-JSON (NaN -> None) and can go into metrics.json.
 """
@@ -30,6 +34,7 @@ from tandem_eval.metrics.stats import (
     bootstrap_means,
     percentile_ci,
     sign_flip_p_value,
+    swap_p_value,
     to_jsonable,
 )
 
@@ -112,3 +117,75 @@ def _tax_entry(part: pd.DataFrame, k: int, groups: np.ndarray | None, n_boot: in
     entry["tax_p_value"] = sign_flip_p_value(diffs, _macro_weights(groups, len(diffs)), n_boot, seed)
     entry["n_problems"] = int(len(values))
     return entry
+
+
+def tax_difference(
+    solo_a: pd.DataFrame,
+    handoff_a: pd.DataFrame,
+    solo_b: pd.DataFrame,
+    handoff_b: pd.DataFrame,
+    k: int,
+    statistic: str = "tax",
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = ALPHA,
+    on_mismatch: str = "raise",
+) -> list[dict]:
+    """tax@k (or retention@k) of senior A minus that of senior B, per benchmark group and macro.
+
+    Each resample draws ONE set of problems for all four runs (A's solo and handoff, B's solo and
+    handoff; the macro is stratified by group), so the difficulty noise shared by the four cancels.
+    p-value: stats.swap_p_value (the seniors swapped within problems; for tax the sign-flip test).
+    Problems in only one senior's runs raise ValueError unless on_mismatch="intersect".
+    Returns rows {"group", "a", "b", "diff", "low", "high", "p_value", "n_problems"} (tax in points).
+    """
+    if statistic not in ("tax", "retention"):
+        raise ValueError(f"statistic must be 'tax' or 'retention', got {statistic!r}")
+    if on_mismatch not in ("raise", "intersect"):
+        raise ValueError(f"on_mismatch must be 'raise' or 'intersect', got {on_mismatch!r}")
+    (k,) = _check_ks([k])
+    fn = STATS[statistic]
+    ta = _paired_table(solo_a, handoff_a, [k]).set_index(PROBLEM_KEY)
+    tb = _paired_table(solo_b, handoff_b, [k]).set_index(PROBLEM_KEY)
+    only_a, only_b = ta.index.difference(tb.index), tb.index.difference(ta.index)
+    if (len(only_a) or len(only_b)) and on_mismatch == "raise":
+        raise ValueError(
+            f"problem sets differ: {len(only_a) + len(only_b)} problems are in only one senior's runs "
+            f"({len(only_a)} only in A, {len(only_b)} only in B; {len(ta.index.intersection(tb.index))} shared)"
+        )
+    common = ta.index.intersection(tb.index)
+    if not (ta.loc[common, "group"] == tb.loc[common, "group"]).all():
+        raise ValueError("the two seniors' runs assign different groups to the same benchmark")
+    cols = [f"solo_pass@{k}", f"handoff_pass@{k}"]
+    values = np.hstack([ta.loc[common, cols].to_numpy(float), tb.loc[common, cols].to_numpy(float)])
+    groups = ta.loc[common, "group"].to_numpy()
+    keep = ~np.isnan(values).any(axis=1)  # problems with fewer than k samples in some run
+    values, groups = values[keep], groups[keep]
+    if not len(values):
+        raise ValueError(f"no problem has {k} or more samples in all four runs")
+
+    def diff(m: np.ndarray) -> np.ndarray:
+        return fn(m[:, :2]) - fn(m[:, 2:])
+
+    rows = []
+    scopes = [(str(g), groups == g, None) for g in sorted(set(groups))] + [("macro", slice(None), groups)]
+    for name, rows_of, strata in scopes:
+        v = values[rows_of]
+        est, boot = bootstrap_means(v, strata, n_boot, seed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ci = percentile_ci(float(diff(est[None, :])[0]), diff(boot), alpha)
+            a, b = float(fn(est[None, :2])[0]), float(fn(est[None, 2:])[0])
+        p = swap_p_value(v[:, :2], v[:, 2:], fn, _macro_weights(strata, len(v)), n_boot, seed)
+        rows.append(
+            {
+                "group": name,
+                "a": a,
+                "b": b,
+                "diff": ci.estimate,
+                "low": ci.low,
+                "high": ci.high,
+                "p_value": p,
+                "n_problems": int(len(v)),
+            }
+        )
+    return rows

@@ -13,7 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tandem_eval.report.collect import Collection, ReportError, Run, collect, find_results, read_train_log
+from tandem_eval.report.collect import (
+    Collection,
+    ReportError,
+    Run,
+    collect,
+    find_results,
+    parse_labels,
+    read_train_log,
+)
 from tandem_eval.report.tables import N_BOOT, SEED, table2, to_csv, to_latex, to_markdown
 
 TABLE_NAME = "table2"
@@ -58,7 +66,7 @@ def write_figures(
     makers = {
         "fig2_passk": lambda: figures.fig_passk(col, n_boot=n_boot, seed=seed),
         "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped
-        "fig_legibility_drift": lambda: figures.fig_legibility(col),
+        "fig_legibility_drift": lambda: figures.fig_legibility(col, n_boot=n_boot, seed=seed),
         "fig_training": lambda: figures.fig_training(col, k=k, n_boot=n_boot, seed=seed),
         "fig_dose": lambda: figures.fig_dose(col, n_boot=n_boot, seed=seed),
     }
@@ -72,10 +80,18 @@ def write_figures(
 
 
 def build_report(
-    inputs, out: str | Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, with_figures: bool = True
+    inputs,
+    out: str | Path,
+    k: int | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    with_figures: bool = True,
+    labels: dict | None = None,
+    junior: str | None = None,
 ) -> ReportFiles:
-    """Collect run folders under `inputs`, write tables (and figures) into `out`."""
-    col = collect(inputs)
+    """Collect run folders under `inputs`, write tables (and figures) into `out`.
+    labels: {run folder or current label: new label}; junior: whose lens outputs to show."""
+    col = collect(inputs, labels=labels, junior=junior)
     out = Path(out)
     files = ReportFiles()
     table = None
@@ -97,6 +113,7 @@ __all__ = [
     "build_report",
     "collect",
     "find_results",
+    "parse_labels",
     "read_train_log",
     "table2",
     "to_latex",

@@ -2,6 +2,7 @@
 
     tandem-eval report results/toy --out results/toy/report     # tables + figures from run folders
     tandem-eval report runs/grpo runs/tandem --out /tmp/r --k 8 --no-figures
+    tandem-eval report runs/a runs/b --label runs/a=tandem --label runs/b=grpo --junior qwen3-0.6b
     tandem-eval view runs/tandem/solo --out /tmp/tandem.html      # self-contained trace viewer
 
 Both read run folders only (no model is loaded; `view` loads the tokenizer to split tokens).
@@ -35,6 +36,15 @@ def report(
     n_boot: int = typer.Option(2000, "--n-boot", help="bootstrap resamples of problems for CIs and SE bands"),
     seed: int = typer.Option(0, help="bootstrap seed (fixed, so reruns give byte-identical tables)"),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="also write the figures"),
+    label: list[str] | None = typer.Option(
+        None,
+        "--label",
+        help="RUN=NAME: show the runs in folder RUN (or now labelled RUN) as senior NAME; repeatable; "
+        "the run folders are not touched",
+    ),
+    junior: str | None = typer.Option(
+        None, "--junior", help="lens outputs (junior NLL, KL) of this junior label where a run has several"
+    ),
 ) -> None:
     """Paper tables (Markdown + LaTeX) and figures from run folders: Table 2 (solo/handoff pass@k,
     retention, communication tax, junior NLL, KL drift, with CIs), pass@k curves, tax bars,
@@ -42,11 +52,20 @@ def report(
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never windows
-    from tandem_eval.report import ReportError, build_report, find_results
+    from tandem_eval.report import ReportError, build_report, find_results, parse_labels
 
     start = time.perf_counter()
     try:
-        files = build_report(inputs or [find_results()], out, k=k, n_boot=n_boot, seed=seed, with_figures=figures)
+        files = build_report(
+            inputs or [find_results()],
+            out,
+            k=k,
+            n_boot=n_boot,
+            seed=seed,
+            with_figures=figures,
+            labels=parse_labels(label),
+            junior=junior,
+        )
     except (ReportError, ValueError) as e:
         _fail(e)
     for path in files.tables + files.figures:
@@ -63,14 +82,19 @@ def view(
     max_traces: int = typer.Option(
         1000, "--max-traces", help="keep at most this many traces (whole problems, evenly spaced)"
     ),
+    junior: str | None = typer.Option(
+        None, "--junior", help="junior label whose legibility output shades solo runs scored by several"
+    ),
 ) -> None:
     """A self-contained HTML page of the traces: tokens colored by author, shaded by the junior's
-    surprise (−log p, from legibility.parquet), with benchmark / problem / correct / mode filters."""
+    surprise (−log p: the legibility lens's per-token log-probs on solo runs, the junior's own on
+    handoff traces), handoff points marked, solo and handoff of a problem in columns, a summary
+    header, and benchmark / problem / correct / mode filters."""
     from tandem_eval.report import ReportError
     from tandem_eval.report.view import write_page
 
     try:
-        path = write_page(run_dir, out, tokenizer, max_traces)
+        path = write_page(run_dir, out, tokenizer, max_traces, junior)
     except (ReportError, ValueError) as e:
         _fail(e)
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")

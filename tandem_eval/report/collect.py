@@ -6,14 +6,19 @@
     col.solo("tandem").samples()                   # the sample table of tandem's solo run
     col.handoff("tandem", "paragraph").per_problem([1, 4])
 
-An arm is one senior, named by its run's `label` (default: the senior checkpoint's folder name).
-Each arm has at most one solo run and one run per handoff schedule. Run folders below a folder
+An arm is one senior, named by its run's `label` (`--label` when the run was made, else the senior
+checkpoint's folder name; `collect(..., labels={RUN: NAME})` relabels without touching folders).
+Each arm has at most one solo run and one run per handoff schedule; two runs with one label are
+joined when they cover different benchmarks. A handoff made with `--solo-run` brings that solo run
+into its arm. Lens outputs (legibility, drift) are read for one junior per solo run (`Run.junior`,
+chosen by `Collection.pick_juniors`). Run folders below a folder
 holding a trainer log (`train_log.jsonl`) are that training's periodic evaluations: they feed the
 training-dynamics figure (by step), not the tables. Nothing here loads a model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -24,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tandem_eval.lens import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.results import RunFolder, find_runs
 
@@ -73,6 +79,9 @@ class Run:
     ks: tuple[int, ...]
     fingerprint: str | None = None
     step: int | None = None
+    junior: str | None = None  # lens outputs of this junior label ("" = the older one-junior layout)
+    parts: tuple = ()  # runs of one label on different benchmarks, read as one
+    keep: frozenset | None = None  # only these (benchmark, problem_id) keys (Run.restrict)
     _pp: dict = field(default_factory=dict, repr=False)  # cache: per-problem pass@k, side tables
 
     @classmethod
@@ -104,10 +113,34 @@ class Run:
 
     @cached_property
     def _samples(self) -> pd.DataFrame:
-        df = self.folder.load_samples()
+        if self.parts:
+            df = pd.concat([p.samples() for p in self.parts], ignore_index=True)
+        else:
+            df = self.folder.load_samples()
         if "group" not in df.columns or df["group"].isna().any():
             df = df.assign(group=df.get("group", df["benchmark"]).fillna(df["benchmark"]))
-        return df
+        return _keep(df, self.keep)
+
+    def restrict(self, keys) -> Run:
+        """A view of this run holding only the problems `keys` ((benchmark, problem_id) pairs)."""
+        return dataclasses.replace(self, keep=frozenset(keys), _pp={})
+
+    def problem_keys(self) -> set[tuple[str, str]]:
+        s = self.samples()
+        return set(zip(s["benchmark"], s["problem_id"].astype(str)))
+
+    def lens_juniors(self) -> list[str]:
+        """Junior labels with lens outputs in this run ("" = the older layout), sorted."""
+        runs = self.parts or (self,)
+        return sorted({j for r in runs for j in lens_juniors(r.path)})
+
+    def junior_name(self) -> str | None:
+        """Display name of the junior whose lens outputs are read (None: no lens output)."""
+        j = self.junior if self.junior is not None else next(iter(self.lens_juniors()), None)
+        if j == "":
+            spec = (self.metrics().get("legibility") or self.metrics().get("drift") or {}).get("junior")
+            return junior_label(spec) if spec else "junior"
+        return j
 
     def samples(self) -> pd.DataFrame:
         """The sample table (one row per problem x sample index); `group` defaults to benchmark."""
@@ -128,13 +161,25 @@ class Run:
         s = self.samples()
         return dict(zip(s["benchmark"], s["group"]))
 
+    def side_path(self, name: str) -> Path | None:
+        """This run's `legibility` / `drift` parquet for its junior (either layout), or None."""
+        if self.junior == "":
+            path = self.path / f"{name}.parquet"
+            return path if path.exists() else None
+        try:
+            return lens_file(self.path, name, self.junior or None)
+        except LensError:
+            return None
+
     def side_columns(self, name: str) -> dict[str, bool]:
         """Columns of the run's `legibility` / `drift` parquet -> whether each holds per-token arrays."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        path = self.path / f"{name}.parquet"
-        if not path.exists():
+        if self.parts:
+            return {c: a for p in self.parts for c, a in p.side_columns(name).items()}
+        path = self.side_path(name)
+        if path is None:
             return {}
         schema = pq.read_schema(path)
         return {f.name: pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in schema}
@@ -148,7 +193,13 @@ class Run:
         cache_key = ("side", name)
         if not arrays and cache_key in self._pp:
             return self._pp[cache_key]
-        path = self.path / f"{name}.parquet"
+        if self.parts:
+            tables = [t for p in self.parts if (t := p.side_table(name, arrays)) is not None]
+            df = _keep(pd.concat(tables, ignore_index=True), self.keep) if tables else None
+            if not arrays:
+                self._pp[cache_key] = df
+            return df
+        path = self.side_path(name)
         missing = [c for c in ("benchmark", "problem_id") if c not in columns]
         if missing:
             warnings.warn(f"{path} lacks key columns {missing}; ignored", stacklevel=2)
@@ -157,9 +208,18 @@ class Run:
         if "group" not in df.columns:
             df["group"] = df["benchmark"].map(self.groups()).fillna(df["benchmark"])
         df = df.sort_values([c for c in _KEY if c in df.columns], kind="stable").reset_index(drop=True)
+        df = _keep(df, self.keep)
         if not arrays:
             self._pp[cache_key] = df
         return df
+
+
+def _keep(df: pd.DataFrame, keys: frozenset | None) -> pd.DataFrame:
+    """Rows of `df` whose (benchmark, problem_id) is in `keys` (all rows when keys is None)."""
+    if keys is None:
+        return df
+    mask = [(b, str(p)) in keys for b, p in zip(df["benchmark"], df["problem_id"])]
+    return df[mask].reset_index(drop=True)
 
 
 def run_label(cfg: dict) -> str:
@@ -187,6 +247,14 @@ class TrainLog:
 class Collection:
     runs: list[Run]
     trainings: list[TrainLog]
+    junior: str | None = None  # preferred junior label for lens outputs (report --junior)
+    _juniors: dict | None = field(default=None, repr=False)
+
+    def pick_juniors_once(self) -> dict[str, str]:
+        """pick_juniors(self.junior) on first use; {arm: junior name} afterwards."""
+        if self._juniors is None:
+            self._juniors = self.pick_juniors(self.junior)
+        return self._juniors
 
     @property
     def arms(self) -> list[str]:
@@ -224,6 +292,39 @@ class Collection:
     def common_ks(self) -> list[int]:
         sets = [set(r.ks) for r in self.runs]
         return sorted(set.intersection(*sets)) if sets else []
+
+    def pick_juniors(self, junior: str | None = None) -> dict[str, str]:
+        """Choose whose lens outputs each solo run shows: `junior` where the run has it, else its only
+        junior, else the junior of the arm's handoff runs, else the first by name (with a warning).
+        Returns {arm: junior display name} for arms with lens outputs."""
+        out = {}
+        for r in self.runs:
+            have = r.lens_juniors()
+            if r.mode != "solo" or not have:
+                continue
+            handoff_juniors = {
+                junior_label(h.config["junior"]["path"])
+                for h in self.runs
+                if h.label == r.label and h.mode == "handoff" and (h.config.get("junior") or {}).get("path")
+            }
+            if junior is not None and junior in have:
+                r.junior = junior
+            elif len(have) == 1:
+                r.junior = have[0]
+            elif len(handoff_juniors & set(have)) == 1:
+                r.junior = next(iter(handoff_juniors & set(have)))
+            else:
+                r.junior = have[0]
+                warnings.warn(
+                    f"{r.label}: lens outputs of juniors {have} in {r.path}; showing {have[0]!r} (pass --junior LABEL)",
+                    stacklevel=2,
+                )
+            r._pp.clear()
+            for part in r.parts:
+                part.junior = r.junior if r.junior in part.lens_juniors() else None
+                part._pp.clear()
+            out[r.label] = r.junior_name()
+        return out
 
 
 def is_takeover(schedule: str) -> bool:
@@ -269,8 +370,11 @@ def read_train_log(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def collect(inputs, include_incomplete: bool = False) -> Collection:
-    """Run folders (or folders holding them) -> a Collection of arms' runs and training logs."""
+def collect(
+    inputs, include_incomplete: bool = False, labels: dict | None = None, junior: str | None = None
+) -> Collection:
+    """Run folders (or folders holding them) -> a Collection of arms' runs and training logs.
+    labels: {run folder (or a folder above runs, or a current label): new label}."""
     inputs = [Path(p) for p in ([inputs] if isinstance(inputs, (str, Path)) else inputs)]
     if not inputs:
         raise ReportError("no inputs: pass run folders or a results folder")
@@ -313,20 +417,82 @@ def collect(inputs, include_incomplete: bool = False) -> Collection:
         trainings.append(TrainLog(arm, t, log, sorted(evals[t], key=lambda r: (r.step, str(r.path)))))
     if not runs and not trainings:
         raise ReportError(f"no run folders or trainer logs under {', '.join(map(str, inputs))}")
-    return Collection(_dedupe(runs), trainings)
+    relabel(runs, labels or {})
+    col = Collection(_attach_solo_runs(_dedupe(runs)), trainings, junior)
+    col.pick_juniors_once()
+    return col
+
+
+def parse_labels(items) -> dict[str, str]:
+    """["RUN=NAME", ...] (the report's --label) -> {RUN: NAME}."""
+    out = {}
+    for item in items or []:
+        run, sep, name = str(item).rpartition("=")
+        if not sep or not run or not name.strip():
+            raise ReportError(f"--label {item!r}: expected RUN=NAME (a run folder or a current label, then the name)")
+        out[run] = name.strip()
+    return out
+
+
+def relabel(runs: list[Run], labels: dict[str, str]) -> None:
+    """Apply {RUN: NAME}: RUN is a run folder, a folder above run folders, or a label runs have now."""
+    for key, name in labels.items():
+        where = Path(key).expanduser().resolve() if Path(key).expanduser().exists() else None
+        hit = [
+            r for r in runs if (where is not None and (r.path == where or where in r.path.parents)) or r.label == key
+        ]
+        if not hit:
+            raise ReportError(
+                f"--label {key}={name}: no run folder or label {key!r} among the inputs "
+                f"(labels: {', '.join(sorted({r.label for r in runs}))})"
+            )
+        for r in hit:
+            r.label = name
+
+
+def _attach_solo_runs(runs: list[Run]) -> list[Run]:
+    """An arm with handoff runs but no solo run gets the solo run its handoff was made with
+    (`--solo-run`, recorded as `solo_run` in the handoff's metrics.json), so its solo and tax show."""
+    arms_with_solo = {r.label for r in runs if r.mode == "solo"}
+    extra = {}
+    for r in runs:
+        path = r.metrics().get("solo_run") if r.mode == "handoff" else None
+        if r.label in arms_with_solo or r.label in extra or not path:
+            continue
+        if not RunFolder(path).is_complete():
+            warnings.warn(f"{r.label}: the solo run {path} its handoff names is missing or incomplete", stacklevel=2)
+            continue
+        solo = Run.load(path)
+        solo.label = r.label
+        extra[r.label] = solo
+    return sorted(runs + list(extra.values()), key=lambda r: (r.label, r.mode, r.schedule))
 
 
 def _dedupe(runs: list[Run]) -> list[Run]:
     """One run per (arm, mode, schedule). Copies of one experiment (same fingerprint, e.g. the
-    solo/ folder each `handoff` command writes) collapse to the first; different ones refuse."""
-    seen: dict[tuple, Run] = {}
+    solo/ folder each `handoff` command writes) collapse to the first; runs on different
+    benchmarks join into one (Run.parts); different runs on shared benchmarks refuse."""
+    seen: dict[tuple, list[Run]] = {}
     for r in sorted(runs, key=lambda r: str(r.path)):
         key = (r.label, r.mode, r.schedule)
-        if key not in seen:
-            seen[key] = r
-        elif seen[key].fingerprint != r.fingerprint or r.fingerprint is None:
+        same = seen.setdefault(key, [])
+        if any(o.fingerprint == r.fingerprint and r.fingerprint is not None for o in same):
+            continue
+        benches = set(r.samples()["benchmark"]) if same else set()
+        clash = next((o for o in same if benches & set(o.samples()["benchmark"])), None)
+        if clash is not None:
             raise ReportError(
-                f"two different {r.mode} runs ({r.schedule}) are both labelled {r.label!r}: {seen[key].path} and "
-                f"{r.path}; give them distinct labels (--label) or pass only the run folders to report"
+                f"two different {r.mode} runs ({r.schedule}) are both labelled {r.label!r} and share benchmarks "
+                f"{sorted(benches & set(clash.samples()['benchmark']))}: {clash.path} and {r.path}; give them "
+                "distinct labels (`--label` when running, or `report --label RUN=NAME`) or pass only one of them"
             )
-    return sorted(seen.values(), key=lambda r: (r.label, r.mode, r.schedule))
+        same.append(r)
+    out = []
+    for same in seen.values():
+        if len(same) == 1:
+            out.append(same[0])
+        else:  # one senior's runs on different benchmarks: one arm, read as one run
+            first = same[0]
+            ks = tuple(sorted(set.intersection(*(set(r.ks) for r in same))))
+            out.append(dataclasses.replace(first, ks=ks, fingerprint=None, parts=tuple(same), _pp={}))
+    return sorted(out, key=lambda r: (r.label, r.mode, r.schedule))

@@ -7,8 +7,11 @@
 
 Figures: fig_passk (bands = ±1 bootstrap SE over problems), fig_tax (bars, 95% CI),
 fig_legibility (junior NLL and KL drift distributions + per-position curves), fig_training
-(trainer log + held-out pass@k against step), fig_dose (pass@k against the takeover point).
-All styling comes from style.py: one color per arm everywhere, solid = solo, dashed = handoff.
+(trainer log, truncation rate, response length + held-out pass@k against step), fig_dose (pass@k
+against the takeover point). Every panel states its n and its interval; a panel whose data are
+degenerate (all zero, one problem, no variance) says so in red on the panel; legends sit inside
+the canvas; step axes have integer ticks. All styling comes from style.py: one color per arm
+everywhere, solid = solo, dashed = handoff.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from tandem_eval.report import style
 from tandem_eval.report.collect import Collection
@@ -53,6 +57,20 @@ def passk_curves(col: Collection, schedule: str | None = None, n_boot: int = N_B
     return pd.DataFrame(rows, columns=["senior", "mode", "scope", "k", "estimate", "se", "low", "high"])
 
 
+def _n_problems(col: Collection, scope: str) -> int:
+    """Problems in a scope (group or macro), the most any solo/handoff run of the collection has."""
+    n = 0
+    for r in col.runs:
+        s = r.samples()
+        keys = (
+            s[["benchmark", "problem_id"]]
+            if scope == MACRO
+            else s.loc[s["group"] == scope, ["benchmark", "problem_id"]]
+        )
+        n = max(n, len(keys.drop_duplicates()))
+    return n
+
+
 def _scopes(values) -> list[str]:
     return sorted(s for s in set(values) if s != MACRO) + [MACRO]
 
@@ -64,6 +82,26 @@ def array_column(columns: dict[str, bool], needle: str) -> str | None:
         if needle in c and columns[c]:
             return c
     return None
+
+
+TOKEN_COLUMNS = {  # per-token columns of the lens tables, preferred first, with the sign giving -log p / KL
+    "legibility": (("junior_logprobs", -1.0), ("token_nll", 1.0)),
+    "drift": (("kl_tokens", 1.0), ("token_kl", 1.0)),
+}
+
+
+def token_arrays(run, name: str) -> list[np.ndarray] | None:
+    """Per-token values of a run's lens table: junior −log p (legibility) or exact KL (drift), one
+    array per sample; None when the table has no per-token column (the `*_bins` curves are not)."""
+    columns = run.side_columns(name) if run is not None else {}
+    found = next(((c, sign) for c, sign in TOKEN_COLUMNS[name] if columns.get(c)), None)
+    if found is None:
+        return None
+    column, sign = found
+    values = run.side_table(name, arrays=True)[column].dropna()
+    if name == "drift" and not any(np.isfinite(np.asarray(a, dtype=float)).any() for a in values):
+        return None  # Monte-Carlo drift: kl_tokens are NaN
+    return [sign * np.asarray(a, dtype=float) for a in values]
 
 
 def position_curve(arrays, bins: int = POSITION_BINS) -> np.ndarray:
@@ -84,6 +122,36 @@ def position_curve(arrays, bins: int = POSITION_BINS) -> np.ndarray:
 
 
 # ---- figures ------------------------------------------------------------------------------------
+
+
+def degenerate_reason(values, n_problems: int | None = None) -> str | None:
+    """Why a panel's numbers cannot show a difference: all zero, one problem, or no variance."""
+    v = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce").dropna(), dtype=float)
+    if v.size == 0:
+        return "no data"
+    if n_problems is not None and n_problems <= 1:
+        return "one problem only"
+    if np.all(v == 0):
+        return "all values are 0"
+    if v.size > 1 and np.ptp(v) == 0:
+        return "no variance (all values equal)"
+    return None
+
+
+def _mark_degenerate(ax, values, n_problems: int | None = None) -> None:
+    reason = degenerate_reason(values, n_problems)
+    if reason:
+        ax.text(
+            0.5,
+            0.5,
+            f"degenerate data: {reason}",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="#C00000",
+            fontsize=7,
+            bbox={"facecolor": "white", "edgecolor": "#C00000", "linewidth": 0.6, "alpha": 0.9},
+        )
 
 
 def _legend(fig, arms: list[str], modes: list[str] | None = None) -> None:
@@ -134,7 +202,8 @@ def fig_passk(
             ax.set_xscale("log", base=2)
             ax.set_xticks(ks, [str(int(k)) for k in ks])
             ax.minorticks_off()
-            ax.set_title("Macro" if scope == MACRO else scope)
+            ax.set_title(f"{'Macro' if scope == MACRO else scope} (n={_n_problems(col, scope)}; bands ±1 SE)")
+            _mark_degenerate(ax, part["estimate"], _n_problems(col, scope))
             ax.set_xlabel("k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
         _legend(fig, sorted(curves["senior"].unique()), sorted(curves["mode"].unique(), key=["solo", "handoff"].index))
@@ -150,8 +219,8 @@ def fig_tax(table: Table | None):
     arms = sorted(rows["senior"].unique())
     width = 0.8 / len(arms)
     with style.paper():
-        many = len(arms) > 6  # e.g. one label per seed: the legend goes below the axes, in columns
-        aspect = 0.6 + (0.025 * len(arms) if many else 0)
+        many = len(arms) > 6  # e.g. one label per seed: a wider figure, the legend in columns
+        aspect = 0.6 + (0.025 * len(arms) if many else 0.08)
         fig, ax = plt.subplots(figsize=style.size(2 if many or len(scopes) > 3 else 1, aspect), layout="constrained")
         for i, arm in enumerate(arms):
             part = rows[rows["senior"] == arm].set_index("scope").reindex(scopes)
@@ -168,14 +237,15 @@ def fig_tax(table: Table | None):
                 error_kw={"linewidth": 0.7},
             )
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(np.arange(len(scopes)), ["Macro" if s == MACRO else s for s in scopes])
-        ax.set_xlabel("benchmark")
+        n = rows.groupby("scope")["n_problems"].max()
+        ax.set_xticks(np.arange(len(scopes)), [f"{'Macro' if s == MACRO else s}\nn={int(n.get(s, 0))}" for s in scopes])
+        ax.set_xlabel("benchmark (n = problems)")
         ax.set_ylabel(f"communication tax@{table.k} (points)")
-        ax.set_title(f"solo − handoff pass@{table.k} ({table.schedule}); bars: 95% CI")
-        if many:
-            fig.legend(loc="outside lower center", ncol=4)
-        else:
-            ax.legend(ncol=min(len(arms), 4))
+        ax.set_title(f"solo − handoff pass@{table.k} ({table.schedule}); error bars: 95% CI")
+        values = pd.concat([rows["solo"], rows["handoff"]]) if {"solo", "handoff"} <= set(rows) else rows["tax"]
+        _mark_degenerate(ax, values, int(n.max()) if len(n) else None)
+        # below the axes, inside the canvas (constrained layout makes room), whatever the number of arms
+        fig.legend(loc="outside lower center", ncol=min(len(arms), 4))
     return fig
 
 
@@ -190,31 +260,34 @@ def _side_frames(col: Collection, name: str):
     return out
 
 
-def fig_legibility(col: Collection, bins: int = POSITION_BINS):
-    """Distributions of per-sample junior NLL and KL drift per senior (violins), and their
-    per-position curves (token-pooled mean per slice of relative CoT position) when the side
-    tables carry per-token arrays."""
+def fig_legibility(col: Collection, bins: int = POSITION_BINS, n_boot: int = N_BOOT, seed: int = SEED):
+    """Distributions of per-sample junior NLL and KL drift per senior (violins, with the mean over
+    problems and its 95% bootstrap CI), and their per-position curves (token-pooled mean per slice
+    of relative CoT position) when the lens tables carry per-token arrays. Titles name the junior."""
     import seaborn as sns
 
+    from tandem_eval.metrics.stats import bootstrap_ci
+
+    juniors = col.pick_juniors_once()
     panels = []
-    for name, needle, ylabel in (
-        ("legibility", "nll", "junior NLL (nats/token)"),
-        ("drift", "kl", "KL(senior ‖ junior) (nats/token)"),
-    ):
+    for name, ylabel in (("legibility", "junior NLL (nats/token)"), ("drift", "KL(senior ‖ junior) (nats/token)")):
         frames = _side_frames(col, name)
         if not frames:
             continue
-        panels.append(("dist", name, needle, ylabel, frames))
-        if any(array_column(run.side_columns(name), needle) for _, _, run in frames.values()):
-            panels.append(("pos", name, needle, ylabel, frames))
+        panels.append(("dist", name, ylabel, frames))
+        if any(token_arrays(run, name) for _, _, run in frames.values()):
+            panels.append(("pos", name, ylabel, frames))
     if not panels:
         return None
+    who = sorted({juniors.get(a, "?") for a in col.arms if a in juniors})
+    reader = f"junior {who[0]}" if len(who) == 1 else "juniors " + ", ".join(who)
     with style.paper():
-        fig, axes = _panels(len(panels), ncols=2, panel_h=1.8)
-        for ax, (kind, name, needle, ylabel, frames) in zip(axes, panels):
+        fig, axes = _panels(len(panels), ncols=2, panel_h=1.9)
+        for ax, (kind, name, ylabel, frames) in zip(axes, panels):
+            arms = sorted(frames)
+            what = "legibility" if name == "legibility" else "drift"
             if kind == "dist":
                 data = pd.concat([f.assign(senior=arm) for arm, (f, _, _) in frames.items()], ignore_index=True)
-                arms = sorted(frames)
                 sns.violinplot(
                     data=data,
                     x="senior",
@@ -229,20 +302,39 @@ def fig_legibility(col: Collection, bins: int = POSITION_BINS):
                     legend=False,
                     ax=ax,
                 )
+                labels = []
+                for i, arm in enumerate(arms):
+                    f = frames[arm][0]
+                    per_problem = f.groupby(["benchmark", "problem_id"])["value"].mean()
+                    ci = bootstrap_ci(per_problem, n_boot=n_boot, seed=seed)
+                    ax.errorbar(
+                        [i], [ci.estimate], yerr=[[ci.estimate - ci.low], [ci.high - ci.estimate]],
+                        color="black", marker="D", markersize=2.5, capsize=2, linewidth=0.8,
+                    )  # fmt: skip
+                    labels.append(f"{arm}\nn={len(per_problem)} problems")
+                ax.set_xticks(range(len(arms)), labels)
                 sources = sorted({s for _, s, _ in frames.values()})
-                ax.set_title(f"per-sample {'legibility' if name == 'legibility' else 'drift'} ({', '.join(sources)})")
+                n_problems = max(len(frames[a][0][["benchmark", "problem_id"]].drop_duplicates()) for a in arms)
+                ax.set_title(
+                    f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"
+                    f"n={n_problems} problems; ◆ mean over problems, 95% CI"
+                )
                 ax.set_xlabel("senior")
+                _mark_degenerate(ax, data["value"], n_problems)
             else:
-                for arm, (_, _, run) in sorted(frames.items()):
-                    column = array_column(run.side_columns(name), needle)
-                    if column is None:
+                n_samples = 0
+                for arm in arms:
+                    arrays = token_arrays(frames[arm][2], name)
+                    if not arrays:
                         continue
-                    curve = position_curve(run.side_table(name, arrays=True)[column].dropna(), bins)
+                    n_samples = max(n_samples, len(arrays))
+                    curve = position_curve(arrays, bins)
                     x = (np.arange(bins) + 0.5) / bins * 100
                     ax.plot(x, curve, color=style.arm_color(arm), label=arm, marker="o")
-                ax.set_title(f"per position ({needle} per token)")
+                per_token = "−log p_junior" if name == "legibility" else "exact KL"
+                ax.set_title(f"per position ({per_token} per token; n={n_samples} CoTs; token-pooled means, no CI)")
                 ax.set_xlabel("relative position in CoT (%)")
-                ax.legend()
+                ax.legend(loc="best")
             ax.set_ylabel(ylabel)
     return fig
 
@@ -252,6 +344,8 @@ TRAIN_PANELS = [  # (log column, y label); "kl" matches the first column startin
     ("accuracy", "training accuracy (fraction)"),
     ("senior_fraction", "senior-token fraction"),
     ("kl", "KL to junior (nats/token)"),
+    ("truncation_rate", "truncation rate (fraction at the budget)"),
+    ("response_length", "response length (tokens)"),
 ]
 
 
@@ -297,8 +391,14 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
                     ax.plot(d["step"], d[column].rolling(10, min_periods=1).mean(), color=color, marker="")
                 else:
                     ax.plot(d["step"], d[column], color=color, marker=".")
+            n_steps = max((int(t.log["step"].nunique()) for t in logs), default=0)
+            ax.set_title(f"n={n_steps} steps (trainer log, per-step values; no CI)")
             ax.set_xlabel("training step")
             ax.set_ylabel(label)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            values = pd.concat([t.log[c] for t in logs if (c := _train_column(t.log, key))])
+            if key != "kl" and key != "truncation_rate":  # zero KL / no truncation are ordinary
+                _mark_degenerate(ax, values)
         if not evals.empty:
             ax = axes[-1]
             for arm, d in evals.groupby("senior", sort=True):
@@ -310,6 +410,10 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
                 )
             ax.set_xlabel("training step")
             ax.set_ylabel(f"held-out pass@{int(evals['k'].iloc[0])} (%)")
+            n = max((len(r.per_problem([1])) for t in col.trainings for r in t.evals), default=0)
+            ax.set_title(f"held-out macro (n={n} problems; bands ±1 SE)")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            _mark_degenerate(ax, evals["estimate"], n)
         _legend(fig, sorted({t.arm for t in logs} | set(evals["senior"])))
     return fig
 
@@ -351,9 +455,11 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED
                 ci = passk_cis(solo, k, n_boot, seed).get(MACRO)
                 if ci is not None:
                     ax.axhline(ci.estimate, color=color, linestyle=":", linewidth=0.9)
-        ax.set_xticks(sorted(data["takeover"].unique()))
+        ax.set_xticks(sorted(data["takeover"].unique()))  # integer takeover points only
         ax.set_xlabel("takeover point N (senior paragraphs, then junior)")
         ax.set_ylabel(f"pass@{k} (%)")
-        ax.set_title("handoff dose curve (dotted: solo; bars: 95% CI)")
-        ax.legend(loc="lower right")
+        n = _n_problems(col, MACRO)
+        ax.set_title(f"handoff dose curve, macro (n={n} problems; dotted: solo; bars: 95% CI)")
+        _mark_degenerate(ax, data["estimate"], n)
+        ax.legend(loc="best")
     return fig

@@ -46,9 +46,14 @@ COLUMNS = [
     Column("retention", "retention@{k}", "%", "max", 1),
     Column("tax", "tax@{k}", "pts", "min", 1),
     Column("nll", "junior NLL", "nats/tok", "min", 3),
-    Column("kl", "KL drift", "nats/tok", "min", 3),
+    Column("kl_exact", "KL exact", "nats/tok", "min", 3),
+    Column("kl_k3", "KL k3 (MC)", "nats/tok", "min", 3),
+    Column("kl_k1", "KL k1 (MC)", "nats/tok", "min", 3),
 ]
-DRIFT_ESTIMATORS = ("kl_exact", "kl_k3", "kl_k1")  # first one with values is used
+# Drift estimators, each in its own column (never one column mixing them). The Monte-Carlo columns
+# appear only when some senior has no exact KL; then they are filled for every senior that has them.
+DRIFT_ESTIMATORS = ("kl_exact", "kl_k3", "kl_k1")
+MC_ESTIMATORS = ("kl_k3", "kl_k1")
 
 
 @dataclass
@@ -58,7 +63,9 @@ class Table:
     schedule: str | None
     n_boot: int
     columns: list[Column] = field(default_factory=list)  # the non-empty ones, in order
-    drift_estimator: str | None = None
+    juniors: dict[str, str] = field(default_factory=dict)  # senior -> junior whose lens outputs are shown
+    note: str | None = None  # how rows were restricted when the runs cover different problems
+    groups: list[str] = field(default_factory=list)
 
 
 # ---- numbers ---------------------------------------------------------------------------------
@@ -82,9 +89,10 @@ def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
     return scoped_ci(pp.assign(value=pp[f"pass@{k}"] * 100.0), "value", n_boot, seed)
 
 
-def per_sample_side(run: Run | None, name: str) -> tuple[pd.DataFrame | None, str | None]:
+def per_sample_side(run: Run | None, name: str, column: str | None = None) -> tuple[pd.DataFrame | None, str | None]:
     """Per-sample scalar of a run's legibility (junior NLL, nats/token) or drift (KL) table:
-    (frame with benchmark, problem_id, group, value; the source column) or (None, None)."""
+    (frame with benchmark, problem_id, group, value; the source column) or (None, None).
+    Drift: `column` (one of DRIFT_ESTIMATORS), default the first with values."""
     df = run.side_table(name) if run is not None else None
     if df is None:
         return None, None
@@ -96,7 +104,8 @@ def per_sample_side(run: Run | None, name: str) -> tuple[pd.DataFrame | None, st
         else:
             return None, None
     else:
-        source = next((c for c in DRIFT_ESTIMATORS if c in df.columns and df[c].notna().any()), None)
+        wanted = (column,) if column else DRIFT_ESTIMATORS
+        source = next((c for c in wanted if c in df.columns and df[c].notna().any()), None)
         if source is None:
             return None, None
         value = df[source]
@@ -104,8 +113,8 @@ def per_sample_side(run: Run | None, name: str) -> tuple[pd.DataFrame | None, st
     return out.dropna(subset=["value"]), source
 
 
-def side_cis(run: Run | None, name: str, n_boot: int, seed: int) -> tuple[dict, str | None]:
-    per_sample, source = per_sample_side(run, name)
+def side_cis(run: Run | None, name: str, n_boot: int, seed: int, column: str | None = None) -> tuple[dict, str | None]:
+    per_sample, source = per_sample_side(run, name, column)
     if per_sample is None or per_sample.empty:
         return {}, None
     per_problem = per_sample.groupby(["benchmark", "problem_id"], sort=True).agg(
@@ -118,10 +127,8 @@ def _ci_dict(ci) -> dict:
     return {"estimate": ci.estimate, "low": ci.low, "high": ci.high}
 
 
-def _arm_cells(col: Collection, arm: str, k: int, schedule: str | None, n_boot: int, seed: int):
-    """{scope: {metric: {estimate, low, high}}} for one arm, plus the drift estimator used."""
-    solo = col.solo(arm)
-    hand = col.handoff(arm, schedule) if schedule else None
+def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int, seed: int) -> dict:
+    """{scope: {metric: {estimate, low, high}}} for one arm's solo and handoff runs."""
     cells: dict[str, dict] = {}
 
     def put(metric, cis):
@@ -150,9 +157,10 @@ def _arm_cells(col: Collection, arm: str, k: int, schedule: str | None, n_boot: 
             put(metric, passk_cis(run, k, n_boot, seed))
     nll, _ = side_cis(solo, "legibility", n_boot, seed)
     put("nll", nll)
-    kl, estimator = side_cis(solo, "drift", n_boot, seed)
-    put("kl", kl)
-    return cells, estimator
+    for estimator in DRIFT_ESTIMATORS:
+        kl, _ = side_cis(solo, "drift", n_boot, seed, estimator)
+        put(estimator, kl)
+    return cells
 
 
 def _num(x) -> float:
@@ -167,23 +175,32 @@ def default_k(col: Collection) -> int:
     return 4 if 4 in ks else max(ks)
 
 
-def table2(
-    col: Collection, k: int | None = None, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED
-) -> Table:
-    """Table 2 rows for every arm of `col` (handoff `schedule`: default the primary one)."""
-    k = default_k(col) if k is None else int(k)
-    schedule = schedule or col.primary_schedule()
-    rows, estimators, sizes = [], set(), {}
-    for arm in col.arms:
-        cells, est = _arm_cells(col, arm, k, schedule, n_boot, seed)
-        if est:
-            estimators.add(est)
-        run = col.solo(arm) or (col.handoff(arm, schedule) if schedule else None)
-        if run is not None:
-            pp = run.per_problem([k])
-            for scope, n in {**pp.groupby("group").size().to_dict(), MACRO: len(pp)}.items():
-                sizes[scope] = max(sizes.get(scope, 0), int(n))
+def shared_problems(runs: list[Run]) -> tuple[set, dict[str, set], set]:
+    """(problems every run holds; per group, the problems shared by the runs that have that group;
+    all problems) as (benchmark, problem_id) keys."""
+    keysets = [r.problem_keys() for r in runs]
+    union = set().union(*keysets) if keysets else set()
+    shared = set.intersection(*keysets) if keysets else set()
+    group_of = {}
+    for r in runs:
+        s = r.samples()
+        group_of.update(zip(zip(s["benchmark"], s["problem_id"].astype(str)), s["group"]))
+    per_group: dict[str, set] = {}
+    for g in sorted(set(group_of.values())):
+        in_g = [ks & {key for key in ks if group_of[key] == g} for ks in keysets]
+        in_g = [x for x in in_g if x]
+        per_group[g] = set.intersection(*in_g) if in_g else set()
+    return shared, per_group, union
+
+
+def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None) -> list[dict]:
+    """Table rows (one per scope and senior) from {arm: (solo, handoff)}; `scopes` keeps only those."""
+    rows = []
+    for arm, (solo, hand) in pairs.items():
+        cells = _arm_cells(solo, hand, arm, k, n_boot, seed)
         for scope, metrics in cells.items():
+            if scopes is not None and scope not in scopes:
+                continue
             row = {"scope": scope, "senior": arm}
             for c in COLUMNS:
                 m = metrics.get(c.key, {})
@@ -195,20 +212,83 @@ def table2(
                     }
                 )
             rows.append(row)
+    return rows
+
+
+def _sizes(pairs: dict, k: int) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for solo, hand in pairs.values():
+        run = solo or hand
+        if run is not None:
+            pp = run.per_problem([k])
+            for scope, n in {**pp.groupby("group").size().to_dict(), MACRO: len(pp)}.items():
+                sizes[scope] = max(sizes.get(scope, 0), int(n))
+    return sizes
+
+
+def _restricted(pairs: dict, keys: set) -> dict:
+    return {a: tuple(r.restrict(keys) if r is not None else None for r in pair) for a, pair in pairs.items()}
+
+
+def table2(
+    col: Collection, k: int | None = None, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED
+) -> Table:
+    """Table 2 rows for every arm of `col` (handoff `schedule`: default the primary one).
+
+    When the runs cover different problems, nothing is averaged over unequal problem sets: each
+    group row uses the problems every run holding that group shares, and the macro only the
+    problems every run shares (no macro row when there are none); Table.note says so."""
+    k = default_k(col) if k is None else int(k)
+    schedule = schedule or col.primary_schedule()
+    juniors = col.pick_juniors_once()
+    pairs = {arm: (col.solo(arm), col.handoff(arm, schedule) if schedule else None) for arm in col.arms}
+    pairs = {a: p for a, p in pairs.items() if p != (None, None)}
+    runs = [r for pair in pairs.values() for r in pair if r is not None]
+    shared, per_group, union = shared_problems(runs)
+    note = None
+    if shared == union:
+        rows, sizes = _rows(pairs, k, n_boot, seed), _sizes(pairs, k)
+    else:
+        group_view = _restricted(pairs, set().union(*per_group.values()))
+        rows, sizes = _rows(group_view, k, n_boot, seed, scopes=set(per_group)), _sizes(group_view, k)
+        sizes.pop(MACRO, None)
+        if shared:
+            macro_view = _restricted(pairs, shared)
+            rows += _rows(macro_view, k, n_boot, seed, scopes={MACRO})
+            sizes[MACRO] = len(shared)
+            shared_groups = sorted({g for g, keys in per_group.items() if keys & shared})
+            note = (
+                f"the runs cover different problems ({len(union)} in all): each group row uses the problems shared "
+                f"by the runs holding that group; the macro uses only the {len(shared)} problems every run shares "
+                f"(groups {', '.join(shared_groups)})"
+            )
+        else:
+            note = (
+                f"the runs cover different problems ({len(union)} in all) and no problem is shared by every run, "
+                "so there is no macro row; each group row uses the problems shared by the runs holding that group"
+            )
     df = pd.DataFrame(rows)
     if df.empty:
         raise ValueError("no arm has a solo or handoff run to tabulate")
+    df = _drop_unneeded_mc(df)
     df["n_problems"] = df["scope"].map(sizes).fillna(0).astype(int)
     df["_order"] = (df["scope"] == MACRO).astype(int)
     df = df.sort_values(["_order", "scope", "senior"], kind="stable").drop(columns="_order")
     columns = [c for c in COLUMNS if df[c.key].notna().any()]
     keep = ["scope", "n_problems", "senior"] + [f"{c.key}{s}" for c in columns for s in ("", "_low", "_high")]
-    est = sorted(estimators)[0] if estimators else None
-    if len(estimators) > 1:
-        warnings.warn(
-            f"arms use different drift estimators {sorted(estimators)}; the KL column mixes them", stacklevel=2
-        )
-    return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, est)
+    groups = sorted(set(df["scope"]) - {MACRO})
+    shown = {a: j for a, j in juniors.items() if a in pairs}
+    return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups)
+
+
+def _drop_unneeded_mc(df: pd.DataFrame) -> pd.DataFrame:
+    """Monte-Carlo KL columns only when some senior with a drift table has no exact KL."""
+    has_drift = df[list(DRIFT_ESTIMATORS)].notna().any(axis=1)
+    lacks_exact = (has_drift & df["kl_exact"].isna()).groupby(df["senior"]).any()
+    if not lacks_exact.any():
+        for key in MC_ESTIMATORS:
+            df[[key, f"{key}_low", f"{key}_high"]] = np.nan
+    return df
 
 
 # ---- formatting ------------------------------------------------------------------------------
@@ -231,12 +311,13 @@ def _fixed(x: float, decimals: int) -> str:
 
 def best_mask(rows: pd.DataFrame, col: Column) -> pd.Series:
     """True where the cell holds the best value of its column within its scope (ties: all),
-    judged on the displayed (rounded) values; nothing is marked when fewer than 2 values exist."""
+    judged on the displayed (rounded) values; nothing is marked when fewer than 2 values exist or
+    all values are equal."""
     rounded = rows[col.key].round(col.decimals)
     mask = pd.Series(False, index=rows.index)
     for _, idx in rows.groupby("scope", sort=False).groups.items():
         vals = rounded.loc[idx].dropna()
-        if len(vals) >= 2:
+        if len(vals) >= 2 and vals.nunique() > 1:  # all tied (e.g. every senior at 0.0): nobody is best
             target = vals.max() if col.better == "max" else vals.min()
             mask.loc[vals.index[vals == target]] = True
     return mask
@@ -247,19 +328,40 @@ def _scope_label(scope: str, n: int) -> str:
 
 
 def _caption(t: Table) -> str:
-    parts = [f"rows: benchmark groups (AIME 24/25/26 pool into one) and their macro; pass@{t.k} in percent"]
+    rows = "rows: benchmark groups and their macro"
+    if any(g.lower().startswith("aime") for g in t.groups):
+        rows += " (AIME 24/25/26 pool into one group)"
+    parts = [f"{rows}; pass@{t.k} in percent"]
     parts.append(f"handoff schedule `{t.schedule}`" if t.schedule else "no handoff runs")
     parts.append(
         f"mean ± half-width of the 95% bootstrap CI ({t.n_boot} resamples of problems; the macro "
         "weights each benchmark group equally and resamples within groups)"
     )
+    if t.note:
+        parts.append(t.note)
     parts.append("tax = solo − handoff (points, lower is better); retention = handoff / solo")
-    if any(c.key == "nll" for c in t.columns):
+    keys = {c.key for c in t.columns}
+    if keys & {"nll", *DRIFT_ESTIMATORS}:
+        parts.append(f"lens outputs of {_junior_text(t.juniors)}, scored on the senior's solo CoTs")
+    if "nll" in keys:
         parts.append("junior NLL = the junior's mean per-token negative log-likelihood of the senior's solo CoTs")
-    if t.drift_estimator:
-        parts.append(f"KL drift = KL(senior ‖ junior) per token ({t.drift_estimator})")
-    parts.append("bold = best per column within a benchmark")
+    if "kl_exact" in keys:
+        parts.append("KL exact = KL(senior ‖ junior) per token, exact over the vocabulary")
+    if keys & set(MC_ESTIMATORS):
+        parts.append(
+            "KL k3 / k1 (MC) = Monte-Carlo estimates from the sampled tokens' log-probs (k1 = log p_s − log p_j, "
+            "k3 = (r − 1) − log r with r = p_j / p_s), unbiased only for tokens drawn from the senior at "
+            "temperature 1, so not comparable with the exact column; each column holds one estimator only"
+        )
+    parts.append("bold = best per column within a benchmark (none when all are equal)")
     return "; ".join(parts) + "."
+
+
+def _junior_text(juniors: dict[str, str]) -> str:
+    names = sorted(set(juniors.values()))
+    if len(names) == 1:
+        return f"junior {names[0]}"
+    return "juniors " + ", ".join(f"{j} (for {a})" for a, j in sorted(juniors.items())) if names else "the junior"
 
 
 def _header(c: Column, k: int) -> str:

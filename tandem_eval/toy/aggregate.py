@@ -38,6 +38,16 @@ COLUMNS = [  # (name, label, kind) kind: matrix metric or ratio of two metrics
 ]
 
 
+def _lens_files(run_dir: Path, name: str) -> list[str]:
+    """The run's one `name` lens table (either layout, see tandem_eval.lens.lens_file), or none."""
+    from tandem_eval.lens import LensError, lens_file
+
+    try:
+        return [str(lens_file(run_dir, name).relative_to(run_dir))]
+    except LensError:
+        return []
+
+
 def _per_problem(rf_dir: Path) -> pd.DataFrame:
     """Per-problem values of one seed's evaluation (NaN where a run or lens is missing)."""
     out = []
@@ -48,8 +58,8 @@ def _per_problem(rf_dir: Path) -> pd.DataFrame:
         out.append(pp.filter(like="pass@").rename(columns=lambda c: "solo@" + c[5:]) * 100)
         out.append((s.assign(j=s.text.map(uses_jargon)).groupby(KEY).j.mean() * 100).rename("jargon"))
         for name, col, dest in (("legibility", "junior_nll_mean", "junior_nll"), ("drift", "kl_exact", "kl")):
-            path = solo.path / f"{name}.parquet"
-            if path.exists():
+            path = next((solo.path / f for f in _lens_files(solo.path, name)), None)
+            if path is not None:
                 out.append(pd.read_parquet(path).groupby(KEY)[col].mean().rename(dest))
     hand = RunFolder(rf_dir / "handoff-paragraph")
     if hand.samples_path.exists():

@@ -1,0 +1,92 @@
+"""vLLM v1 logits processor that samples with our position-keyed randomness (imports vLLM: load lazily).
+
+`VLLMEngine` passes `PositionKeyedSampler` to vLLM (`logits_processors=`) and marks each sampling
+request with `SamplingParams.extra_args[SAMPLER_KEY] = sampler_args(...)`. For those rows the
+processor computes the token HF would sample from the same logits (sampling.py: temperature,
+top-k then top-p, inverse-CDF draw with `position_uniform(seed, position)`), then leaves that
+token's logit finite and sets every other logit to -inf. The request itself runs greedy in vLLM
+(temperature 0), so vLLM's own sampling picks exactly that token. Requests without the key (greedy
+generation, scoring) are untouched.
+
+vLLM calls processors that are not argmax-invariant after it has taken the raw log-probs
+(`logprobs_mode="raw_logprobs"`), so the log-probs a request returns are unaffected.
+
+Position of the token being sampled = the segment's prompt length (`start`) + the tokens vLLM has
+generated for the request so far (the `output_tok_ids` list vLLM hands over when the request joins
+the batch is live: it grows as tokens are generated, and keeps its length across preemption).
+
+Not tested here: vLLM's "model runner V2" (GPU, VLLM_USE_V2_MODEL_RUNNER=1) has a different
+processor interface and rejects this class with a clear error at engine start.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
+from vllm.v1.sample.logits_processor.builtin import process_dict_updates
+
+from .sampling import sample_at_positions
+
+SAMPLER_KEY = "tandem_position_keyed"
+_FIELDS = ("seed", "start", "temperature", "top_k", "top_p", "vocab")
+
+
+def sampler_args(seed: int, start: int, temperature: float, top_k: int, top_p: float, vocab: int) -> dict:
+    """The extra_args entry for one request: trace seed, segment start position, sampling settings, and
+    how many logit rows are real tokens (the tokenizer's size; padding rows are never sampled, as on HF)."""
+    return {
+        "seed": int(seed) & ((1 << 64) - 1),  # mix64 masks to 64 bits anyway; vLLM wants ints < 2**64
+        "start": int(start),
+        "temperature": float(temperature),
+        "top_k": int(top_k),
+        "top_p": float(top_p),
+        "vocab": int(vocab),
+    }
+
+
+class PositionKeyedSampler(LogitsProcessor):
+    """Replaces vLLM's draw by ours for requests carrying `extra_args[SAMPLER_KEY]`."""
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
+        # batch row -> (the request's sampler_args, its live list of generated token ids)
+        self._rows: dict[int, tuple[dict, list[int]]] = {}
+
+    @classmethod
+    def validate_params(cls, sampling_params) -> None:
+        args = (sampling_params.extra_args or {}).get(SAMPLER_KEY)
+        if args is None:
+            return
+        missing = [f for f in _FIELDS if f not in args]
+        if missing:
+            raise ValueError(f"extra_args[{SAMPLER_KEY!r}] lacks {missing}")
+        if args["temperature"] <= 0:
+            raise ValueError("position-keyed sampling needs temperature > 0 (greedy requests need no sampler)")
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # it decides the token: it must run for greedy requests too
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        def new_state(params, _prompt_ids, output_ids):
+            args = (params.extra_args or {}).get(SAMPLER_KEY)
+            return None if args is None else (args, output_ids)
+
+        process_dict_updates(self._rows, batch_update, new_state)
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self._rows:
+            return logits
+        # Rows sharing settings are drawn together (in practice one group: an engine has one Sampling).
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for row, (args, _) in self._rows.items():
+            groups[(args["temperature"], args["top_k"], args["top_p"], args["vocab"])].append(row)
+        for (temperature, top_k, top_p, vocab), rows in groups.items():
+            rows.sort()
+            seeds = [self._rows[r][0]["seed"] for r in rows]
+            positions = [self._rows[r][0]["start"] + len(self._rows[r][1]) for r in rows]
+            index = torch.tensor(rows, device=logits.device)
+            chosen = sample_at_positions(logits[index, :vocab], temperature, top_k, top_p, seeds, positions)
+            logits[index] = float("-inf")
+            logits[index, chosen.to(logits.device)] = 0.0
+        return logits

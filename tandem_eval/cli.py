@@ -209,6 +209,21 @@ JuniorChatTemplate = typer.Option(
 )
 Quiet = typer.Option(False, "--quiet", "-q", help="No progress and no info records; errors and results only.")
 Verbose = typer.Option(False, "--verbose", "-v", help="Debug records, and vLLM's/transformers' own log lines.")
+RayWorkers = typer.Option(
+    None, "--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."
+)
+RayAddress = typer.Option(
+    None, "--ray-address", help="Run the shards on an existing Ray cluster (HOST:6379 or auto); one per GPU/node."
+)
+
+
+def _ray_plan(workers: int | None, address: str | None):
+    """A RayPlan when --ray-workers/--ray-address is given, else None (one process)."""
+    if workers is None and address is None:
+        return None
+    from .distributed import RayPlan
+
+    return RayPlan(workers=workers, address=address)
 
 
 def read_chat_template(path: Path | None, option: str) -> str | None:
@@ -315,6 +330,8 @@ def solo(
     chat_template: Path | None = ChatTemplate,
     quiet: bool = Quiet,
     verbose: bool = Verbose,
+    ray_workers: int | None = RayWorkers,
+    ray_address: str | None = RayAddress,
 ):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
     from .pipeline import run_eval
@@ -346,7 +363,13 @@ def solo(
             chat_template,
             group,
         )
-        rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
+        plan = _ray_plan(ray_workers, ray_address)
+        if plan is not None:
+            from .distributed import ray_solo
+
+            rf = ray_solo(cfg, _out_dir(out, cfg), plan)
+        else:
+            rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
         console.print(f"run folder: {rf.path}")
         print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
 
@@ -398,6 +421,8 @@ def handoff(
     junior_chat_template: Path | None = JuniorChatTemplate,
     quiet: bool = Quiet,
     verbose: bool = Verbose,
+    ray_workers: int | None = RayWorkers,
+    ray_address: str | None = RayAddress,
 ):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
     from .pipeline import run_handoff
@@ -435,9 +460,15 @@ def handoff(
             group,
             junior_chat_template,
         )
-        solo_rf, handoff_rf, tax = run_handoff(
-            cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
-        )
+        plan = _ray_plan(ray_workers, ray_address)
+        if plan is not None:
+            from .distributed import ray_handoff
+
+            solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run, allow_solo_mismatch)
+        else:
+            solo_rf, handoff_rf, tax = run_handoff(
+                cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
+            )
         console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
         print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
         print_tax(tax, cfg.ks)
@@ -592,6 +623,21 @@ def regrade(
     from .regrade import regrade as regrade_run
 
     guarded(lambda: print_regrade(regrade_run(run, timeout, allow_grader_mismatch, progress=not quiet), show))
+
+
+@app.command(
+    "lm-eval",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def lm_eval_cmd(ctx: typer.Context):
+    """lm-evaluation-harness's CLI with the `tandem` model registered: every argument goes to lm-eval."""
+    from .integrations.lm_eval_cli import LmEvalMissing, run_lm_eval
+
+    try:
+        guarded(lambda: run_lm_eval(list(ctx.args)))
+    except LmEvalMissing as e:
+        fail(str(e))
 
 
 def _register_optional() -> None:

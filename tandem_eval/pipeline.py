@@ -151,9 +151,11 @@ def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None
         )
 
 
-def open_engines(cfg: EvalConfig) -> dict:
-    """Load the senior (and the junior when the schedule needs one) on the configured backend."""
-    kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size}
+def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
+    """Load the senior (and the junior when the schedule needs one) on the configured backend.
+
+    `engine_kw` go to both engines' constructors (e.g. `device` for hf)."""
+    kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
         kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v

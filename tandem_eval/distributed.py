@@ -1,0 +1,185 @@
+"""Evaluation across machines on Ray: the problem shards of one run as Ray tasks, then one merge.
+
+Each Ray task is one `--num-shards N --shard-index I` process: it opens its own engine pair and fills
+OUT/shard-I-of-N (solo, or solo + handoff-SCHEDULE) with the same resumable code as a single process.
+Finished shards are skipped, a killed shard resumes from its flushed samples, and the merge writes OUT/solo
+and OUT/handoff-SCHEDULE (plus the tax), exactly as `tandem-eval merge OUT`. Every sample's randomness
+depends only on its seed (run seed, problem id, sample index), so the merged samples equal the
+single-process run's.
+
+    tandem-eval handoff --senior CKPT --junior JR --engine vllm --ray-workers 8 --out runs/ckpt    # local Ray
+    ray start --head; ray start --address HEAD:6379   # (on each worker node)
+    tandem-eval handoff --senior CKPT --junior JR --engine vllm --ray-address HEAD:6379 --out runs/ckpt
+
+    from tandem_eval.distributed import RayPlan, run_on_ray
+    folders = run_on_ray(cfg, "runs/ckpt", RayPlan(workers=2))   # {"solo": RunFolder, "handoff-paragraph": ...}
+
+GPUs: a task asks Ray for `tensor_parallel_size` GPUs when the engine is vllm and the cluster has GPUs
+(senior and junior share them, as in one process); otherwise for CPUs only. Paths (checkpoints,
+benchmark files, OUT) must be visible at the same place on every node (a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ConfigError, EvalConfig, json_safe
+from .metrics.tax import communication_tax
+from .results import RunFolder, verify_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RayPlan:
+    """Where the shards run: `workers` tasks on a local Ray started here, or on the cluster at `address`."""
+
+    workers: int | None = None  # number of shards; default with an address: the cluster's GPUs (or nodes)
+    address: str | None = None  # an existing cluster ("HOST:6379" or "auto"); None starts a local one
+    cpus_per_worker: float = 1.0
+
+    def __post_init__(self):
+        if self.workers is None and self.address is None:
+            raise ConfigError("Ray needs --ray-workers N or --ray-address ADDR")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"--ray-workers must be >= 1, got {self.workers}")
+
+
+def shard_dir(out_root: Path, index: int, num_shards: int) -> Path:
+    return Path(out_root) / f"shard-{index}-of-{num_shards}"
+
+
+def _kinds(cfg: EvalConfig, solo_run) -> list[str]:
+    """The run folders each shard fills."""
+    from .pipeline import handoff_dirname
+
+    if cfg.mode == "solo":
+        return ["solo"]
+    return [handoff_dirname(cfg.schedule)] if solo_run is not None else ["solo", handoff_dirname(cfg.schedule)]
+
+
+def run_shard(cfg: EvalConfig, out_root: str, solo_record: dict | None = None) -> str:
+    """One shard in this process (what each Ray task runs): solo, or solo + handoff like the CLI.
+
+    solo_record: the checked --solo-run (see pipeline.check_solo_reuse); the shard then runs the handoff only."""
+    from .pipeline import handoff_dirname, run_eval, run_handoff
+
+    root = shard_dir(Path(out_root), cfg.shard_index, cfg.num_shards)
+    if cfg.mode == "solo":
+        run_eval(cfg, root / "solo", progress=False)
+    elif solo_record is not None:  # the tax is computed after the merge against the given solo run
+        run_eval(cfg, root / handoff_dirname(cfg.schedule), progress=False, extra={"solo_run": solo_record})
+    else:
+        run_handoff(cfg, root, progress=False)
+    return str(root)
+
+
+def merge_root(out_root: str | Path, kinds: list[str], num_shards: int, solo_run=None) -> dict[str, RunFolder]:
+    """Merge OUT/shard-*-of-N/KIND into OUT/KIND for each kind; a handoff kind gets its tax."""
+    from .pipeline import merge_shards
+
+    out_root = Path(out_root)
+    merged = {
+        kind: merge_shards([shard_dir(out_root, i, num_shards) / kind for i in range(num_shards)], out_root / kind)
+        for kind in kinds
+    }
+    solo = verify_run(solo_run) if solo_run is not None else merged.get("solo")
+    for kind, rf in merged.items():
+        if kind.startswith("handoff") and solo is not None:
+            ks = list(rf.config()["config"]["ks"])
+            tax = json_safe(communication_tax(solo.load_samples(), rf.load_samples(), ks))
+            rf.update_metrics({"tax": tax, "solo_run": str(solo.path.resolve())})
+    return merged
+
+
+def run_on_ray(
+    cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None, allow_solo_mismatch: bool = False
+) -> dict[str, RunFolder]:
+    """Run every unfinished shard of `cfg` as a Ray task, then merge; returns the merged run folders."""
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise ConfigError('--ray-workers/--ray-address need Ray: pip install -e ".[ray]" (ray==2.60.0)') from None
+    if cfg.num_shards != 1:
+        raise ConfigError("--ray-workers/--ray-address choose the shards themselves; drop --num-shards/--shard-index")
+    from .pipeline import check_solo_reuse, validate
+
+    validate(cfg, (), solo_run)  # the single-process checks, in the driver, before any task starts
+    record = None
+    if solo_run is not None and cfg.mode == "handoff":
+        record = check_solo_reuse(cfg, verify_run(solo_run), allow_solo_mismatch, "--solo-run")
+    out_root = Path(out_root).resolve()
+    kinds = _kinds(cfg, solo_run)
+    if plan.workers is not None and not _unfinished(out_root, plan.workers, kinds):
+        return merge_root(out_root, kinds, plan.workers, solo_run)  # all shards done: no cluster needed
+    started = not ray.is_initialized()
+    if started:  # a local cluster sized to the workers, or a connection to an existing one
+        if plan.address is None:
+            ray.init(num_cpus=int(plan.workers * plan.cpus_per_worker), include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=plan.address, log_to_driver=False)
+    try:
+        n = plan.workers or _cluster_workers(ray, cfg)
+        todo = _unfinished(out_root, n, kinds)
+        log.info("ray: %d shards, %d to run (%d complete)", n, len(todo), n - len(todo))
+        task = ray.remote(run_shard).options(num_cpus=plan.cpus_per_worker, num_gpus=_gpus(ray, cfg), max_retries=0)
+        refs = [task.remote(dataclasses.replace(cfg, num_shards=n, shard_index=i), str(out_root), record) for i in todo]
+        _wait(ray, refs)
+    finally:
+        if started:
+            ray.shutdown()
+    return merge_root(out_root, kinds, n, solo_run)
+
+
+def ray_solo(cfg: EvalConfig, out_root: str | Path, plan: RayPlan) -> RunFolder:
+    """`tandem-eval solo` on Ray: the merged OUT/solo run folder."""
+    return run_on_ray(cfg, out_root, plan)["solo"]
+
+
+def ray_handoff(
+    cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None, allow_solo_mismatch: bool = False
+) -> tuple[RunFolder, RunFolder, dict]:
+    """`tandem-eval handoff` on Ray: (solo, handoff, tax) like pipeline.run_handoff."""
+    from .pipeline import handoff_dirname
+
+    folders = run_on_ray(cfg, out_root, plan, solo_run, allow_solo_mismatch)
+    handoff = folders[handoff_dirname(cfg.schedule)]
+    solo = folders["solo"] if solo_run is None else verify_run(solo_run)
+    return solo, handoff, handoff.metrics()["tax"]
+
+
+def _unfinished(out_root: Path, n: int, kinds: list[str]) -> list[int]:
+    """Shard indices whose run folders are not all complete."""
+    return [i for i in range(n) if not all(RunFolder(shard_dir(out_root, i, n) / k).is_complete() for k in kinds)]
+
+
+def _gpus(ray, cfg: EvalConfig) -> float:
+    has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+    return float(cfg.tensor_parallel_size) if cfg.engine == "vllm" and has_gpus else 0.0
+
+
+def _cluster_workers(ray, cfg: EvalConfig) -> int:
+    """Default shard count on an existing cluster: one per GPU group, else one per node."""
+    gpus = _gpus(ray, cfg)
+    if gpus:
+        return max(1, int(ray.cluster_resources()["GPU"] // gpus))
+    return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
+
+
+def _wait(ray, refs: list) -> None:
+    """Wait for every task; a task's own error (a user error included) is re-raised as itself."""
+    from ray.exceptions import RayTaskError
+
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        try:
+            log.info("ray: shard done: %s", ray.get(done[0]))
+        except RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise

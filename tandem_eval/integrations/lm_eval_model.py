@@ -1,0 +1,322 @@
+"""The lm-evaluation-harness model `tandem`: any lm-eval task through tandem-eval's co-generation loop.
+
+lm-eval 0.4.13 has no plugin entry points: a model exists once its module is imported. Importing this
+module registers `tandem` (lm-eval's built-in models stay registered, lazily, as before):
+
+    tandem-eval lm-eval --model tandem --model_args senior=CKPT,junior=JR,schedule=paragraph --tasks gsm8k
+    # in Python
+    import lm_eval, tandem_eval.integrations.lm_eval_model  # noqa: F401  (registers "tandem")
+    lm_eval.simple_evaluate(model="tandem", model_args="senior=CKPT,schedule=solo", tasks=["gsm8k"])
+
+model_args (comma-separated key=value): senior (path or toy:NAME, required), junior (default: the one in the
+senior's tandem_meta.json; needed by every schedule but solo), schedule (solo | paragraph | word[:P[:K]] |
+sentence | chunk:N | takeover:N | junior-solo; default paragraph), engine (hf | vllm), dtype, seed (trace seeds
+derive from it, the task name, the doc id and the repeat), max_length (prompt + generation; default the
+senior's max_position_embeddings), max_gen_toks (when the task sets none; 256), tensor_parallel_size,
+score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token.
+
+Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
+`cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
+has no text-level stop, so a trace runs to EOS or max_gen_toks and is cut at the first `until` string: every
+token depends only on the tokens before it and the trace seed, so the kept text equals what an early stop
+would give (tokens past the stop cost compute, not results).
+
+Per-sample tandem info: after generation each request's `arguments` tuple gains a third element
+`{"tandem": [one dict per repeat]}` with the kept `token_ids`, `author_mask` (1 = senior), `n_handoffs`
+(author switches within the kept tokens), `senior_fraction`, `n_tokens`, `finish_reason` and `seed`.
+lm-eval logs every request's arguments, so `--log_samples` writes it as
+`arguments.gen_args_0.arg_2.tandem` (read it with `lm_eval_tax.read_samples`). With `--use_cache` lm-eval
+hashes the arguments after the call, so cached entries never match; run tandem without it.
+
+Loglikelihood requests are teacher-forced by the `score_with` engine (one forward gives the log-prob and
+is_greedy on the hf engine; other engines report is_greedy = False). A junior served through a
+different vocabulary cannot score (a one-line error says so).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import lm_eval.models  # noqa: F401  (registers the built-in models first; see lm_eval.api.registry.get_model)
+import numpy as np
+from lm_eval import utils as lm_utils
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
+from tqdm import tqdm
+
+from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
+from ..engines import load_engine
+from ..engines.bridge import RetokenizingEngine
+from ..models import junior_from_metadata, resolve_model
+from ..pipeline import close_engines, open_engines
+from ..schedules import make_schedule, needs_junior
+from ..tandem import TraceSpec, budget, cogenerate, trace_seed
+
+log = logging.getLogger(__name__)
+
+INFO_KEY = "tandem"  # the key of the dict appended to each request's arguments
+IGNORED_ARGS = ("max_batch_size",)  # lm-eval's simple_evaluate passes it to every model
+
+
+@register_model("tandem")
+class TandemLM(TemplateLM):
+    """lm-eval's LM interface on a senior (and junior) pair of tandem-eval engines."""
+
+    def __init__(
+        self,
+        senior: str | None = None,
+        junior: str | None = None,
+        schedule: str = "paragraph",
+        engine: str = "hf",
+        dtype: str = "float32",
+        seed: int = 0,
+        max_length: int | None = None,
+        max_gen_toks: int = 256,
+        tensor_parallel_size: int = 1,
+        score_with: str = "senior",
+        allow_vocab_mismatch: bool = False,
+        add_bos_token: bool = False,
+        batch_size: int | str | None = 32,
+        device: str | None = None,
+        **kwargs,
+    ):
+        super().__init__()
+        unknown = sorted(k for k in kwargs if k not in IGNORED_ARGS)
+        if unknown:
+            raise ConfigError(
+                f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
+                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, add_bos_token"
+            )
+        if not senior:
+            raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
+        if score_with not in ("senior", "junior"):
+            raise ConfigError(f"score_with must be senior or junior, got {score_with!r}")
+        senior_path = resolve_model(str(senior))
+        wants_junior = needs_junior(str(schedule)) or score_with == "junior"
+        if wants_junior and not junior:
+            junior = junior_from_metadata(senior_path)
+            if not junior:
+                raise ConfigError(
+                    f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
+                )
+        self.schedule_name, self.seed, self.score_with = str(schedule), int(seed), score_with
+        self.max_length = int(max_length) if max_length else _max_positions(senior_path)
+        self.default_max_gen_toks, self.add_bos_token = int(max_gen_toks), bool(add_bos_token)
+        self.batch_size = int(batch_size) if str(batch_size).isdigit() else 32  # "auto" is not supported
+        self.cfg = EvalConfig(
+            senior=ModelSpec(str(senior), dtype),
+            junior=ModelSpec(str(junior), dtype) if junior else None,
+            mode="solo" if self.schedule_name == "solo" else "handoff",
+            schedule=self.schedule_name,
+            engine=engine,
+            sampling=Sampling(max_context=self.max_length),
+            batch_size=self.batch_size,
+            tensor_parallel_size=int(tensor_parallel_size),
+            allow_vocab_mismatch=bool(allow_vocab_mismatch),
+        )
+        engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
+        self.engines = open_engines(self.cfg, **engine_kw)
+        if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
+            self.engines["junior"] = load_engine(
+                engine, resolve_model(str(junior)), self.cfg.sampling, dtype=dtype, max_batch=self.batch_size
+            )
+        self.tokenizer = self.engines["senior"].tokenizer
+        self.schedule = make_schedule(self.schedule_name, self.tokenizer)
+        self._device = device
+        self._warned_greedy = False
+
+    # ---- lm-eval's small interface ---------------------------------------------------------------
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.tokenizer.name_or_path).replace("/", "__")
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        special = self.add_bos_token if add_special_tokens is None else add_special_tokens
+        return self.tokenizer.encode(string, add_special_tokens=special)
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        # enable_thinking=False as in tandem-eval's own prompts; templates without the flag ignore it
+        return self.tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+            enable_thinking=False,
+        )
+
+    def close(self) -> None:
+        close_engines(self.engines)
+
+    # ---- generation ----------------------------------------------------------------------------------
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        if not requests:
+            return []
+        # lm-eval passes an Instance `repeats` times in a row; the repeat index feeds the trace seed.
+        seen: Counter = Counter()
+        repeat = []
+        for req in requests:
+            repeat.append(seen[id(req)])
+            seen[id(req)] += 1
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, req in enumerate(requests):
+            groups[json.dumps(req.args[1], sort_keys=True, default=str)].append(i)
+        texts: list[str] = [""] * len(requests)
+        infos: dict[int, dict] = {}
+        bar = tqdm(total=len(requests), desc="tandem generate_until", disable=disable_tqdm)
+        for idx in groups.values():
+            for i, text, info in self._generate_group(requests, idx, repeat):
+                texts[i], infos[i] = text, info
+                bar.update(1)
+        bar.close()
+        per_request: dict[int, list] = defaultdict(list)
+        for i, req in enumerate(requests):
+            per_request[id(req)].append(infos[i])
+        for req in {id(r): r for r in requests}.values():  # attach once per Instance, after every group ran
+            req.arguments = (*req.arguments[:2], {INFO_KEY: per_request[id(req)]})
+        return texts
+
+    def _generate_group(self, requests, idx: list[int], repeat: list[int]):
+        """Yield (request index, kept text, tandem info) for requests sharing one gen_kwargs dict."""
+        kwargs = normalize_gen_kwargs(requests[idx[0]].args[1], self.default_max_gen_toks)
+        eos = self.tokenizer.decode([self.eot_token_id], skip_special_tokens=False)
+        until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
+        max_gen = int(kwargs.pop("max_gen_toks"))
+        if max_gen >= self.max_length:
+            raise ConfigError(f"max_gen_toks {max_gen} must be < max_length {self.max_length}; raise max_length")
+        self._set_sampling(_sampling(kwargs, max_gen, self.max_length))
+        specs, seeds = [], {}
+        for i in idx:
+            req = requests[i]
+            prompt = tuple(self.tok_encode(req.args[0])[-(self.max_length - max_gen) :])
+            key = f"{req.task_name}/{req.doc_id}/{req.idx}" if req.task_name is not None else f"request/{i}"
+            seeds[i] = trace_seed(self.seed, key, repeat[i])
+            specs.append(TraceSpec(i, prompt, seeds[i], budget(len(prompt), max_gen, self.max_length)))
+        junior = self.engines.get("junior") if needs_junior(self.schedule_name) else None
+        if isinstance(junior, RetokenizingEngine):
+            for spec in specs:
+                ids = junior.inner.tokenizer.encode(requests[spec.key].args[0], add_special_tokens=False)
+                junior.register(spec.key, ids, len(spec.prompt_ids))
+        pool = self.batch_size * (2 if junior is not None else 1)
+        for trace in cogenerate(specs, self.engines["senior"], junior, self.schedule, pool_size=pool):
+            text, info = self._cut(trace, until)
+            yield trace.key, text, {**info, "seed": seeds[trace.key]}
+
+    def _cut(self, trace, until: list[str]) -> tuple[str, dict]:
+        """The text up to the first stop string, and the author info of the tokens that wrote it."""
+        full = self.tokenizer.decode(trace.token_ids, skip_special_tokens=True)
+        text = postprocess_generated_text(full, until, None)
+        n = len(trace.token_ids) if text == full else _tokens_covering(self.tokenizer, trace.token_ids, len(text))
+        mask = np.asarray(trace.author_mask[:n], dtype=np.int8)
+        return text, {
+            "schedule": self.schedule_name,
+            "token_ids": list(trace.token_ids[:n]),
+            "author_mask": mask.tolist(),
+            "n_tokens": int(n),
+            "n_senior_tokens": int(mask.sum()),
+            "senior_fraction": float(mask.mean()) if n else None,
+            "n_handoffs": int(np.count_nonzero(np.diff(mask))) if n else 0,
+            "finish_reason": trace.finish_reason if text == full else "stop",
+        }
+
+    def _set_sampling(self, sampling: Sampling) -> None:
+        # Engines read `sampling` when they sample (hf) or submit (vllm); one gen_kwargs group runs at a time.
+        for engine in self.engines.values():
+            getattr(engine, "inner", engine).sampling = sampling
+
+    # ---- scoring -------------------------------------------------------------------------------------
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        out = []
+        for _, context, continuation in tqdm(requests, desc="tandem loglikelihood", disable=disable_tqdm):
+            ids = (list(context) + list(continuation))[-self.max_length :]  # left-truncate like lm-eval's hf
+            n_ctx = max(1, len(ids) - len(continuation))
+            out.append(self._score(ids[:n_ctx], ids[n_ctx:]))
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        out = []
+        for (string,) in tqdm([r.args for r in requests], desc="tandem rolling", disable=disable_tqdm):
+            windows = lm_utils.get_rolling_token_windows(
+                self.tok_encode(string), self.prefix_token_id, self.max_length - 1, context_len=1
+            )
+            out.append(sum(self._score(*lm_utils.make_disjoint_window(w))[0] for w in windows))
+        return out
+
+    def _score(self, context: list[int], continuation: list[int]) -> tuple[float, bool]:
+        engine = self.engines[self.score_with]
+        if hasattr(engine, "logits_chunks"):  # hf: one forward gives both log-probs and the argmax
+            import torch
+
+            with torch.inference_mode():
+                target = torch.tensor(continuation)
+                lp, greedy, a = 0.0, True, 0
+                for logits in engine.logits_chunks(engine.hidden_states(context, continuation)):
+                    part = target[a : a + len(logits)].to(logits.device)
+                    lp += float(torch.log_softmax(logits, -1)[torch.arange(len(logits)), part].double().sum())
+                    greedy = greedy and bool((logits.argmax(-1) == part).all())
+                    a += len(logits)
+            return lp, greedy
+        try:
+            [lps] = engine.score([context], [continuation])
+        except NotImplementedError as e:
+            raise NotImplementedError(
+                f"loglikelihood requests need teacher-forced scores from the {self.score_with}'s engine "
+                f"({engine.name}): {e}; use score_with=senior or a junior with the senior's tokenizer"
+            ) from None
+        if not self._warned_greedy:
+            log.warning("engine %s gives no argmax; loglikelihood is_greedy is reported False", engine.name)
+            self._warned_greedy = True
+        return float(np.sum(lps)), False
+
+
+def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:
+    """tandem-eval Sampling from lm-eval's normalized gen kwargs (greedy unless do_sample)."""
+    ignored = sorted(set(kwargs) - {"do_sample", "temperature", "top_p", "top_k"})
+    if ignored:
+        log.warning("tandem ignores generation kwargs %s", ignored)
+    if not kwargs.get("do_sample") or float(kwargs.get("temperature", 0.0)) == 0.0:
+        return Sampling(0.0, 1.0, 0, max_new_tokens, max_context)
+    top_k = kwargs.get("top_k")
+    return Sampling(
+        float(kwargs["temperature"]),
+        float(kwargs.get("top_p") or 1.0),
+        int(top_k) if top_k is not None else 0,
+        max_new_tokens,
+        max_context,
+    )
+
+
+def _tokens_covering(tokenizer, token_ids: list[int], n_chars: int) -> int:
+    """The fewest leading tokens whose decoded text has at least n_chars characters (binary search)."""
+    lo, hi = 0, len(token_ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(tokenizer.decode(token_ids[:mid], skip_special_tokens=True)) >= n_chars:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _max_positions(path: Path) -> int:
+    from transformers import AutoConfig
+
+    return int(getattr(AutoConfig.from_pretrained(str(path)), "max_position_embeddings", None) or 2048)
+
+
+def _usable_device(device: str | None) -> bool:
+    """lm-eval passes --device (often "cuda") to every model; use it only where it exists."""
+    if not device:
+        return False
+    if str(device).startswith("cuda"):
+        import torch
+
+        return torch.cuda.is_available()
+    return True

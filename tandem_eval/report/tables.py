@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tandem_eval.lens import LensError
 from tandem_eval.metrics.stats import bootstrap_ci
 from tandem_eval.metrics.tax import communication_tax
-from tandem_eval.report.collect import Collection, Run
+from tandem_eval.report.collect import Collection
+from tandem_eval.runs import Run, problem_values
 
 MACRO = "macro"
 N_BOOT = 2000
@@ -85,42 +87,18 @@ def scoped_ci(values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int
 
 def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
     """Per group and macro CI of a run's pass@k, in percent."""
-    pp = run.per_problem([k]).set_index(["benchmark", "problem_id"])
-    return scoped_ci(pp.assign(value=pp[f"pass@{k}"] * 100.0), "value", n_boot, seed)
+    return scoped_ci(problem_values(run, f"pass@{k}"), "value", n_boot, seed)
 
 
-def per_sample_side(run: Run | None, name: str, column: str | None = None) -> tuple[pd.DataFrame | None, str | None]:
-    """Per-sample scalar of a run's legibility (junior NLL, nats/token) or drift (KL) table:
-    (frame with benchmark, problem_id, group, value; the source column) or (None, None).
-    Drift: `column` (one of DRIFT_ESTIMATORS), default the first with values."""
-    df = run.side_table(name) if run is not None else None
-    if df is None:
-        return None, None
-    if name == "legibility":
-        if "junior_nll_mean" in df.columns and df["junior_nll_mean"].notna().any():
-            source, value = "junior_nll_mean", df["junior_nll_mean"]
-        elif {"junior_nll_sum", "n_tokens"} <= set(df.columns):
-            source, value = "junior_nll_sum/n_tokens", df["junior_nll_sum"] / df["n_tokens"].replace(0, np.nan)
-        else:
-            return None, None
-    else:
-        wanted = (column,) if column else DRIFT_ESTIMATORS
-        source = next((c for c in wanted if c in df.columns and df[c].notna().any()), None)
-        if source is None:
-            return None, None
-        value = df[source]
-    out = df[["benchmark", "problem_id", "group"]].assign(value=pd.to_numeric(value, errors="coerce"))
-    return out.dropna(subset=["value"]), source
-
-
-def side_cis(run: Run | None, name: str, n_boot: int, seed: int, column: str | None = None) -> tuple[dict, str | None]:
-    per_sample, source = per_sample_side(run, name, column)
-    if per_sample is None or per_sample.empty:
-        return {}, None
-    per_problem = per_sample.groupby(["benchmark", "problem_id"], sort=True).agg(
-        group=("group", "first"), value=("value", "mean")
-    )
-    return scoped_ci(per_problem, "value", n_boot, seed), source
+def side_cis(run: Run | None, metric: str, n_boot: int, seed: int) -> dict:
+    """Per group and macro CI of a lens metric (runs.LENS_METRICS) over problems; {} without the table."""
+    if run is None:
+        return {}
+    try:
+        values = problem_values(run, metric)
+    except LensError:
+        return {}
+    return scoped_ci(values, "value", n_boot, seed) if len(values.dropna()) else {}
 
 
 def _ci_dict(ci) -> dict:
@@ -155,11 +133,9 @@ def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int
     for metric, run in (("solo", solo), ("handoff", hand)):
         if run is not None and not any(metric in c for c in cells.values()):
             put(metric, passk_cis(run, k, n_boot, seed))
-    nll, _ = side_cis(solo, "legibility", n_boot, seed)
-    put("nll", nll)
+    put("nll", side_cis(solo, "junior_nll", n_boot, seed))
     for estimator in DRIFT_ESTIMATORS:
-        kl, _ = side_cis(solo, "drift", n_boot, seed, estimator)
-        put(estimator, kl)
+        put(estimator, side_cis(solo, estimator, n_boot, seed))
     return cells
 
 

@@ -47,7 +47,7 @@ LENS_METRICS = {
     **{m: ("drift", m) for m in DRIFT_METRICS},
 }
 DRIFT_ORDER = ("kl_exact", "kl_k3", "kl_k1")  # "kl": the first of these a drift table holds
-METRICS = ["pass@K", "solo_pass@K", "handoff_pass@K", "tax@K", "retention@K", *LENS_METRICS]
+METRICS = ["solo_pass@K", "handoff_pass@K", "tax@K", "retention@K", *LENS_METRICS]
 
 
 class ReportError(RuntimeError):
@@ -281,8 +281,8 @@ def split_seed(label: str, path: Path | None = None) -> tuple[str, int | None]:
 def metric_mode(metric: str) -> str:
     """The run mode a metric is read from (solo or handoff); raises LensError on an unknown metric."""
     m = _PASS.match(metric)
-    if m:
-        return m.group(1) or "solo"
+    if m and m.group(1):  # compare names the mode: solo_pass@K / handoff_pass@K (plain pass@K is per run)
+        return m.group(1)
     if _TAX.match(metric):
         return "handoff"
     if metric in LENS_METRICS:

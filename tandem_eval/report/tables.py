@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.lens import LensError
-from tandem_eval.metrics.stats import bootstrap_ci
+from tandem_eval.metrics.stats import scoped_cis
 from tandem_eval.metrics.tax import communication_tax
 from tandem_eval.report.collect import Collection
 from tandem_eval.runs import Run, problem_values
@@ -73,16 +73,14 @@ class Table:
 # ---- numbers ---------------------------------------------------------------------------------
 
 
-def scoped_ci(values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
+def scoped_ci(
+    values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = SEED, cluster: str | None = None
+) -> dict:
     """Per group and macro (equal weight per group, stratified bootstrap) CI of the mean of
-    `column` over problems. `values`: one row per problem with a `group` column."""
-    out = {}
-    v = values[["group", column]].dropna()
-    for g, part in v.groupby("group", sort=True):
-        out[g] = bootstrap_ci(part[column], n_boot=n_boot, seed=seed)
-    if len(v):
-        out[MACRO] = bootstrap_ci(v[column], n_boot=n_boot, seed=seed, groups=v["group"])
-    return out
+    `column` over problems (stats.scoped_cis). `values`: one row per problem (per seed x problem
+    with `cluster`) with a `group` column."""
+    cis = scoped_cis(values, column, n_boot=n_boot, seed=seed, cluster=cluster)
+    return {**cis["group"], **({MACRO: cis[MACRO]} if MACRO in cis else {})}
 
 
 def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = SEED) -> dict:

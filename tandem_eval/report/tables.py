@@ -137,6 +137,53 @@ def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int
     return cells
 
 
+def _seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
+    """{scope: {metric: {estimate, low, high}}} of one arm over several seeds' (solo, handoff) runs:
+    mean over seeds x problems, CI from the two-way clustered bootstrap (stats.scoped_cis, cluster=seed)."""
+    cells: dict[str, dict] = {}
+
+    def frame(runs, metric):
+        parts = []
+        for i, r in enumerate(runs):
+            try:
+                parts.append(problem_values(r, metric).assign(seed=i))
+            except LensError:
+                return None
+        return pd.concat(parts) if parts else None
+
+    def put(metric, cis):
+        for scope, ci in cis.items():
+            cells.setdefault(scope, {})[metric] = _ci_dict(ci)
+
+    solos, hands = [p[0] for p in seeds if p[0] is not None], [p[1] for p in seeds if p[1] is not None]
+    both = [p for p in seeds if p[0] is not None and p[1] is not None]
+    if both and len(both) == len(seeds):
+        sv, hv = frame([p[0] for p in both], f"pass@{k}"), frame([p[1] for p in both], f"pass@{k}")
+        joint = sv.rename(columns={"value": "solo"}).set_index("seed", append=True)
+        joint = joint.join(hv.set_index("seed", append=True)["value"].rename("handoff"), how="inner")
+        joint = joint.reset_index("seed")
+        stats = {
+            "solo": lambda m: m[:, 0],
+            "handoff": lambda m: m[:, 1],
+            "tax": lambda m: m[:, 0] - m[:, 1],
+            "retention": lambda m: 100.0 * m[:, 1] / m[:, 0],
+        }
+        cis = scoped_cis(joint, ["solo", "handoff"], stats=stats, n_boot=n_boot, seed=seed, cluster="seed")
+        for scope, entry in {**cis["group"], MACRO: cis.get(MACRO)}.items():
+            if entry is not None:
+                for metric, ci in entry.items():
+                    cells.setdefault(scope, {})[metric] = _ci_dict(ci)
+    else:
+        for metric, runs in (("solo", solos), ("handoff", hands)):
+            if runs:
+                put(metric, scoped_ci(frame(runs, f"pass@{k}"), "value", n_boot, seed, cluster="seed"))
+    for metric, key in (("junior_nll", "nll"), *((e, e) for e in DRIFT_ESTIMATORS)):
+        values = frame(solos, metric) if solos else None
+        if values is not None and len(values.dropna()):
+            put(key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))
+    return cells
+
+
 def _num(x) -> float:
     return math.nan if x is None else float(x)
 
@@ -170,8 +217,11 @@ def shared_problems(runs: list[Run]) -> tuple[set, dict[str, set], set]:
 def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None) -> list[dict]:
     """Table rows (one per scope and senior) from {arm: (solo, handoff)}; `scopes` keeps only those."""
     rows = []
-    for arm, (solo, hand) in pairs.items():
-        cells = _arm_cells(solo, hand, arm, k, n_boot, seed)
+    for arm, pair in pairs.items():
+        if isinstance(pair, list):  # one arm's seeds: aggregated (one seed: that run's own numbers)
+            cells = _seed_cells(pair, k, n_boot, seed) if len(pair) > 1 else _arm_cells(*pair[0], arm, k, n_boot, seed)
+        else:
+            cells = _arm_cells(*pair, arm, k, n_boot, seed)
         for scope, metrics in cells.items():
             if scopes is not None and scope not in scopes:
                 continue
@@ -191,9 +241,11 @@ def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None
 
 def _sizes(pairs: dict, k: int) -> dict[str, int]:
     sizes: dict[str, int] = {}
-    for solo, hand in pairs.values():
-        run = solo or hand
-        if run is not None:
+    for pair in pairs.values():
+        for solo, hand in pair if isinstance(pair, list) else [pair]:
+            run = solo or hand
+            if run is None:
+                continue
             pp = run.per_problem([k])
             for scope, n in {**pp.groupby("group").size().to_dict(), MACRO: len(pp)}.items():
                 sizes[scope] = max(sizes.get(scope, 0), int(n))
@@ -201,11 +253,19 @@ def _sizes(pairs: dict, k: int) -> dict[str, int]:
 
 
 def _restricted(pairs: dict, keys: set) -> dict:
-    return {a: tuple(r.restrict(keys) if r is not None else None for r in pair) for a, pair in pairs.items()}
+    def one(pair):
+        return tuple(r.restrict(keys) if r is not None else None for r in pair)
+
+    return {a: [one(p) for p in pair] if isinstance(pair, list) else one(pair) for a, pair in pairs.items()}
 
 
 def table2(
-    col: Collection, k: int | None = None, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED
+    col: Collection,
+    k: int | None = None,
+    schedule: str | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    by_seed: bool = False,
 ) -> Table:
     """Table 2 rows for every arm of `col` (handoff `schedule`: default the primary one).
 
@@ -218,6 +278,15 @@ def table2(
     pairs = {arm: (col.solo(arm), col.handoff(arm, schedule) if schedule else None) for arm in col.arms}
     pairs = {a: p for a, p in pairs.items() if p != (None, None)}
     runs = [r for pair in pairs.values() for r in pair if r is not None]
+    if not by_seed:  # runs of one arm and different seeds (label ARM/sN) make one row
+        by_arm: dict[str, list] = {}
+        arm_of = {}
+        for label, pair in pairs.items():
+            run = next(r for r in pair if r is not None)
+            arm_of[label] = run.arm
+            by_arm.setdefault(run.arm, []).append(pair)
+        pairs = by_arm
+        juniors = {arm_of[a]: j for a, j in juniors.items() if a in arm_of}
     shared, per_group, union = shared_problems(runs)
     note = None
     if shared == union:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import typer
 
-from . import compare, lens
+from . import compare, lens, runs
 from .lens import LensError, LensOptions
 from .metrics.stats import to_jsonable
 
@@ -331,25 +331,6 @@ def _run_lens(kind: str, a: dict) -> None:
     typer.echo(f"wrote {path} and {rf.metrics_path} [lens.{jlabel}.{kind}]")
 
 
-def _find_run(path: Path, mode: str):
-    """PATH itself if it is a run folder, else the one complete run of `mode` under it."""
-    from .results import RunFolderError, find_runs, require_complete
-
-    if (path / "config.json").exists():
-        rf = require_complete(path)
-        got = rf.config()["config"]["mode"]
-        if got != mode:
-            raise LensError(f"{path} is a {got} run but the metric needs a {mode} run; pass that run's folder")
-        return rf
-    if not path.is_dir():
-        raise RunFolderError(f"{path} does not exist; pass a run folder (or a folder holding one {mode} run)")
-    cands = [rf for rf in find_runs(path) if rf.config()["config"]["mode"] == mode]
-    if len(cands) != 1:
-        names = ", ".join(str(rf.path) for rf in cands) or "none"
-        raise LensError(f"{path} holds {len(cands)} {mode} runs ({names}); pass exactly one run folder")
-    return require_complete(cands[0].path)
-
-
 def compare_cmd(
     run_a: Path = typer.Argument(..., help="Run (or a folder holding one run of the metric's mode): A."),
     run_b: Path = typer.Argument(..., help="Run B, on the same problems. The table shows A - B."),
@@ -378,16 +359,16 @@ def compare_cmd(
     with _errors():
         if on_mismatch not in ("raise", "intersect"):
             raise LensError(f"--on-mismatch must be raise or intersect, got {on_mismatch!r}")
-        mode = compare.metric_mode(metric)
+        mode = runs.metric_mode(metric)
         if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
-            pair = [_find_run(p, "handoff") for p in (run_a, run_b)]
+            pair = [runs.find_run(p, "handoff").folder for p in (run_a, run_b)]
             table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
         else:
             vals = []
             for p in (run_a, run_b):
-                rf = _find_run(p, mode)
-                samples = rf.load_samples() if mode == "handoff" or metric.startswith("solo_") else None
-                vals.append(compare.problem_values(rf.path, samples, metric, no_truncated, junior))
+                run = runs.find_run(p, mode)
+                run.junior = junior
+                vals.append(runs.problem_values(run, metric, no_truncated))
             table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
         _print_compare(table, metric, run_a, run_b)
         if json_out:

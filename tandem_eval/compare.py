@@ -1,14 +1,16 @@
 """Run-to-run comparison of two seniors on one metric: per-problem values and a paired test.
 
-`tandem-eval compare RUN_A RUN_B --metric M` reads M per problem from each run (pass@k from
-samples.parquet, lens metrics from legibility.parquet / drift.parquet) and reports A - B per
+`tandem-eval compare RUN_A RUN_B --metric M` reads M per problem from each run
+(`tandem_eval.runs.problem_values`: pass@k from samples, lens metrics from the run's lens tables) and reports A - B per
 benchmark group and macro with a paired-bootstrap CI and a sign-flip p-value
 (`metrics.stats.paired_compare`). `--metric tax@K` / `retention@K` compares the two seniors'
 communication tax: each handoff run with the solo run it was measured against (4 runs, problems
 resampled jointly; `metrics.tax.tax_difference`).
 
-    from tandem_eval.compare import problem_values, compare_values
-    table = compare_values(problem_values(run_a, samples_a, "kl_exact"), problem_values(run_b, samples_b, "kl_exact"))
+    from tandem_eval.compare import compare_values
+    from tandem_eval.runs import find_run, problem_values
+    a, b = (problem_values(find_run(p, "solo"), "kl_exact") for p in ("runs/a", "runs/b"))
+    table = compare_values(a, b)
 """
 
 from __future__ import annotations
@@ -18,51 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .lens import DRIFT_METRICS, KEYS, PROBLEM_KEY, LensError, LensOptions, lens_file, per_problem
-from .metrics.passk import per_problem_pass_at_k
+from .lens import LensError, LensOptions
 from .metrics.stats import macro_mean, paired_compare
 from .metrics.tax import tax_difference
 from .results import RunFolder, RunFolderError, verify_run
 
-_PASS = re.compile(r"^(solo|handoff)_pass@(\d+)$")
 _TAX = re.compile(r"^(tax|retention)@(\d+)$")
-LENS_FILES = {
-    "junior_nll": ("legibility", "junior_nll_mean"),
-    "junior_bpb": ("legibility", "junior_bpb"),
-    **{m: ("drift", m) for m in DRIFT_METRICS},
-}
-COMPARE_METRICS = ["solo_pass@K", "handoff_pass@K", "tax@K", "retention@K", *LENS_FILES]
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
-
-
-def metric_mode(metric: str) -> str:
-    """The run mode a metric is read from (solo or handoff); raises on an unknown metric."""
-    m = _PASS.match(metric)
-    if m:
-        return m.group(1)
-    if _TAX.match(metric):
-        return "handoff"
-    if metric in LENS_FILES:
-        return "solo"
-    raise LensError(f"unknown metric {metric!r}; valid: {', '.join(COMPARE_METRICS)} (K a number, e.g. handoff_pass@4)")
-
-
-def problem_values(
-    run_path, samples: pd.DataFrame, metric: str, exclude_truncated: bool = False, junior: str | None = None
-) -> pd.DataFrame:
-    """Per-problem values of `metric` for one run: index (benchmark, problem_id), columns value, group.
-    pass@k in percent; lens metrics read RUN/legibility.parquet or RUN/drift.parquet."""
-    m = _PASS.match(metric)
-    if m:  # pass@k counts every sample (a truncated CoT is simply wrong): exclude_truncated is ignored
-        k = int(m.group(2))
-        pp = per_problem_pass_at_k(samples, [k]).set_index(PROBLEM_KEY)
-        return pd.DataFrame({"value": 100 * pp[f"pass@{k}"], "group": pp["group"]})
-    name, column = LENS_FILES[metric]
-    path = lens_file(Path(run_path), name, junior)  # RUN/lens/<junior>/NAME.parquet (or the older RUN/NAME.parquet)
-    per_sample = pd.read_parquet(path, columns=KEYS + ["truncated", column])
-    if exclude_truncated:
-        per_sample = per_sample[~per_sample["truncated"]]
-    return per_problem(per_sample, column)
 
 
 def compare_values(

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .metrics.stats import bootstrap_ci, to_jsonable
+from .metrics.stats import scoped_cis, to_jsonable
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
 PROBLEM_KEY = ["benchmark", "problem_id"]
@@ -494,23 +494,15 @@ def per_problem(per_sample: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.DataFrame({"value": g[column].mean(), "group": g["group"].first()})
 
 
-def _ci_entry(values: pd.Series, groups: pd.Series | None, n_samples: int, opts: LensOptions) -> dict:
-    values = values.dropna()
-    if values.empty:
+def _ci_entry(ci, n_problems: int, n_samples: int) -> dict:
+    if ci is None or n_problems == 0:
         return {"estimate": None, "n_problems": 0, "n_samples": n_samples}
-    ci = bootstrap_ci(
-        values,
-        n_boot=opts.n_boot,
-        alpha=opts.alpha,
-        seed=opts.seed,
-        groups=None if groups is None else groups.reindex(values.index),
-    )
     return {
         "estimate": ci.estimate,
         "low": ci.low,
         "high": ci.high,
         "se": ci.se,
-        "n_problems": int(len(values)),
+        "n_problems": int(n_problems),
         "n_samples": n_samples,
     }
 
@@ -518,14 +510,21 @@ def _ci_entry(values: pd.Series, groups: pd.Series | None, n_samples: int, opts:
 def _levels(per_sample: pd.DataFrame, column: str, opts: LensOptions, all_groups: list[str]) -> dict:
     pp = per_problem(per_sample, column) if len(per_sample) else pd.DataFrame(columns=["value", "group"])
     n_samples = lambda m: int(per_sample.loc[m, column].notna().sum())  # noqa: E731
+    cis = {}
+    if len(pp.dropna()):  # stats.scoped_cis: the one CI builder per benchmark / group / macro
+        flat = pp.reset_index()
+        cis = scoped_cis(
+            flat, "value", levels=("benchmark", "group"), n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
+        )
     out = {"per_benchmark": {}, "per_group": {}}
     for level, col in (("per_benchmark", "benchmark"), ("per_group", "group")):
         for name in sorted(per_sample[col].unique()):
             sel = (pp.index.get_level_values(0) == name) if col == "benchmark" else (pp["group"] == name).to_numpy()
-            out[level][name] = _ci_entry(pp["value"][sel], None, n_samples(per_sample[col] == name), opts)
+            n = int(pp["value"][sel].notna().sum())
+            out[level][name] = _ci_entry(cis.get(col, {}).get(name), n, n_samples(per_sample[col] == name))
     present = set(pp.dropna()["group"])
     if present and present == set(all_groups):
-        out["macro"] = _ci_entry(pp["value"], pp["group"], n_samples(slice(None)), opts)
+        out["macro"] = _ci_entry(cis.get("macro"), int(pp["value"].notna().sum()), n_samples(slice(None)))
     else:  # a group without any value makes the macro undefined, not silently re-weighted
         out["macro"] = {"estimate": None, "missing_groups": sorted(set(all_groups) - present)}
     return out

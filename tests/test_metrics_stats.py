@@ -19,6 +19,7 @@ from tandem_eval.metrics.stats import (
     bootstrap_ci,
     macro_mean,
     paired_compare,
+    scoped_cis,
     sign_flip_p_value,
 )
 from tandem_eval.metrics.tax import communication_tax
@@ -252,3 +253,74 @@ def test_swap_p_value_of_identical_runs_is_one_and_of_separated_runs_small():
     ratio = lambda m: m[:, 1] / m[:, 0]  # noqa: E731
     assert swap_p_value(a, a, ratio, w, 200, 0) == 1.0
     assert swap_p_value(a, b, ratio, w, 200, 0) == pytest.approx(2 / 2**12)  # only the two extreme swaps
+
+
+# ---- stats.scoped_cis: the one CI builder per scope --------------------------------------------
+
+
+def _frame(n_per_group=(60, 30), seeds=(0,), seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for gi, n in enumerate(n_per_group):
+        mu = rng.normal(size=n) + gi
+        for s in seeds:
+            rows += [
+                {
+                    "benchmark": f"b{gi}",
+                    "problem_id": str(i),
+                    "group": f"g{gi}",
+                    "seed": s,
+                    "value": m + 0.3 * rng.normal(),
+                }
+                for i, m in enumerate(mu)
+            ]
+    return pd.DataFrame(rows).set_index(["benchmark", "problem_id"])
+
+
+def test_scoped_ci_of_one_group_matches_scipy_bootstrap():
+    from scipy.stats import bootstrap
+
+    v = _frame((200,))
+    ci = scoped_cis(v, n_boot=8000, seed=1)["group"]["g0"]
+    ref = bootstrap((v["value"].to_numpy(),), np.mean, n_resamples=8000, method="percentile", random_state=2)
+    assert ci.estimate == pytest.approx(v["value"].mean())
+    assert ci.low == pytest.approx(ref.confidence_interval.low, abs=0.02)
+    assert ci.high == pytest.approx(ref.confidence_interval.high, abs=0.02)
+
+
+def test_stratified_macro_ci_matches_a_brute_force_bootstrap():
+    v = _frame((60, 20))
+    ci = scoped_cis(v, n_boot=6000, seed=0)["macro"]
+    rng = np.random.default_rng(5)
+    parts = [p["value"].to_numpy() for _, p in v.groupby("group")]
+    draws = [np.mean([rng.choice(p, len(p)).mean() for p in parts]) for _ in range(6000)]
+    assert ci.estimate == pytest.approx(np.mean([p.mean() for p in parts]))
+    low, high = np.quantile(draws, [0.025, 0.975])
+    assert (ci.low, ci.high) == pytest.approx((low, high), abs=0.03)
+
+
+def test_clustered_ci_resamples_seeds_and_problems_like_a_brute_force():
+    v = _frame((40, 20), seeds=(0, 1, 2))
+    ci = scoped_cis(v, n_boot=4000, seed=0, cluster="seed")["macro"]
+    rng = np.random.default_rng(7)
+    mats = [p.pivot_table(index=p.index, columns="seed", values="value").to_numpy().T for _, p in v.groupby("group")]
+    draws = []
+    for _ in range(4000):
+        s = rng.integers(0, 3, 3)
+        draws.append(np.mean([m[s][:, rng.integers(0, m.shape[1], m.shape[1])].mean() for m in mats]))
+    low, high = np.quantile(draws, [0.025, 0.975])
+    assert (ci.low, ci.high) == pytest.approx((low, high), abs=0.04)
+    plain = scoped_cis(v, n_boot=4000, seed=0)["macro"]  # treating seed x problem cells as independent problems
+    assert ci.high - ci.low > plain.high - plain.low  # the clustered CI is wider
+
+
+def test_one_seed_clustered_equals_the_plain_problem_bootstrap():
+    v = _frame((30, 10))
+    assert scoped_cis(v, n_boot=500, cluster="seed") == scoped_cis(v, n_boot=500)
+
+
+def test_paired_stats_come_from_one_joint_resampling():
+    v = _frame((50,)).assign(other=lambda d: d["value"] + 1.0)
+    cis = scoped_cis(v, ["value", "other"], stats={"diff": lambda m: m[:, 1] - m[:, 0]}, n_boot=300)
+    d = cis["group"]["g0"]["diff"]
+    assert (d.estimate, d.low, d.high) == pytest.approx((1.0, 1.0, 1.0))  # a constant shift has no spread

@@ -417,3 +417,18 @@ def test_tied_values_are_not_bold():
 
     rows = pd.DataFrame({"scope": ["g", "g"], "solo": [0.0, 0.0]})
     assert not best_mask(rows, COLUMNS[0]).any()
+
+
+def test_report_aggregates_seeds_into_one_row_per_arm_and_by_seed_keeps_them():
+    """2 arms x 3 seeds (the committed toy runs labelled ARM/sN): one row per arm and scope; --by-seed 6."""
+    from tandem_eval.report import collect, table2
+
+    toy = Path(__file__).resolve().parents[1] / "results" / "toy" / "self-paired"
+    col = collect([toy / "tandem", toy / "grpo"])
+    rows = table2(col, k=4, n_boot=200).rows
+    assert sorted(rows[rows.scope == "macro"].senior) == ["self-paired/grpo", "self-paired/tandem"]
+    per_seed = table2(col, k=4, n_boot=200, by_seed=True).rows
+    assert len(per_seed[per_seed.scope == "macro"]) == 6
+    tandem = rows[(rows.scope == "macro") & (rows.senior == "self-paired/tandem")].iloc[0]
+    seeds = per_seed[(per_seed.scope == "macro") & per_seed.senior.str.startswith("self-paired/tandem/")]
+    assert tandem["solo"] == pytest.approx(seeds["solo"].mean())  # mean over seeds (same problems each)

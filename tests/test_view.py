@@ -185,3 +185,24 @@ def test_page_renders_in_headless_chromium(results, tmp_path):
     assert len(colors) > 20 and img[..., :3].std() > 0.02  # not a blank page
     blue = ((img[..., 2] > 0.6) & (img[..., 0] < 0.6)).mean()  # senior token backgrounds
     assert blue > 0.005
+
+
+def test_view_of_a_toy_tandem_run_loads_its_tokenizer(tmp_path):
+    """`toy:tandem` goes through models.resolve_model (toy:NAME = the self-paired scenario's), so the page
+    splits tokens with the bundled tokenizer instead of warning and showing plain text."""
+    import warnings
+
+    from run_fixtures import solo_cfg, write_run
+
+    from tandem_eval.models import load_tokenizer as load_at
+    from tandem_eval.models import resolve_model
+    from tandem_eval.runs import Run, load_tokenizer
+
+    rf = write_run(tmp_path / "solo", solo_cfg("toy:tandem"), {("tiny", "tiny/0000"): [True, False]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the old resolver warned "no tokenizer" and returned None
+        tok = load_tokenizer(Run.load(rf.path).config)
+        page = build_page(rf.path)
+    want = load_at(resolve_model("toy:tandem"))
+    assert tok is not None and tok.get_vocab() == want.get_vocab()
+    assert '"tok"' in page, "traces carry token surfaces only when a tokenizer loaded"

@@ -18,6 +18,7 @@ per-column (macro) means of shape (B, m) to B statistics.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,93 @@ def bootstrap_ci(
         estimate = float(np.asarray(stat_fn(est_means[None, :])).reshape(-1)[0])
         draws = np.asarray(stat_fn(boot_means)).reshape(-1)
     return percentile_ci(estimate, draws, alpha)
+
+
+MACRO = "macro"
+
+
+def scoped_cis(
+    values: pd.DataFrame,
+    columns: str | list[str] = "value",
+    stats: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
+    levels: tuple[str, ...] = ("group",),
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    cluster: str | None = None,
+) -> dict:
+    """THE CI builder per scope: {level: {name: CIs}} for each column of `levels` (e.g. benchmark,
+    group) and {"macro": CIs} (equal weight per group, stratified by group). CIs is one CI (one
+    column, no `stats`) or {stat: CI} for `stats` = {name: fn over (B, m) column means} computed from
+    ONE joint resampling (paired columns, e.g. solo and handoff of the same problems).
+
+    values: one row per problem (per seed x problem with `cluster`), with a `group` column.
+    cluster: a column (the seed) -> two-way clustered bootstrap: seeds and problems are resampled
+    independently (problems within groups) and each draw averages the chosen seed x problem cells,
+    so the CI covers seed-to-seed and problem-to-problem variation. A single cluster value falls
+    back to the plain problem bootstrap (same numbers as without `cluster`). Rows with a NaN are
+    dropped. scipy.stats.bootstrap has no stratified or two-way clustered resampling, so it serves
+    as the test oracle of the unstratified case (tests/test_metrics_stats.py), not as the engine."""
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    v = values.dropna(subset=columns)
+    if cluster is not None and v[cluster].nunique() <= 1:
+        cluster = None
+    fn = stats or {None: _first_column}
+    out: dict = {level: {} for level in levels}
+
+    def cis(part: pd.DataFrame, groups: np.ndarray | None) -> dict:
+        if cluster is None:
+            est, boot = bootstrap_means(part[columns].to_numpy(dtype=float), groups, n_boot, seed)
+        else:
+            est, boot = clustered_bootstrap_means(part, columns, cluster, groups is not None, n_boot, seed)
+        res = {}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for name, f in fn.items():
+                res[name] = percentile_ci(float(np.asarray(f(est[None, :])).reshape(-1)[0]), f(boot), alpha)
+        return res if stats else res[None]
+
+    for level in levels:
+        for name, part in v.groupby(level, sort=True):
+            out[level][name] = cis(part, None)
+    if len(v):
+        out[MACRO] = cis(v, v["group"].to_numpy())
+    return out
+
+
+def clustered_bootstrap_means(
+    values: pd.DataFrame, columns: list[str], cluster: str, stratify: bool, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(macro) column means of a seed x problem table and of n_boot two-way resamples: ((m,), (B, m)).
+    Problems are the index (one row per cluster value and problem); seeds are drawn once per
+    resample for all groups, problems within each group (stratify) or as one pool."""
+    seeds = np.unique(values[cluster].to_numpy())
+    rng = np.random.default_rng(seed)
+    s_idx = rng.integers(0, len(seeds), size=(n_boot, len(seeds)))
+    w = np.zeros((n_boot, len(seeds)))
+    np.add.at(w, (np.arange(n_boot)[:, None], s_idx), 1.0 / len(seeds))  # weight of each seed per draw
+    groups = values["group"].to_numpy() if stratify else np.zeros(len(values), dtype=int)
+    est_parts, boot_parts = [], []
+    for g in np.unique(groups):
+        part = values[groups == g]
+        problems = part.index.unique().sort_values()
+        # (S, n_g, m): each seed's values of the group's problems (NaN where a seed lacks one)
+        mat = np.stack(
+            [
+                part[part[cluster] == s][columns]
+                .groupby(level=list(range(part.index.nlevels)))
+                .mean()
+                .reindex(problems)
+                .to_numpy(dtype=float)
+                for s in seeds
+            ]
+        )
+        p_idx = rng.integers(0, mat.shape[1], size=(n_boot, mat.shape[1]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            per_seed = np.nanmean(mat[:, p_idx, :], axis=2)  # (S, B, m)
+            est_parts.append(np.nanmean(mat, axis=(0, 1)))
+        boot_parts.append(np.einsum("bs,sbm->bm", w, per_seed))
+    return np.mean(est_parts, axis=0), np.mean(boot_parts, axis=0)
 
 
 def paired_compare(

@@ -39,14 +39,14 @@ def _slug(schedule: str) -> str:
 
 
 def write_tables(
-    col: Collection, out: Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED
+    col: Collection, out: Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
 ) -> tuple[list[Path], object]:
     """table2.{md,tex,csv} for the primary handoff schedule, table2_<schedule>.* for the others."""
     out.mkdir(parents=True, exist_ok=True)
     primary = col.primary_schedule()
     written, main = [], None
     for schedule in [primary] + [s for s in col.handoff_schedules() if s != primary]:
-        t = table2(col, k=k, schedule=schedule, n_boot=n_boot, seed=seed)
+        t = table2(col, k=k, schedule=schedule, n_boot=n_boot, seed=seed, by_seed=by_seed)
         main = main or t
         stem = TABLE_NAME if schedule == primary else f"{TABLE_NAME}_{_slug(schedule)}"
         label = "tab:handoff" if schedule == primary else f"tab:handoff-{_slug(schedule)}"
@@ -88,15 +88,17 @@ def build_report(
     with_figures: bool = True,
     labels: dict | None = None,
     junior: str | None = None,
+    by_seed: bool = False,
 ) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`.
-    labels: {run folder or current label: new label}; junior: whose lens outputs to show."""
+    labels: {run folder or current label: new label}; junior: whose lens outputs to show;
+    by_seed: one row per run instead of one per arm (runs labelled ARM/sN aggregate over seeds)."""
     col = collect(inputs, labels=labels, junior=junior)
     out = Path(out)
     files = ReportFiles()
     table = None
     if any(r.mode == "solo" or r.schedule == col.primary_schedule() for r in col.runs):
-        files.tables, table = write_tables(col, out, k, n_boot, seed)
+        files.tables, table = write_tables(col, out, k, n_boot, seed, by_seed)
     else:
         files.skipped.append("table2: no solo or (non-takeover) handoff runs")
     if with_figures:

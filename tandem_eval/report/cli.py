@@ -45,6 +45,9 @@ def report(
     junior: str | None = typer.Option(
         None, "--junior", help="lens outputs (junior NLL, KL) of this junior label where a run has several"
     ),
+    by_seed: bool = typer.Option(
+        False, "--by-seed", help="one row per seed's run (default: runs labelled ARM/sN make one row per arm)"
+    ),
 ) -> None:
     """Paper tables (Markdown + LaTeX) and figures from run folders: Table 2 (solo/handoff pass@k,
     retention, communication tax, junior NLL, KL drift, with CIs), pass@k curves, tax bars,
@@ -65,6 +68,7 @@ def report(
             with_figures=figures,
             labels=parse_labels(label),
             junior=junior,
+            by_seed=by_seed,
         )
     except (ReportError, ValueError) as e:
         _fail(e)

@@ -22,9 +22,11 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from tandem_eval.lens import LensError
 from tandem_eval.report import style
 from tandem_eval.report.collect import Collection
-from tandem_eval.report.tables import MACRO, N_BOOT, SEED, Table, passk_cis, per_sample_side
+from tandem_eval.report.tables import MACRO, N_BOOT, SEED, Table, passk_cis
+from tandem_eval.runs import sample_values
 
 POSITION_BINS = 20
 
@@ -254,8 +256,13 @@ def _side_frames(col: Collection, name: str):
     out = {}
     for arm in col.arms:
         solo = col.solo(arm)
-        per_sample, source = per_sample_side(solo, name)
-        if per_sample is not None and not per_sample.empty:
+        if solo is None:
+            continue
+        try:
+            per_sample, source = sample_values(solo, "junior_nll" if name == "legibility" else "kl")
+        except LensError:  # no lens table of this kind
+            continue
+        if not per_sample.empty:
             out[arm] = (per_sample, source, solo)
     return out
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tandem_eval.metrics.stats import bootstrap_ci
+from tandem_eval.lens import LensError
+from tandem_eval.metrics.stats import scoped_cis
 from tandem_eval.metrics.tax import communication_tax
-from tandem_eval.report.collect import Collection, Run
+from tandem_eval.report.collect import Collection
+from tandem_eval.runs import Run, problem_values
 
 MACRO = "macro"
 N_BOOT = 2000
@@ -71,56 +73,30 @@ class Table:
 # ---- numbers ---------------------------------------------------------------------------------
 
 
-def scoped_ci(values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
+def scoped_ci(
+    values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = SEED, cluster: str | None = None
+) -> dict:
     """Per group and macro (equal weight per group, stratified bootstrap) CI of the mean of
-    `column` over problems. `values`: one row per problem with a `group` column."""
-    out = {}
-    v = values[["group", column]].dropna()
-    for g, part in v.groupby("group", sort=True):
-        out[g] = bootstrap_ci(part[column], n_boot=n_boot, seed=seed)
-    if len(v):
-        out[MACRO] = bootstrap_ci(v[column], n_boot=n_boot, seed=seed, groups=v["group"])
-    return out
+    `column` over problems (stats.scoped_cis). `values`: one row per problem (per seed x problem
+    with `cluster`) with a `group` column."""
+    cis = scoped_cis(values, column, n_boot=n_boot, seed=seed, cluster=cluster)
+    return {**cis["group"], **({MACRO: cis[MACRO]} if MACRO in cis else {})}
 
 
 def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
     """Per group and macro CI of a run's pass@k, in percent."""
-    pp = run.per_problem([k]).set_index(["benchmark", "problem_id"])
-    return scoped_ci(pp.assign(value=pp[f"pass@{k}"] * 100.0), "value", n_boot, seed)
+    return scoped_ci(problem_values(run, f"pass@{k}"), "value", n_boot, seed)
 
 
-def per_sample_side(run: Run | None, name: str, column: str | None = None) -> tuple[pd.DataFrame | None, str | None]:
-    """Per-sample scalar of a run's legibility (junior NLL, nats/token) or drift (KL) table:
-    (frame with benchmark, problem_id, group, value; the source column) or (None, None).
-    Drift: `column` (one of DRIFT_ESTIMATORS), default the first with values."""
-    df = run.side_table(name) if run is not None else None
-    if df is None:
-        return None, None
-    if name == "legibility":
-        if "junior_nll_mean" in df.columns and df["junior_nll_mean"].notna().any():
-            source, value = "junior_nll_mean", df["junior_nll_mean"]
-        elif {"junior_nll_sum", "n_tokens"} <= set(df.columns):
-            source, value = "junior_nll_sum/n_tokens", df["junior_nll_sum"] / df["n_tokens"].replace(0, np.nan)
-        else:
-            return None, None
-    else:
-        wanted = (column,) if column else DRIFT_ESTIMATORS
-        source = next((c for c in wanted if c in df.columns and df[c].notna().any()), None)
-        if source is None:
-            return None, None
-        value = df[source]
-    out = df[["benchmark", "problem_id", "group"]].assign(value=pd.to_numeric(value, errors="coerce"))
-    return out.dropna(subset=["value"]), source
-
-
-def side_cis(run: Run | None, name: str, n_boot: int, seed: int, column: str | None = None) -> tuple[dict, str | None]:
-    per_sample, source = per_sample_side(run, name, column)
-    if per_sample is None or per_sample.empty:
-        return {}, None
-    per_problem = per_sample.groupby(["benchmark", "problem_id"], sort=True).agg(
-        group=("group", "first"), value=("value", "mean")
-    )
-    return scoped_ci(per_problem, "value", n_boot, seed), source
+def side_cis(run: Run | None, metric: str, n_boot: int, seed: int) -> dict:
+    """Per group and macro CI of a lens metric (runs.LENS_METRICS) over problems; {} without the table."""
+    if run is None:
+        return {}
+    try:
+        values = problem_values(run, metric)
+    except LensError:
+        return {}
+    return scoped_ci(values, "value", n_boot, seed) if len(values.dropna()) else {}
 
 
 def _ci_dict(ci) -> dict:
@@ -155,11 +131,56 @@ def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int
     for metric, run in (("solo", solo), ("handoff", hand)):
         if run is not None and not any(metric in c for c in cells.values()):
             put(metric, passk_cis(run, k, n_boot, seed))
-    nll, _ = side_cis(solo, "legibility", n_boot, seed)
-    put("nll", nll)
+    put("nll", side_cis(solo, "junior_nll", n_boot, seed))
     for estimator in DRIFT_ESTIMATORS:
-        kl, _ = side_cis(solo, "drift", n_boot, seed, estimator)
-        put(estimator, kl)
+        put(estimator, side_cis(solo, estimator, n_boot, seed))
+    return cells
+
+
+def _seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
+    """{scope: {metric: {estimate, low, high}}} of one arm over several seeds' (solo, handoff) runs:
+    mean over seeds x problems, CI from the two-way clustered bootstrap (stats.scoped_cis, cluster=seed)."""
+    cells: dict[str, dict] = {}
+
+    def frame(runs, metric):
+        parts = []
+        for i, r in enumerate(runs):
+            try:
+                parts.append(problem_values(r, metric).assign(seed=i))
+            except LensError:
+                return None
+        return pd.concat(parts) if parts else None
+
+    def put(metric, cis):
+        for scope, ci in cis.items():
+            cells.setdefault(scope, {})[metric] = _ci_dict(ci)
+
+    solos, hands = [p[0] for p in seeds if p[0] is not None], [p[1] for p in seeds if p[1] is not None]
+    both = [p for p in seeds if p[0] is not None and p[1] is not None]
+    if both and len(both) == len(seeds):
+        sv, hv = frame([p[0] for p in both], f"pass@{k}"), frame([p[1] for p in both], f"pass@{k}")
+        joint = sv.rename(columns={"value": "solo"}).set_index("seed", append=True)
+        joint = joint.join(hv.set_index("seed", append=True)["value"].rename("handoff"), how="inner")
+        joint = joint.reset_index("seed")
+        stats = {
+            "solo": lambda m: m[:, 0],
+            "handoff": lambda m: m[:, 1],
+            "tax": lambda m: m[:, 0] - m[:, 1],
+            "retention": lambda m: 100.0 * m[:, 1] / m[:, 0],
+        }
+        cis = scoped_cis(joint, ["solo", "handoff"], stats=stats, n_boot=n_boot, seed=seed, cluster="seed")
+        for scope, entry in {**cis["group"], MACRO: cis.get(MACRO)}.items():
+            if entry is not None:
+                for metric, ci in entry.items():
+                    cells.setdefault(scope, {})[metric] = _ci_dict(ci)
+    else:
+        for metric, runs in (("solo", solos), ("handoff", hands)):
+            if runs:
+                put(metric, scoped_ci(frame(runs, f"pass@{k}"), "value", n_boot, seed, cluster="seed"))
+    for metric, key in (("junior_nll", "nll"), *((e, e) for e in DRIFT_ESTIMATORS)):
+        values = frame(solos, metric) if solos else None
+        if values is not None and len(values.dropna()):
+            put(key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))
     return cells
 
 
@@ -196,8 +217,11 @@ def shared_problems(runs: list[Run]) -> tuple[set, dict[str, set], set]:
 def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None) -> list[dict]:
     """Table rows (one per scope and senior) from {arm: (solo, handoff)}; `scopes` keeps only those."""
     rows = []
-    for arm, (solo, hand) in pairs.items():
-        cells = _arm_cells(solo, hand, arm, k, n_boot, seed)
+    for arm, pair in pairs.items():
+        if isinstance(pair, list):  # one arm's seeds: aggregated (one seed: that run's own numbers)
+            cells = _seed_cells(pair, k, n_boot, seed) if len(pair) > 1 else _arm_cells(*pair[0], arm, k, n_boot, seed)
+        else:
+            cells = _arm_cells(*pair, arm, k, n_boot, seed)
         for scope, metrics in cells.items():
             if scopes is not None and scope not in scopes:
                 continue
@@ -217,9 +241,11 @@ def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None
 
 def _sizes(pairs: dict, k: int) -> dict[str, int]:
     sizes: dict[str, int] = {}
-    for solo, hand in pairs.values():
-        run = solo or hand
-        if run is not None:
+    for pair in pairs.values():
+        for solo, hand in pair if isinstance(pair, list) else [pair]:
+            run = solo or hand
+            if run is None:
+                continue
             pp = run.per_problem([k])
             for scope, n in {**pp.groupby("group").size().to_dict(), MACRO: len(pp)}.items():
                 sizes[scope] = max(sizes.get(scope, 0), int(n))
@@ -227,11 +253,19 @@ def _sizes(pairs: dict, k: int) -> dict[str, int]:
 
 
 def _restricted(pairs: dict, keys: set) -> dict:
-    return {a: tuple(r.restrict(keys) if r is not None else None for r in pair) for a, pair in pairs.items()}
+    def one(pair):
+        return tuple(r.restrict(keys) if r is not None else None for r in pair)
+
+    return {a: [one(p) for p in pair] if isinstance(pair, list) else one(pair) for a, pair in pairs.items()}
 
 
 def table2(
-    col: Collection, k: int | None = None, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED
+    col: Collection,
+    k: int | None = None,
+    schedule: str | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    by_seed: bool = False,
 ) -> Table:
     """Table 2 rows for every arm of `col` (handoff `schedule`: default the primary one).
 
@@ -244,6 +278,15 @@ def table2(
     pairs = {arm: (col.solo(arm), col.handoff(arm, schedule) if schedule else None) for arm in col.arms}
     pairs = {a: p for a, p in pairs.items() if p != (None, None)}
     runs = [r for pair in pairs.values() for r in pair if r is not None]
+    if not by_seed:  # runs of one arm and different seeds (label ARM/sN) make one row
+        by_arm: dict[str, list] = {}
+        arm_of = {}
+        for label, pair in pairs.items():
+            run = next(r for r in pair if r is not None)
+            arm_of[label] = run.arm
+            by_arm.setdefault(run.arm, []).append(pair)
+        pairs = by_arm
+        juniors = {arm_of[a]: j for a, j in juniors.items() if a in arm_of}
     shared, per_group, union = shared_problems(runs)
     note = None
     if shared == union:

@@ -25,14 +25,13 @@ import html
 import json
 import math
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tandem_eval.report.collect import Collection, ReportError, Run
-from tandem_eval.results import find_runs
+from tandem_eval.report.collect import Collection, Run
+from tandem_eval.runs import load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
 
 MAX_TRACES = 1000
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
@@ -69,34 +68,6 @@ def token_surfaces(pieces: list[str | None]) -> list[str]:
         else:  # a special token or a SentencePiece piece: flush pending bytes, then the piece itself
             out.append(dec.decode(b"", final=True) + piece.replace("▁", " "))
     return out
-
-
-def load_tokenizer(cfg: dict, override: str | Path | None = None):
-    """The run's tokenizer (override, else senior, else junior checkpoint), or None if unavailable."""
-    from tandem_eval.models import TOY_DIR
-
-    candidates = [override] if override else [(cfg.get(r) or {}).get("path") for r in ("senior", "junior")]
-    errors = []
-    for c in filter(None, candidates):
-        path = TOY_DIR / str(c)[4:] if str(c).startswith("toy:") else Path(str(c)).expanduser()
-        if not path.exists():
-            errors.append(f"{c}: not found")
-            continue
-        try:
-            from transformers import AutoTokenizer
-
-            return AutoTokenizer.from_pretrained(str(path))
-        except Exception as e:  # noqa: BLE001 - any failure means "show plain text", with the reason
-            errors.append(f"{c}: {type(e).__name__}: {e}")
-    if override:
-        raise ReportError(f"cannot load the tokenizer {override}: {'; '.join(errors)}")
-    warnings.warn(
-        "no tokenizer for token boundaries ("
-        + "; ".join(errors or ["none recorded"])
-        + "); showing plain text. Pass --tokenizer PATH",
-        stacklevel=2,
-    )
-    return None
 
 
 POST_HANDOFF = 5  # junior tokens right after a handoff whose surprise is outlined and summarised
@@ -229,25 +200,12 @@ def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
     return rows, total
 
 
-def _runs_in(path: Path) -> list[Run]:
-    if not path.exists():
-        raise ReportError(f"{path} does not exist; pass a run folder written by `tandem-eval solo/handoff`")
-    if (path / "config.json").exists():
-        return [Run.load(path)]
-    runs = [Run.load(rf.path) for rf in find_runs(path)]
-    if not runs:
-        raise ReportError(
-            f"{path} holds no run folder (no config.json below it); pass a folder written by `tandem-eval solo/handoff`"
-        )
-    return runs
-
-
 def build_page(
     path: str | Path, tokenizer_path: str | Path | None = None, max_traces: int = MAX_TRACES, junior: str | None = None
 ) -> str:
     """The HTML page for a run folder or a folder of run folders (`junior`: whose legibility output
     shades solo runs scored by several juniors; default the only one, else the handoff's junior)."""
-    runs = sorted(_runs_in(Path(path)), key=lambda r: (r.label, r.mode != "solo", r.schedule))
+    runs = sorted(runs_in(Path(path)), key=lambda r: (r.label, r.mode != "solo", r.schedule))
     Collection(runs, []).pick_juniors(junior)
     tokenizers: dict[str, object] = {}
     traces, total, summary = [], 0, []

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..metrics import per_problem_pass_at_k
 from ..results import RunFolder, atomic_write_json, atomic_write_text
 from .task import uses_jargon
 
@@ -38,34 +37,28 @@ COLUMNS = [  # (name, label, kind) kind: matrix metric or ratio of two metrics
 ]
 
 
-def _lens_files(run_dir: Path, name: str) -> list[str]:
-    """The run's one `name` lens table (either layout, see tandem_eval.lens.lens_file), or none."""
-    from tandem_eval.lens import LensError, lens_file
-
-    try:
-        return [str(lens_file(run_dir, name).relative_to(run_dir))]
-    except LensError:
-        return []
-
-
 def _per_problem(rf_dir: Path) -> pd.DataFrame:
-    """Per-problem values of one seed's evaluation (NaN where a run or lens is missing)."""
+    """Per-problem values of one seed's evaluation (NaN where a run or lens is missing), read with
+    tandem_eval.runs (the one read side)."""
+    from ..lens import LensError
+    from ..runs import Run, problem_values
+
     out = []
-    solo = RunFolder(rf_dir / "solo")
-    if solo.samples_path.exists():
-        s = solo.load_samples()
-        pp = per_problem_pass_at_k(s, [k for k in (1, 4) if k <= s.sample_idx.max() + 1]).set_index(KEY)
-        out.append(pp.filter(like="pass@").rename(columns=lambda c: "solo@" + c[5:]) * 100)
-        out.append((s.assign(j=s.text.map(uses_jargon)).groupby(KEY).j.mean() * 100).rename("jargon"))
-        for name, col, dest in (("legibility", "junior_nll_mean", "junior_nll"), ("drift", "kl_exact", "kl")):
-            path = next((solo.path / f for f in _lens_files(solo.path, name)), None)
-            if path is not None:
-                out.append(pd.read_parquet(path).groupby(KEY)[col].mean().rename(dest))
-    hand = RunFolder(rf_dir / "handoff-paragraph")
-    if hand.samples_path.exists():
-        h = hand.load_samples()
-        pp = per_problem_pass_at_k(h, [k for k in (1, 4) if k <= h.sample_idx.max() + 1]).set_index(KEY)
-        out.append(pp.filter(like="pass@").rename(columns=lambda c: "handoff@" + c[5:]) * 100)
+    for mode, folder in (("solo", "solo"), ("handoff", "handoff-paragraph")):
+        if not RunFolder(rf_dir / folder).samples_path.exists():
+            continue
+        run = Run.load(rf_dir / folder)
+        n = int(run.samples().sample_idx.max()) + 1
+        for k in (k for k in (1, 4) if k <= n):
+            out.append(problem_values(run, f"pass@{k}")["value"].rename(f"{mode}@{k}"))
+        if mode == "solo":
+            s = run.samples()
+            out.append((s.assign(j=s.text.map(uses_jargon)).groupby(KEY).j.mean() * 100).rename("jargon"))
+            for metric, dest in (("junior_nll", "junior_nll"), ("kl_exact", "kl")):
+                try:
+                    out.append(problem_values(run, metric)["value"].rename(dest))
+                except LensError:
+                    pass
     df = pd.concat(out, axis=1) if out else pd.DataFrame()
     if {"solo@4", "handoff@4"} <= set(df.columns):
         df["tax@4"] = df["solo@4"] - df["handoff@4"]

@@ -1,0 +1,405 @@
+"""The read side of run folders: find runs, load their samples and lens tables, and get per-problem
+values of any metric with the run's metadata. Reports, `compare`, `view`, the notebooks and the toy
+world's summary all read runs through this module (nothing else opens a run folder to compute).
+
+    from tandem_eval.runs import Run, find_run, problem_values, runs_in
+    run = Run.load("results/toy/jargon/tandem/seed0/solo")
+    run.meta                                   # {"senior": "jargon/tandem/s0", "arm": "jargon/tandem", "seed": 0, ...}
+    problem_values(run, "pass@4")              # index (benchmark, problem_id); columns value (percent), group
+    problem_values(run, "kl_exact")            # from the run's drift table of its junior (lens.lens_file)
+    tok = load_tokenizer(run.config)           # the senior's tokenizer (paths and toy: names alike)
+
+Metrics (METRICS): pass@K (also solo_pass@K / handoff_pass@K, which check the run's mode), junior_nll,
+junior_bpb, kl_exact, kl_reverse, kl_k1, kl_k3; tax@K per problem needs two runs (`tax_values`).
+Arm and seed: a label `ARM/sN` (what the toy world writes, and the trainer's tandem_meta.json `arm`)
+or a `seedN` folder above the run names the seed; the arm is the label without it. Checkpoint
+names (`toy:NAME` and paths) are resolved by tandem_eval.models.resolve_model only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tandem_eval.lens import DRIFT_METRICS, LensError, junior_label, lens_file, lens_juniors
+from tandem_eval.metrics.passk import per_problem_pass_at_k
+from tandem_eval.results import RunFolder, RunFolderError, find_runs, verify_run
+
+RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
+_KEY = ["benchmark", "problem_id", "sample_idx"]
+PROBLEM_KEY = ["benchmark", "problem_id"]
+_PASS = re.compile(r"^(?:(solo|handoff)_)?pass@(\d+)$")
+_TAX = re.compile(r"^(tax|retention)@(\d+)$")
+_SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")
+_SEED_DIR = re.compile(r"^seed(\d+)$")
+# metric -> (lens table, column)
+LENS_METRICS = {
+    "junior_nll": ("legibility", "junior_nll_mean"),
+    "junior_bpb": ("legibility", "junior_bpb"),
+    **{m: ("drift", m) for m in DRIFT_METRICS},
+}
+DRIFT_ORDER = ("kl_exact", "kl_k3", "kl_k1")  # "kl": the first of these a drift table holds
+METRICS = ["solo_pass@K", "handoff_pass@K", "tax@K", "retention@K", *LENS_METRICS]
+
+
+class ReportError(RuntimeError):
+    """The inputs cannot make a report as asked; the message names the fix."""
+
+
+def find_results(world: str | None = None, start: str | Path | None = None) -> Path:
+    """The repository's `results/` folder (or `results/WORLD`), found without `cd ..` tricks.
+
+    Order: $TANDEM_EVAL_RESULTS; a `results/` folder next to a pyproject.toml in `start` (default:
+    the current directory) or any parent; the `results/` next to the installed package's source.
+    """
+    candidates: list[Path] = []
+    if os.environ.get(RESULTS_ENV):
+        candidates.append(Path(os.environ[RESULTS_ENV]).expanduser())
+    here = Path(start or Path.cwd()).resolve()
+    candidates += [
+        d / "results" for d in (here, *here.parents) if (d / "results").is_dir() and (d / "pyproject.toml").exists()
+    ]
+    candidates.append(Path(__file__).resolve().parents[2] / "results")
+    for root in candidates:
+        path = root / world if world else root
+        if path.is_dir():
+            return path
+    raise ReportError(
+        f"no results folder{f' for {world!r}' if world else ''} found (looked in "
+        f"{', '.join(str(c) for c in candidates)}); set ${RESULTS_ENV} or pass run folders"
+    )
+
+
+@dataclass
+class Run:
+    """One run folder, read lazily and cached. `label` is its arm; `step` is set for training evals."""
+
+    path: Path
+    config: dict
+    label: str
+    mode: str
+    schedule: str
+    ks: tuple[int, ...]
+    fingerprint: str | None = None
+    step: int | None = None
+    junior: str | None = None  # lens outputs of this junior label ("" = the older one-junior layout)
+    parts: tuple = ()  # runs of one label on different benchmarks, read as one
+    keep: frozenset | None = None  # only these (benchmark, problem_id) keys (Run.restrict)
+    _pp: dict = field(default_factory=dict, repr=False)  # cache: per-problem pass@k, side tables
+
+    @classmethod
+    def load(cls, path: str | Path, step: int | None = None) -> Run:
+        rf = RunFolder(path)
+        if not rf.config_path.exists():
+            raise ReportError(
+                f"{path} is not a run folder (no config.json); pass folders written by "
+                "`tandem-eval solo/handoff`, or a results folder holding them"
+            )
+        raw = rf.config()
+        cfg = raw.get("config", raw)
+        if step is None and raw.get("step") is not None:
+            step = int(raw["step"])
+        return cls(
+            Path(path),
+            cfg,
+            run_label(cfg),
+            cfg.get("mode", "solo"),
+            cfg.get("schedule", "solo"),
+            tuple(int(k) for k in cfg.get("ks", (1,))),
+            raw.get("fingerprint"),
+            step,
+        )
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(self.path)
+
+    @cached_property
+    def _samples(self) -> pd.DataFrame:
+        if self.parts:
+            df = pd.concat([p.samples() for p in self.parts], ignore_index=True)
+        else:
+            df = self.folder.load_samples()
+        if "group" not in df.columns or df["group"].isna().any():
+            df = df.assign(group=df.get("group", df["benchmark"]).fillna(df["benchmark"]))
+        return _keep(df, self.keep)
+
+    def restrict(self, keys) -> Run:
+        """A view of this run holding only the problems `keys` ((benchmark, problem_id) pairs)."""
+        return dataclasses.replace(self, keep=frozenset(keys), _pp={})
+
+    def problem_keys(self) -> set[tuple[str, str]]:
+        s = self.samples()
+        return set(zip(s["benchmark"], s["problem_id"].astype(str)))
+
+    def lens_juniors(self) -> list[str]:
+        """Junior labels with lens outputs in this run ("" = the older layout), sorted."""
+        runs = self.parts or (self,)
+        return sorted({j for r in runs for j in lens_juniors(r.path)})
+
+    def junior_name(self) -> str | None:
+        """Display name of the junior whose lens outputs are read (None: no lens output)."""
+        j = self.junior if self.junior is not None else next(iter(self.lens_juniors()), None)
+        if j == "":
+            spec = (self.metrics().get("legibility") or self.metrics().get("drift") or {}).get("junior")
+            return junior_label(spec) if spec else "junior"
+        return j
+
+    @property
+    def meta(self) -> dict:
+        """senior (the label), arm, seed (None when unknown), mode, schedule, junior (lens outputs shown)."""
+        arm, seed = split_seed(self.label, self.path)
+        return {
+            "senior": self.label,
+            "arm": arm,
+            "seed": seed,
+            "mode": self.mode,
+            "schedule": self.schedule,
+            "junior": self.junior_name(),
+        }
+
+    @property
+    def arm(self) -> str:
+        return split_seed(self.label, self.path)[0]
+
+    @property
+    def seed(self) -> int | None:
+        return split_seed(self.label, self.path)[1]
+
+    def samples(self) -> pd.DataFrame:
+        """The sample table (one row per problem x sample index); `group` defaults to benchmark."""
+        return self._samples
+
+    def metrics(self) -> dict:
+        return self.folder.metrics()
+
+    def per_problem(self, ks) -> pd.DataFrame:
+        """Per-problem pass@k (fractions 0-1), one row per (benchmark, problem_id); cached per ks."""
+        key = tuple(sorted(set(int(k) for k in ks)))
+        if key not in self._pp:
+            self._pp[key] = per_problem_pass_at_k(self.samples(), list(key))
+        return self._pp[key]
+
+    def groups(self) -> dict[str, str]:
+        """benchmark -> group."""
+        s = self.samples()
+        return dict(zip(s["benchmark"], s["group"]))
+
+    def side_path(self, name: str) -> Path | None:
+        """This run's `legibility` / `drift` parquet for its junior (either layout), or None."""
+        if self.junior == "":
+            path = self.path / f"{name}.parquet"
+            return path if path.exists() else None
+        try:
+            return lens_file(self.path, name, self.junior or None)
+        except LensError:
+            return None
+
+    def side_columns(self, name: str) -> dict[str, bool]:
+        """Columns of the run's `legibility` / `drift` parquet -> whether each holds per-token arrays."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.parts:
+            return {c: a for p in self.parts for c, a in p.side_columns(name).items()}
+        path = self.side_path(name)
+        if path is None:
+            return {}
+        schema = pq.read_schema(path)
+        return {f.name: pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in schema}
+
+    def side_table(self, name: str, arrays: bool = False) -> pd.DataFrame | None:
+        """`legibility` or `drift` parquet of this run (group added), or None if absent. Per-token
+        array columns are read only with arrays=True (they can be gigabytes); scalar reads are cached."""
+        columns = self.side_columns(name)
+        if not columns:
+            return None
+        cache_key = ("side", name)
+        if not arrays and cache_key in self._pp:
+            return self._pp[cache_key]
+        if self.parts:
+            tables = [t for p in self.parts if (t := p.side_table(name, arrays)) is not None]
+            df = _keep(pd.concat(tables, ignore_index=True), self.keep) if tables else None
+            if not arrays:
+                self._pp[cache_key] = df
+            return df
+        path = self.side_path(name)
+        missing = [c for c in ("benchmark", "problem_id") if c not in columns]
+        if missing:
+            warnings.warn(f"{path} lacks key columns {missing}; ignored", stacklevel=2)
+            return None
+        df = pd.read_parquet(path, columns=[c for c, is_list in columns.items() if arrays or not is_list])
+        if "group" not in df.columns:
+            df["group"] = df["benchmark"].map(self.groups()).fillna(df["benchmark"])
+        df = df.sort_values([c for c in _KEY if c in df.columns], kind="stable").reset_index(drop=True)
+        df = _keep(df, self.keep)
+        if not arrays:
+            self._pp[cache_key] = df
+        return df
+
+
+def _keep(df: pd.DataFrame, keys: frozenset | None) -> pd.DataFrame:
+    """Rows of `df` whose (benchmark, problem_id) is in `keys` (all rows when keys is None)."""
+    if keys is None:
+        return df
+    mask = [(b, str(p)) in keys for b, p in zip(df["benchmark"], df["problem_id"])]
+    return df[mask].reset_index(drop=True)
+
+
+def run_label(cfg: dict) -> str:
+    """Display name of a run's senior: config label, else the senior checkpoint's folder name."""
+    if cfg.get("label"):
+        return str(cfg["label"])
+    model = cfg.get("junior") if cfg.get("schedule") == "junior-solo" else cfg.get("senior")
+    path = str((model or {}).get("path") or "senior")
+    if path.startswith("toy:"):
+        return path[4:]
+    return Path(path.rstrip("/")).name or path
+
+
+def split_seed(label: str, path: Path | None = None) -> tuple[str, int | None]:
+    """(arm, seed) of a run: a label `ARM/sN` (or `ARM/seedN`) names both; else a `seedN` folder
+    among the run folder's two parents names the seed and the label is the arm; else seed None."""
+    m = _SEED_LABEL.match(label)
+    if m:
+        return m["arm"], int(m["seed"])
+    for parent in path.parents[:2] if path is not None else ():
+        d = _SEED_DIR.match(parent.name)
+        if d:
+            return label, int(d.group(1))
+    return label, None
+
+
+def metric_mode(metric: str) -> str:
+    """The run mode a metric is read from (solo or handoff); raises LensError on an unknown metric."""
+    m = _PASS.match(metric)
+    if m and m.group(1):  # compare names the mode: solo_pass@K / handoff_pass@K (plain pass@K is per run)
+        return m.group(1)
+    if _TAX.match(metric):
+        return "handoff"
+    if metric in LENS_METRICS:
+        return "solo"
+    raise LensError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)} (K a number, e.g. handoff_pass@4)")
+
+
+def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd.DataFrame:
+    """THE per-problem value of `metric` for one run: index (benchmark, problem_id) sorted, columns
+    value and group. pass@K in percent (every sample counts: exclude_truncated applies to lens
+    metrics only); lens metrics are the mean over the problem's samples of the per-sample column of
+    the run's lens table for its junior (`run.junior`; raises LensError naming the choices)."""
+    m = _PASS.match(metric)
+    if m:
+        k = int(m.group(2))
+        pp = run.per_problem([k]).set_index(PROBLEM_KEY)
+        return pd.DataFrame({"value": pp[f"pass@{k}"] * 100.0, "group": pp["group"]})
+    if metric not in LENS_METRICS:
+        metric_mode(metric)  # raises, naming the valid metrics
+        raise LensError(f"{metric} needs a solo and a handoff run; use tax_values(solo, handoff, K)")
+    per_sample, _ = sample_values(run, metric, exclude_truncated)
+    g = per_sample.groupby(PROBLEM_KEY, sort=True)
+    return pd.DataFrame({"value": g["value"].mean(), "group": g["group"].first()})
+
+
+def sample_values(run: Run, metric: str, exclude_truncated: bool = False) -> tuple[pd.DataFrame, str]:
+    """Per-sample values of a lens metric (rows with a value): (frame of benchmark, problem_id, group,
+    value; the source column). metric "kl" is the first drift estimator the table holds (exact first).
+    Raises LensError when the run has no such table or column."""
+    if metric == "kl":
+        df = run.side_table("drift")
+        have = [] if df is None else [m for m in DRIFT_ORDER if m in df.columns and df[m].notna().any()]
+        metric = have[0] if have else "kl_exact"
+    if metric not in LENS_METRICS:
+        raise LensError(f"{metric!r} is not a lens metric; valid: {', '.join(LENS_METRICS)}")
+    name, column = LENS_METRICS[metric]
+    df = run.side_table(name)
+    if df is None:
+        if not run.parts:
+            lens_file(run.path, name, run.junior or None)  # raises the LensError that names the fix
+        raise LensError(f"{run.path} has no {name} output; run `tandem-eval {name} --run RUN --junior PATH` first")
+    if exclude_truncated and "truncated" in df.columns:
+        df = df[~df["truncated"].astype(bool)]
+    source = column
+    if column == "junior_nll_mean" and not (column in df.columns and df[column].notna().any()):
+        if {"junior_nll_sum", "n_tokens"} <= set(df.columns):  # older legibility tables: a sum per CoT
+            source = "junior_nll_sum/n_tokens"
+            df = df.assign(junior_nll_mean=df["junior_nll_sum"] / df["n_tokens"].replace(0, np.nan))
+    if column not in df.columns:
+        raise LensError(f"{run.path}: its {name} table has no {column} column; rerun `tandem-eval {name}`")
+    out = df[["benchmark", "problem_id", "group"]].assign(value=pd.to_numeric(df[column], errors="coerce"))
+    return out.dropna(subset=["value"]), source
+
+
+def tax_values(solo: Run, handoff: Run, k: int) -> pd.DataFrame:
+    """Per-problem communication tax solo - handoff pass@k (points), on the problems both runs hold."""
+    a, b = problem_values(solo, f"pass@{k}"), problem_values(handoff, f"pass@{k}")
+    both = a.index.intersection(b.index)
+    return pd.DataFrame({"value": a["value"][both] - b["value"][both], "group": a["group"][both]})
+
+
+def find_run(path: str | Path, mode: str) -> Run:
+    """PATH itself if it is a run folder (verified; of `mode`), else the one complete run of `mode` under it."""
+    path = Path(path)
+    if (path / "config.json").exists():
+        run = Run.load(verify_run(path).path)
+        if run.mode != mode:
+            raise LensError(f"{path} is a {run.mode} run but the metric needs a {mode} run; pass that run's folder")
+        return run
+    if not path.is_dir():
+        raise RunFolderError(f"{path} does not exist; pass a run folder (or a folder holding one {mode} run)")
+    cands = [rf for rf in find_runs(path) if rf.config()["config"]["mode"] == mode]
+    if len(cands) != 1:
+        names = ", ".join(str(rf.path) for rf in cands) or "none"
+        raise LensError(f"{path} holds {len(cands)} {mode} runs ({names}); pass exactly one run folder")
+    return Run.load(verify_run(cands[0].path).path)
+
+
+def runs_in(path: str | Path) -> list[Run]:
+    """The run folder at `path`, or every run folder below it (a handoff --out, a results folder)."""
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path} does not exist; pass a run folder written by `tandem-eval solo/handoff`")
+    if (path / "config.json").exists():
+        return [Run.load(path)]
+    runs = [Run.load(rf.path) for rf in find_runs(path)]
+    if not runs:
+        raise ReportError(
+            f"{path} holds no run folder (no config.json below it); pass a folder written by `tandem-eval solo/handoff`"
+        )
+    return runs
+
+
+def load_tokenizer(cfg: dict, override: str | Path | None = None):
+    """A run's tokenizer (override, else the senior's, else the junior's checkpoint), or None with a
+    warning when none loads (an explicit override that fails raises ReportError). Checkpoint names
+    toy:NAME goes through models.resolve_model, the one resolver; a path needs only tokenizer files."""
+    from tandem_eval.models import ModelError, resolve_model
+    from tandem_eval.models import load_tokenizer as load_at
+
+    candidates = [override] if override else [(cfg.get(r) or {}).get("path") for r in ("senior", "junior")]
+    errors = []
+    for c in filter(None, candidates):
+        try:
+            # toy:NAME through the one resolver; a path needs only tokenizer files (no weights or config)
+            path = resolve_model(c) if str(c).startswith("toy:") else Path(str(c)).expanduser()
+            if not path.exists():
+                raise ModelError(f"{path} not found")
+            return load_at(path)
+        except ModelError as e:
+            errors.append(f"{c}: {e}")
+    if override:
+        raise ReportError(f"cannot load the tokenizer {override}: {'; '.join(errors)}")
+    warnings.warn(
+        "no tokenizer for token boundaries ("
+        + "; ".join(errors or ["none recorded"])
+        + "); showing plain text. Pass --tokenizer PATH",
+        stacklevel=2,
+    )
+    return None

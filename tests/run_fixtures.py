@@ -70,3 +70,15 @@ def write_run(
     rf.append_shard(rows)
     rf.finalize(summarize(rf.load_samples(), cfg))
     return rf
+
+
+def reseal(run: Path) -> None:
+    """Re-record a deliberately edited run's tables in COMPLETE (drop the ones removed), so the
+    edited folder stands for a run made that way rather than a tampered one."""
+    import json
+
+    from tandem_eval.results import _table_record
+
+    rec = json.loads((run / "COMPLETE").read_text())
+    rec["tables"] = {rel: _table_record(run / rel) for rel in rec.get("tables", {}) if (run / rel).exists()}
+    (run / "COMPLETE").write_text(json.dumps(rec))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 from report_fixtures import make_results, tokenizer
+from run_fixtures import reseal
 from typer.testing import CliRunner
 
 from tandem_eval.report.cli import register
@@ -109,6 +110,7 @@ def _hostile_run(root: Path) -> Path:
         df.at[i, "extracted_answer"] = None if i % 2 else trap
     atomic_write_parquet(run / "samples.parquet", df)
     shutil.rmtree(run / "lens")  # token counts changed: no lens output for this run
+    reseal(run)
     return run
 
 

@@ -63,18 +63,18 @@ def check_supported(config) -> None:
         raise ModelError(f"{what} is an encoder-decoder model; the HF engine serves decoder-only causal LMs: {fix}")
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
         raise ModelError(f"{what} has no causal-LM class in transformers (remote code is not supported); {fix}")
-    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
-    if not cls.is_backend_compatible():
-        raise ModelError(
-            f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
-            f"which the HF engine needs; {fix}"
-        )
     text = config.get_text_config()
     kinds = set(getattr(text, "layer_types", None) or []) - _LAYER_KINDS
     if kinds:
         raise ModelError(
             f"{what} has {', '.join(sorted(map(str, kinds)))} layers; the HF engine serves full and "
             f"sliding-window attention layers only; {fix}"
+        )
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    if not cls.is_backend_compatible():
+        raise ModelError(
+            f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
+            f"which the HF engine needs; {fix}"
         )
     if getattr(text, "num_kv_shared_layers", 0):
         raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")

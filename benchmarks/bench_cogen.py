@@ -7,7 +7,17 @@ the same tiny models, engine, batch size and prompts in one process; each is rep
 of the repeats is kept (these machines are noisy; rounds interleave the modes and a warm-up round is
 discarded), and ratios are to solo on the same backend.
 
+Besides tokens/s (machine-dependent), each HF row reports machine-independent counts from the
+engines' counters: model forward calls per generated token (both models together), mean batch
+occupancy (rows per forward) and mean handoffs per trace. These are what carry over to a GPU.
+
+`--size tiny` (default): 0.7M-parameter Qwen3 models, where a forward costs about the same at any
+batch size. `--size 135m`: random Llama models of SmolLM2-135M's shape (hidden 576, 30 layers, 9
+heads, 3 KV heads, head_dim 64, intermediate 1536, vocabulary 49152: the tiny 512-token tokenizer
+plus padding rows, so the output head costs what SmolLM2's does; untied, which changes no compute).
+
     python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--threads 1] [--vllm]
+    python benchmarks/bench_cogen.py --size 135m --traces 16 --tokens 64 --repeats 1
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,10 +40,51 @@ from tandem_eval.tiny import TinySize, build_model, save_pair, train_tokenizer
 SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=0)
 
 
-def build_models(root: str):
+def build_models(root: str, size: str = "tiny"):
     tok = train_tokenizer()
-    size = TinySize(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, intermediate=256)
-    return save_pair(root, tok, build_model(tok, size, 0), build_model(tok, size, 1))
+    if size == "135m":
+        return save_pair(root, tok, build_smollm2_135m(tok, 0), build_smollm2_135m(tok, 1))
+    shape = TinySize(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, intermediate=256)
+    return save_pair(root, tok, build_model(tok, shape, 0), build_model(tok, shape, 1))
+
+
+def build_smollm2_135m(tok, seed: int):
+    """A random LlamaForCausalLM of SmolLM2-135M's shape, offline (vocabulary padded to 49152)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        head_dim=64,
+        max_position_embeddings=8192,
+        rope_theta=100000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,  # SmolLM2 ties them; same compute, and vLLM reloads untied ones safely
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # peaked toy distributions, as in tiny.py, so schedules see varied tokens
+        model.lm_head.weight.mul_(8.0)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model
+
+
+def save_135m_senior(root: str | Path) -> Path:
+    """Write one 135M-shaped random checkpoint (with the tiny tokenizer) under root; return its path."""
+    tok = train_tokenizer()
+    path = Path(root) / "senior-135m"
+    path.mkdir(parents=True, exist_ok=True)
+    build_smollm2_135m(tok, 0).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
 
 
 def specs(tok, n: int, tokens: int):
@@ -40,24 +92,23 @@ def specs(tok, n: int, tokens: int):
     return [TraceSpec(i, prompt, trace_seed(0, "bench", i), tokens) for i in range(n)]
 
 
-def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, pool_factor: int = 2) -> float:
+def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, pool_factor: int = 2):
+    """-> (tokens/s, generated tokens, mean handoffs per trace)."""
     sched = make_schedule(schedule, senior.tokenizer)
     pool = batch if schedule == "solo" else pool_factor * batch
     t0 = time.perf_counter()
-    total = sum(
-        len(t.token_ids)
-        for t in cogenerate(
-            specs(senior.tokenizer, n, tokens), senior, None if schedule == "solo" else junior, sched, pool
-        )
+    traces = list(
+        cogenerate(specs(senior.tokenizer, n, tokens), senior, None if schedule == "solo" else junior, sched, pool)
     )
-    return total / (time.perf_counter() - t0)
+    total = sum(len(t.token_ids) for t in traces)
+    return total / (time.perf_counter() - t0), total, float(np.mean([t.n_handoffs for t in traces]))
 
 
 @torch.inference_mode()
-def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, tokens: int, batch: int) -> float:
+def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, tokens: int, batch: int):
     """Both models forward every token of every trace; the schedule's author's logits are sampled."""
     sched = make_schedule(schedule, senior.tokenizer)
-    total, t0 = 0, time.perf_counter()
+    total, handoffs, t0 = 0, 0, time.perf_counter()
     all_specs = specs(senior.tokenizer, n, tokens)
     for a in range(0, n, batch):  # lockstep runs fixed batches: all traces advance together
         group = all_specs[a : a + batch]
@@ -79,12 +130,25 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
         for e in (senior, junior):
             for s in group:
                 e.release(("ls", s.key))
-    return total / (time.perf_counter() - t0)
+        handoffs += sum(st.handoffs for st in states)
+    return total / (time.perf_counter() - t0), total, handoffs / n
 
 
 def _new_row(engine: HFEngine, key) -> _Row:
     row = engine._rows[key] = _Row(engine._alloc())
     return row
+
+
+def _counted(fn, engines):
+    """Run fn() -> (tok/s, tokens, handoffs); add forwards per token and rows per forward from the
+    HF engines' counters (None for engines without them)."""
+    before = [dict(getattr(e, "stats", {})) for e in engines]
+    tps, tokens, handoffs = fn()
+    if not all(hasattr(e, "stats") for e in engines):
+        return tps, None, None, handoffs
+    fwd = sum(e.stats["forwards"] - b.get("forwards", 0) for e, b in zip(engines, before))
+    rows = sum(e.stats["rows"] - b.get("rows", 0) for e, b in zip(engines, before))
+    return tps, fwd / max(tokens, 1), rows / max(fwd, 1), handoffs
 
 
 def main() -> None:
@@ -94,6 +158,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="also measure the vLLM backend (cogen only)")
+    ap.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="model shape (see the docstring)")
     ap.add_argument("--pool-factor", type=int, default=2, help="live traces = factor x batch for handoff")
     ap.add_argument(
         "--threads",
@@ -104,36 +169,47 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as root:
-        sp, jp = build_models(root)
+        sp, jp = build_models(root, args.size)
         senior, junior = HFEngine(sp, SAMPLING, max_batch=args.batch), HFEngine(jp, SAMPLING, max_batch=args.batch)
         n, t, b = args.traces, args.tokens, args.batch
         pf = args.pool_factor
+        hf = (senior, junior)
         modes = {
-            f"hf {s}": (lambda s=s: run_cogen(senior, junior, s, n, t, b, pf)) for s in ("solo", "paragraph", "word")
+            f"hf {s}": (lambda s=s: _counted(lambda: run_cogen(senior, junior, s, n, t, b, pf), hf))
+            for s in ("solo", "paragraph", "word")
         }
         modes.update(
-            {f"hf lockstep-{s}": (lambda s=s: run_lockstep(senior, junior, s, n, t, b)) for s in ("paragraph", "word")}
+            {
+                f"hf lockstep-{s}": (lambda s=s: _counted(lambda: run_lockstep(senior, junior, s, n, t, b), hf))
+                for s in ("paragraph", "word")
+            }
         )
         if args.vllm:
             from tandem_eval.engines.vllm_engine import VLLMEngine
 
             vs, vj = VLLMEngine(sp, SAMPLING, max_batch=b), VLLMEngine(jp, SAMPLING, max_batch=b)
             modes.update(
-                {f"vllm {s}": (lambda s=s: run_cogen(vs, vj, s, n, t, b, pf)) for s in ("solo", "paragraph", "word")}
+                {
+                    f"vllm {s}": (lambda s=s: _counted(lambda: run_cogen(vs, vj, s, n, t, b, pf), (vs, vj)))
+                    for s in ("solo", "paragraph", "word")
+                }
             )
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
         # caches and allocations and is discarded; each mode keeps its best round.
-        best = {name: 0.0 for name in modes}
+        best: dict[str, tuple] = {name: (0.0, None, None, 0.0) for name in modes}
         for round_ in range(args.repeats + 1):
             for name, fn in modes.items():
-                tps = fn()
-                if round_:
-                    best[name] = max(best[name], tps)
-        results = list(best.items())
-    base = {r[0].split()[0]: r[1] for r in results if r[0].endswith(" solo")}
-    print(f"{'mode':<22}{'tok/s':>10}{'x solo':>9}   (traces={n}, tokens={t}, batch={b}, best of {args.repeats})")
-    for name, tps in results:
-        print(f"{name:<22}{tps:>10.0f}{tps / base[name.split()[0]]:>9.2f}")
+                res = fn()
+                if round_ and res[0] > best[name][0]:
+                    best[name] = res
+    base = {name.split()[0]: r[0] for name, r in best.items() if name.endswith(" solo")}
+    print(
+        f"{'mode':<22}{'tok/s':>10}{'x solo':>9}{'fwd/token':>11}{'rows/fwd':>10}{'handoffs':>10}"
+        f"   (size={args.size}, traces={n}, tokens={t}, batch={b}, best of {args.repeats})"
+    )
+    for name, (tps, fpt, occ, hand) in best.items():
+        counts = f"{fpt:>11.3f}{occ:>10.1f}" if fpt is not None else f"{'-':>11}{'-':>10}"
+        print(f"{name:<22}{tps:>10.1f}{tps / base[name.split()[0]]:>9.2f}{counts}{hand:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def test_greedy_matches_transformers_generate_and_logprobs_match_forward(setup):
         ref = model.generate(
             torch.tensor([p]), max_new_tokens=24, do_sample=False, eos_token_id=list(engine.eos_ids), pad_token_id=0
         )[0, len(p) :].tolist()
-        assert out.token_ids == ref[: len(out.token_ids)]
+        assert len(out.token_ids) > 0
+        assert out.token_ids == ref  # the whole sequence, EOS included: an empty output cannot pass
         assert torch.allclose(_plain_logprobs(model, p, out.token_ids), torch.tensor(out.logprobs), atol=1e-4)
         scored = engine.score([p], [out.token_ids])[0]
         assert abs(scored - _plain_logprobs(model, p, out.token_ids).numpy()).max() < 1e-4

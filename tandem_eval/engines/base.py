@@ -48,9 +48,15 @@ class Completion:
 
 
 class Engine(Protocol):
-    name: str
-    tokenizer: object
-    eos_ids: frozenset[int]
+    """Everything the co-generation loop (tandem.py) and the scorers read from an engine."""
+
+    name: str  # "hf", "vllm", ...: named in errors
+    tokenizer: object  # the model's own tokenizer (schedules read its vocabulary)
+    eos_ids: frozenset[int]  # a trace ends after any of these
+    # True when a segment may run past a stop token (text-level handoffs that re-tokenize, e.g.
+    # engines.bridge); the loop then truncates at the handoff instead of raising. Optional: the
+    # loop reads it with getattr(engine, "may_overrun", False).
+    may_overrun: bool
 
     def submit(self, request: Request) -> None: ...
 

@@ -1,17 +1,26 @@
 """HF transformers engine: the reference backend (CPU default), with continuous batching.
 
-Each engine owns one model and a KV store with one row per live trace. A step runs at most two
+Each engine owns one model and a KV row store with one row per live trace. A step runs at most two
 forward passes: one "catch-up" prefill for traces that arrived with several unseen tokens (their
 prompt, or the tokens the other model wrote since this model last saw the trace) and one decode
 pass for traces that need a single token. Traces join and leave between steps, so neither model
 waits for the other's stragglers.
 
-Rows have different lengths, so we bypass transformers' own cache/mask logic: `_RowCache` writes
-each new key/value at the row's own positions and hands attention a gathered [R, H, T, D] view,
-and we pass an explicit 4-D additive mask (`attention_mask={"full_attention": mask}`) plus
-per-row `position_ids` for RoPE. Works for decoder-only models whose attention calls
-`past_key_values.update(k, v, layer_idx)` (Llama/Qwen families); sliding-window layers are not
-supported by this path.
+Rows have different lengths, so generation bypasses transformers' cache and mask logic, through
+public APIs only: the model's attention runs a function registered with transformers'
+`AttentionInterface` ("tandem_rows_<original>"). During an engine forward the decoder is called
+with `use_cache=False`, explicit per-row `position_ids` (RoPE) and a `_Rows` context passed as the
+`tandem_rows` keyword, which transformers hands to every attention layer. With it, attention
+writes the forward's new keys/values into the row store at each row's own positions (keyed by
+`module.layer_idx`, shapes taken from the keys, so layers may differ), gathers each row's past and
+attends with a causal mask built from those positions, a sliding window when the layer passes
+`sliding_window`, logit soft-capping when it passes `softcap`, and grouped-query heads. Without
+the context (teacher forcing, the trainer's own training forward on the same model object) it is
+the model's original attention. Embedding scaling, fused qkv, q/k norms and RoPE happen before
+attention, so they need nothing here. This serves Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3 and
+OLMo 2 (tests/test_families.py); `check_supported(config)` refuses, in one line, what cannot work
+(encoder-decoders, recurrent/hybrid layers, models without the attention interface), and each new
+engine checks once that its row path reproduces the model's own forward.
 
     engine = HFEngine("path/to/ckpt", Sampling(temperature=0))
     [completion] = generate(engine, [Request("t0", prompt_ids, max_tokens=64)])
@@ -19,36 +28,66 @@ supported by this path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ..config import Sampling
+from ..models import ModelError
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request, position_uniform
 
 MERGE_TOKENS = 4  # catch-ups this short join the decode forward
 PREFILL_PATIENCE = 4  # steps a long catch-up may wait for others to batch with
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+ATTENTION = "tandem_rows"  # registered attention names: ATTENTION + "_" + the model's original
+_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
+_FAMILIES = "Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3, OLMo 2"
 
 
-class _KVStore:
-    """Per-layer K/V tensors [rows, kv_heads, capacity, head_dim], grown by doubling."""
+def check_supported(config) -> None:
+    """Raise a one-line ModelError if the HF engine cannot serve a model with this config.
 
-    def __init__(self, n_layers, kv_heads, head_dim, dtype, device, rows=8, length=256):
-        shape = (rows, kv_heads, length, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+    Cheap (reads the config and the model class, loads no weights): the CLI calls it before
+    loading anything. What passes is still checked numerically when an engine is built."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
 
-    @property
-    def rows(self) -> int:
-        return self.k[0].shape[0]
+    arch = ", ".join(getattr(config, "architectures", None) or [type(config).__name__])
+    what = f"{arch} (model_type {getattr(config, 'model_type', '?')!r})"
+    fix = f"use a decoder-only causal LM such as {_FAMILIES}, or --engine vllm if vLLM supports it"
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelError(f"{what} is an encoder-decoder model; the HF engine serves decoder-only causal LMs: {fix}")
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise ModelError(f"{what} has no causal-LM class in transformers (remote code is not supported); {fix}")
+    text = config.get_text_config()
+    kinds = set(getattr(text, "layer_types", None) or []) - _LAYER_KINDS
+    if kinds:
+        raise ModelError(
+            f"{what} has {', '.join(sorted(map(str, kinds)))} layers; the HF engine serves full and "
+            f"sliding-window attention layers only; {fix}"
+        )
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    if not cls.is_backend_compatible():
+        raise ModelError(
+            f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
+            f"which the HF engine needs; {fix}"
+        )
+    if getattr(text, "num_kv_shared_layers", 0):
+        raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")
 
-    @property
-    def length(self) -> int:
-        return self.k[0].shape[2]
+
+class _RowStore:
+    """Per-layer K/V [rows, kv_heads, capacity, head_dim], made on a layer's first write (so layers
+    may differ in heads and head size), grown by doubling."""
+
+    def __init__(self, rows: int = 8, length: int = 256):
+        self.rows, self.length = rows, length
+        self.k: dict[int, torch.Tensor] = {}
+        self.v: dict[int, torch.Tensor] = {}
 
     def ensure(self, rows: int, length: int) -> None:
         new_rows, new_len = self.rows, self.length
@@ -59,33 +98,149 @@ class _KVStore:
         if (new_rows, new_len) == (self.rows, self.length):
             return
         for cache in (self.k, self.v):
-            for i, old in enumerate(cache):
+            for i, old in cache.items():
                 grown = old.new_zeros((new_rows, old.shape[1], new_len, old.shape[3]))
                 grown[: old.shape[0], :, : old.shape[2]] = old
                 cache[i] = grown
+        self.rows, self.length = new_rows, new_len
+
+    def layer(self, idx: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if idx not in self.k:
+            shape = (self.rows, like.shape[1], self.length, like.shape[3])
+            self.k[idx] = like.new_zeros(shape)
+            self.v[idx] = like.new_zeros(shape)
+        return self.k[idx], self.v[idx]
 
 
-class _RowCache:
-    """Duck-typed transformers Cache for one forward over rows `slots` writing at `write_pos`."""
+class _Rows:
+    """One engine forward, shared by every attention layer: rows `slots` [R] are fed queries at
+    absolute positions `pos` [R, q] (padding included); keys 0..length-1 of each row are visible."""
 
-    def __init__(self, store: _KVStore, slots: torch.Tensor, write_pos: torch.Tensor, length: int):
-        self.store, self.slots, self.write_pos, self.length = store, slots, write_pos, length
+    def __init__(self, store: _RowStore, slots: torch.Tensor, pos: torch.Tensor, length: int):
+        self.store, self.slots, self.pos, self.length = store, slots, pos, length
         first = int(slots[0])
         # Contiguous rows (the common solo case) are a view, not a gather copy.
-        self.contiguous = bool(torch.equal(slots, torch.arange(first, first + len(slots))))
+        self.contiguous = bool(torch.equal(slots, torch.arange(first, first + len(slots), device=slots.device)))
+        self._masks: dict[int | None, torch.Tensor] = {}
 
-    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+    def kv(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this forward's keys/values [R, H, q, D] at each row's positions; return [R, H, length, D]."""
         out = []
-        for cache, new in ((self.store.k, key_states), (self.store.v, value_states)):
-            full = cache[layer_idx]
-            # [R, H, q, D] -> rows x positions advanced indexing wants [R, q, H, D]
-            full[self.slots[:, None], :, self.write_pos] = new.transpose(1, 2).to(full.dtype)
+        for full, new in zip(self.store.layer(layer, key), (key, value)):
+            # rows x positions advanced indexing wants [R, q, H, D]
+            full[self.slots[:, None], :, self.pos] = new.transpose(1, 2).to(full.dtype)
             if self.contiguous:
                 a = int(self.slots[0])
                 out.append(full[a : a + len(self.slots), :, : self.length])
             else:
                 out.append(full[self.slots, :, : self.length])
         return out[0], out[1]
+
+    def mask(self, window: int | None) -> torch.Tensor:
+        """Bool [R, 1, q, length]: query (r, j) sees keys at positions <= its own, and with a sliding
+        window only the last `window` of them (transformers' rule: kv > q - window). Padding
+        queries sit after every real query, so the keys they write stay hidden from real ones."""
+        if window not in self._masks:
+            keys = torch.arange(self.length, device=self.pos.device)[None, None, :]
+            allowed = keys <= self.pos[:, :, None]
+            if window is not None:
+                allowed &= keys > self.pos[:, :, None] - window
+            self._masks[window] = allowed[:, None]
+        return self._masks[window]
+
+
+def _attend(query, key, value, mask, scaling, softcap, dropout: float = 0.0, training: bool = False):
+    """Attention over [B, H, q, D] queries and [B, Hkv, k, D] keys (GQA), returning [B, q, H, D].
+    `mask`: bool (True = attend) or additive float, broadcastable to [B, H, q, k]; None = causal
+    aligned to the last key (transformers' convention when it skips an all-causal mask)."""
+    groups = query.shape[1] // key.shape[1]
+    if mask is None:
+        q_len, k_len = query.shape[2], key.shape[2]
+        mask = torch.ones(q_len, k_len, dtype=torch.bool, device=query.device).tril(k_len - q_len)
+    if softcap is None:
+        out = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=dropout if training else 0.0,
+            scale=scaling,
+            enable_gqa=groups > 1,
+        )
+        return out.transpose(1, 2).contiguous()
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(query, key.transpose(2, 3)) * (scaling if scaling is not None else query.shape[-1] ** -0.5)
+    scores = torch.tanh(scores / softcap) * softcap
+    if mask.dtype == torch.bool:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    else:
+        scores = scores + mask
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous()
+
+
+def _row_attention(original: str):
+    """The registered attention: the row store when an engine forward passes `tandem_rows`, else
+    the model's `original` implementation (eager, and sdpa with soft-capping, are computed by
+    `_attend`, which applies the cap that transformers' sdpa path would drop)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    def attention(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=0.0,
+        scaling=None,
+        sliding_window=None,
+        softcap=None,
+        tandem_rows: _Rows | None = None,
+        **kwargs,
+    ):
+        if tandem_rows is not None:
+            key, value = tandem_rows.kv(module.layer_idx, key, value)
+            return _attend(query, key, value, tandem_rows.mask(sliding_window), scaling, softcap), None
+        if original == "eager" or (original == "sdpa" and softcap is not None):
+            return _attend(query, key, value, attention_mask, scaling, softcap, dropout, module.training), None
+        return ALL_ATTENTION_FUNCTIONS[original](
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=dropout,
+            scaling=scaling,
+            sliding_window=sliding_window,
+            softcap=softcap,
+            **kwargs,
+        )
+
+    return attention
+
+
+def _switch_attention(model) -> str | None:
+    """Make `model` attend through the row attention; return its original implementation's name
+    (None if it was already switched). Masks outside engine forwards stay the original's."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    original = model.config._attn_implementation or "eager"
+    if original.startswith(ATTENTION):
+        return None
+    name = f"{ATTENTION}_{re.sub(r'[^0-9A-Za-z]', '_', original)}"  # "/" or ":" would mean a hub kernel
+    AttentionInterface.register(name, _row_attention(original))
+    if original in ALL_MASK_ATTENTION_FUNCTIONS:
+        AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[original])
+    model.set_attn_implementation(name)
+    if model.config._attn_implementation != name:
+        raise ModelError(
+            f"{type(model).__name__} does not let transformers switch its attention implementation, which the "
+            f"HF engine needs; use a model such as {_FAMILIES}"
+        )
+    return original
 
 
 @dataclass
@@ -106,6 +261,7 @@ class _Live:
 
 class HFEngine:
     name = "hf"
+    may_overrun = False  # stops exactly at every stop token; the loop never needs to truncate
 
     def __init__(
         self,
@@ -117,9 +273,10 @@ class HFEngine:
         tokenizer=None,
         prefill_tokens: int = 8192,
     ):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         if isinstance(path_or_model, (str, Path)):
+            check_supported(AutoConfig.from_pretrained(str(path_or_model)))  # before the weights load
             self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(path_or_model))
             self.model = AutoModelForCausalLM.from_pretrained(
                 str(path_or_model), dtype=_DTYPES[dtype], attn_implementation="sdpa"
@@ -127,28 +284,32 @@ class HFEngine:
             if device:
                 self.model.to(device)
         else:  # an in-memory model (the trainer's live senior); weights may change between calls
+            check_supported(path_or_model.config)
             self.model, self.tokenizer = path_or_model, tokenizer
         self.model.eval()
         self.sampling, self.max_batch, self.prefill_tokens = sampling, max_batch, prefill_tokens
         self.device = next(self.model.parameters()).device
-        cfg = self.model.config
         eos = self.model.generation_config.eos_token_id if self.model.generation_config else None
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = frozenset(
             eos + ([self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else [])
         )
         self.vocab_size = len(self.tokenizer)  # logits past the tokenizer's vocabulary are padding
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        param = next(self.model.parameters())
-        self._store = _KVStore(
-            cfg.num_hidden_layers, kv_heads, head_dim, param.dtype, self.device, rows=max(8, max_batch)
-        )
+        self._original_attention = _switch_attention(self.model)
+        self._store = _RowStore(rows=max(8, max_batch))
         self._decoder = self.model.get_decoder()
         self._head = self.model.get_output_embeddings()
+        # A 4-D mask is taken as prepared by every family's mask code, so no mask is built; row
+        # attention ignores it (it masks from positions).
+        self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)
         self._rows: dict[Hashable, _Row] = {}
         self._free: list[int] = []
         self._live: dict[Hashable, _Live] = {}
+        # cheap counters for benchmarks: forwards, rows fed (sum over forwards), real tokens fed,
+        # padded query slots (rows x longest feed) and tokens generated
+        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "query_slots", "generated"), 0)
+        self._check_rows_reproduce_forward()
+        self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
 
     # ---- protocol -------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
@@ -179,6 +340,11 @@ class HFEngine:
     def close(self) -> None:
         self._live.clear()
         self._rows.clear()
+        self._free.clear()
+        self._store = _RowStore(rows=max(8, self.max_batch))
+        if self._original_attention is not None:  # hand the (trainer's) model back as it came
+            self.model.set_attn_implementation(self._original_attention)
+            self._original_attention = None
 
     @torch.inference_mode()
     def step(self) -> list[Completion]:
@@ -235,28 +401,67 @@ class HFEngine:
         for i, f in enumerate(feeds):
             ids[i, : len(f)] = torch.tensor(f)
         j = torch.arange(q, device=self.device)
-        pos = starts[:, None] + j[None, :]  # [R, q] absolute positions (padding included)
+        pos = starts[:, None] + j[None, :]  # [R, q] absolute positions (right padding included)
         length = int(starts.max()) + q
         self._store.ensure(max(r.slot for r in rows) + 1, length)
         slots = torch.tensor([r.slot for r in rows], device=self.device)
-        # Query j of row r may attend keys 0..start_r + j: its own past plus causal new tokens.
-        # Keys written by padding queries sit after every real query's position, so they stay hidden.
-        allowed = torch.arange(length, device=self.device)[None, None, :] <= pos[:, :, None]
-        dtype = self._store.k[0].dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
-        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-        cache = _RowCache(self._store, slots, pos, length)
+        if not self.model.config._attn_implementation.startswith(ATTENTION):  # another engine closed
+            self._original_attention = _switch_attention(self.model)
         hidden = self._decoder(
             input_ids=ids,
-            attention_mask={"full_attention": mask[:, None]},
+            attention_mask=self._no_mask,
             position_ids=pos,
-            past_key_values=cache,
-            use_cache=True,
+            use_cache=False,
+            tandem_rows=_Rows(self._store, slots, pos, length),
         ).last_hidden_state
         last = torch.tensor([len(f) - 1 for f in feeds], device=self.device)
         for r, f in zip(rows, feeds):
             r.tokens.extend(f)
-        return self._head(hidden[torch.arange(R), last]).float()[:, : self.vocab_size]
+        st = self.stats
+        st["forwards"] += 1
+        st["rows"] += R
+        st["tokens_fed"] += sum(map(len, feeds))
+        st["query_slots"] += R * q
+        return self._logits(hidden[torch.arange(R), last])[:, : self.vocab_size]
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """fp32 logits from final hidden states, with the output processing some families apply
+        after the head (Gemma's final soft-capping, Cohere's scale, Granite's divisor). That this
+        equals the model's own logits is checked when the engine is built."""
+        cfg = self.model.config.get_text_config()
+        logits = self._head(hidden)
+        if getattr(cfg, "final_logit_softcapping", None):
+            cap = cfg.final_logit_softcapping
+            logits = torch.tanh(logits / cap) * cap
+        if getattr(cfg, "logit_scale", None):
+            logits = logits * cfg.logit_scale
+        if getattr(cfg, "logits_scaling", None):
+            logits = logits / cfg.logits_scaling
+        return logits.float()
+
+    @torch.inference_mode()
+    def _check_rows_reproduce_forward(self) -> None:
+        """Once per engine: a prefill then a catch-up through the row store must give the model's
+        own log-probs (its plain forward). Catches architectures whose attention needs something
+        the row path lacks (sinks, shared KV, ...) before they produce silently wrong traces."""
+        n = 12
+        ids = [(7 * i + 3) % self.vocab_size for i in range(n)]
+        plain = torch.log_softmax(self.model(torch.tensor([ids], device=self.device)).logits[0].float(), -1)
+        plain = plain[:, : self.vocab_size]
+        row = _Row(0)
+        got = [self._forward([row], [ids[:7]]), self._forward([row], [ids[7:]])]
+        got = torch.log_softmax(torch.cat(got), -1)
+        ref = torch.log_softmax(plain[[6, n - 1]], -1)
+        top = ref.topk(min(20, ref.shape[-1]), dim=-1).indices
+        diff = float((got.gather(1, top) - ref.gather(1, top)).abs().max())
+        tol = 1e-3 if next(self.model.parameters()).dtype == torch.float32 else 0.25
+        if not diff <= tol:
+            arch = ", ".join(self.model.config.architectures or [type(self.model).__name__])
+            raise ModelError(
+                f"{arch}: the HF engine's row attention does not reproduce the model's own forward (log-prob "
+                f"difference {diff:.3g}); this architecture needs attention features the engine lacks, use "
+                f"--engine vllm or a model such as {_FAMILIES}"
+            )
 
     def _sample(self, group: list[_Live], logits: torch.Tensor) -> list[Completion]:
         raw = torch.log_softmax(logits, dim=-1)
@@ -274,6 +479,7 @@ class HFEngine:
             chosen = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
             chosen = chosen.clamp_(max=probs.shape[1] - 1).tolist()
         done = []
+        self.stats["generated"] += len(group)
         for lv, tok, lp in zip(group, chosen, raw[torch.arange(len(group)), chosen].tolist()):
             lv.new_tokens.append(tok)
             lv.logprobs.append(lp)
@@ -303,7 +509,7 @@ class HFEngine:
     def logits_chunks(self, hidden: torch.Tensor, chunk: int = 512):
         """Yield fp32 logits [<=chunk, V] for consecutive row blocks of `hidden` (bounded memory)."""
         for a in range(0, hidden.shape[0], chunk):
-            yield self._head(hidden[a : a + chunk]).float()[:, : self.vocab_size]
+            yield self._logits(hidden[a : a + chunk])[:, : self.vocab_size]
 
     @torch.inference_mode()
     def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]:

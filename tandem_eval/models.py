@@ -155,12 +155,9 @@ def check_checkpoint(path: Path) -> dict:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelError(f"{Path(path) / 'config.json'} is not usable by transformers ({_short(e)})") from None
     check_weights(path)
-    try:  # the HF engine's own architecture check, where this version has one
-        from .engines.hf import check_supported
-    except ImportError:
-        check_supported = None
-    if check_supported is not None:
-        check_supported(config)
+    from .engines.hf import check_supported  # the reference engine's architecture check (config only)
+
+    check_supported(config)
     return data
 
 

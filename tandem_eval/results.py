@@ -22,6 +22,9 @@ changed, truncated or missing file is refused with a one-line RunFolderError nam
 
     rf = verify_run("runs/my-senior/solo"); df = rf.load_samples()
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
+
+samples.parquet, its shards and the lens tables are checked against their parquet schemas
+(tandem_eval/schemas.py) when written and when read.
 """
 
 from __future__ import annotations
@@ -113,6 +116,13 @@ def _json_default(o):
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
+    """Write `df` to `path` atomically; samples, shards and lens tables are checked against their
+    schema (tandem_eval.schemas) first, so a bad table is refused before it reaches a run folder."""
+    from tandem_eval.schemas import check_frame
+
+    check_frame(
+        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
+    )
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     df.to_parquet(tmp, index=False)
     os.replace(tmp, path)
@@ -419,6 +429,9 @@ def _table_record(path: Path) -> dict:
 
 
 def _read_parquet(path: Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
+    from tandem_eval.schemas import check_file
+
+    check_file(path, fix)  # the footer's schema: a missing required column or wrong type is one line
     try:
         return pd.read_parquet(path, columns=columns)
     except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types

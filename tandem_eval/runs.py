@@ -32,6 +32,7 @@ import pandas as pd
 from tandem_eval.lens import DRIFT_METRICS, LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.results import RunFolder, RunFolderError, find_runs, verify_run
+from tandem_eval.schemas import check_file
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
 _KEY = ["benchmark", "problem_id", "sample_idx"]
@@ -232,10 +233,7 @@ class Run:
                 self._pp[cache_key] = df
             return df
         path = self.side_path(name)
-        missing = [c for c in ("benchmark", "problem_id") if c not in columns]
-        if missing:
-            warnings.warn(f"{path} lacks key columns {missing}; ignored", stacklevel=2)
-            return None
+        check_file(path, f"rerun `tandem-eval {name}` on {self.path}")  # its schema (tandem_eval/schemas.py)
         df = pd.read_parquet(path, columns=[c for c, is_list in columns.items() if arrays or not is_list])
         if "group" not in df.columns:
             df["group"] = df["benchmark"].map(self.groups()).fillna(df["benchmark"])

@@ -1,0 +1,94 @@
+"""Parquet schemas in code (tandem_eval/schemas.py): checked when a run folder's tables are written
+and when they are read, each violation a one-line RunFolderError naming the file and the column;
+the committed toy runs satisfy them.
+
+Run: .venv/bin/python -m pytest tests/test_schemas.py -q
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from run_fixtures import solo_cfg, write_run
+
+from tandem_eval.results import RunFolder, RunFolderError
+from tandem_eval.runs import Run, problem_values
+from tandem_eval.schemas import SCHEMAS, check_file, markdown_columns
+
+FLAGS = {("tiny", f"tiny/{i:04d}"): [True, i % 2 == 0] for i in range(3)}
+TOY = Path(__file__).resolve().parent.parent / "results" / "toy"
+
+
+@pytest.fixture
+def solo(tmp_path):
+    return write_run(tmp_path / "solo", solo_cfg("toy:a", n=2, ks=(1, 2)), FLAGS)
+
+
+def _one_line(e) -> str:
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_writing_samples_without_a_required_column_is_refused_naming_file_and_column(tmp_path):
+    rf = RunFolder(tmp_path / "run")
+    with pytest.raises(RunFolderError) as e:
+        rf.append_shard([{"benchmark": "tiny", "problem_id": "p0", "sample_idx": 0}])  # no `correct`
+    msg = _one_line(e)
+    assert "part-00000.parquet" in msg and "'correct'" in msg
+    assert not list((tmp_path / "run" / "shards").glob("*.parquet"))  # nothing written
+
+
+def test_writing_a_lens_table_with_a_wrongly_typed_column_is_refused(solo):
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "kl_exact": ["x"]})
+    with pytest.raises(RunFolderError) as e:
+        solo.write_table("lens/jr/drift.parquet", table)
+    msg = _one_line(e)
+    assert "drift.parquet" in msg and "'kl_exact'" in msg and "string" in msg
+    assert not (solo.path / "lens" / "jr" / "drift.parquet").exists()
+
+
+def test_reading_samples_with_a_wrongly_typed_column_is_refused_naming_file_and_column(solo):
+    df = solo.load_samples()
+    solo.done_path.unlink()  # an unfinished run: shards are read without integrity records
+    solo.shard_dir.mkdir()
+    df.assign(sample_idx=df["sample_idx"].astype(str)).to_parquet(solo.shard_dir / "part-00000.parquet")
+    solo.samples_path.unlink()
+    with pytest.raises(RunFolderError) as e:
+        solo.load_samples()
+    msg = _one_line(e)
+    assert "part-00000.parquet" in msg and "'sample_idx'" in msg
+
+
+def test_reading_a_lens_table_without_a_key_column_is_refused(solo):
+    path = solo.path / "lens" / "jr" / "legibility.parquet"
+    path.parent.mkdir(parents=True)
+    pd.DataFrame({"benchmark": ["tiny"], "sample_idx": [0], "junior_nll_mean": [1.0]}).to_parquet(path)
+    with pytest.raises(RunFolderError) as e:
+        check_file(path)
+    assert "'problem_id'" in _one_line(e)
+    with pytest.raises(RunFolderError, match="legibility.parquet.*'problem_id'"):
+        Run.load(solo.path).side_table("legibility")
+
+
+def test_optional_columns_may_be_absent_and_unknown_columns_are_kept(solo):
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "extra": [1.0]})
+    path = solo.write_table("lens/jr/legibility.parquet", table)
+    check_file(path)
+    assert list(pd.read_parquet(path).columns) == ["benchmark", "problem_id", "sample_idx", "extra"]
+
+
+def test_committed_toy_runs_satisfy_the_schemas():
+    files = sorted(TOY.rglob("*.parquet"))
+    kinds = {f.stem for f in files}
+    assert {"samples", "legibility", "drift"} <= kinds
+    for f in files:
+        check_file(f)
+    run = Run.load(next(TOY.rglob("solo/config.json")).parent)
+    assert len(problem_values(run, "kl_exact")) > 0  # reads through the checked path
+
+
+def test_readme_lists_the_sample_columns_from_the_schema():
+    readme = (TOY.parent.parent / "README.md").read_text()
+    for name in SCHEMAS:  # regenerate with `python -m tandem_eval.schemas` when a schema changes
+        assert markdown_columns(name) in readme

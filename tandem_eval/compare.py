@@ -3,9 +3,9 @@
 `tandem-eval compare RUN_A RUN_B --metric M` reads M per problem from each run
 (`tandem_eval.runs.problem_values`: pass@k from samples, lens metrics from the run's lens tables) and reports A - B per
 benchmark group and macro with a paired-bootstrap CI and a sign-flip p-value
-(`metrics.stats.paired_compare`). `--metric tax@K` / `retention@K` compares the two seniors'
-communication tax: each handoff run with the solo run it was measured against (4 runs, problems
-resampled jointly; `metrics.tax.tax_difference`).
+(`metrics.stats.scoped_cis` and `sign_flip_p_value`, the statistics layer the report tables use too).
+`--metric tax@K` / `retention@K` compares the two seniors' communication tax: each handoff run with
+the solo run it was measured against (4 runs, problems resampled jointly; `metrics.tax.tax_difference`).
 
     from tandem_eval.compare import compare_values
     from tandem_eval.runs import find_run, problem_values
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .lens import LensError, LensOptions
-from .metrics.stats import macro_mean, paired_compare
+from .metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value
 from .metrics.tax import tax_difference
 from .results import RunFolder, RunFolderError, verify_run
 
@@ -32,37 +32,37 @@ MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 def compare_values(
     a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOptions(), on_mismatch: str = "raise"
 ) -> pd.DataFrame:
-    """Paired comparison a - b per benchmark group and macro (stats.paired_compare; groups from a)."""
+    """Paired comparison a - b per benchmark group and macro (groups from a): CIs from one joint
+    problem resampling per scope (stats.scoped_cis, macro stratified by group) and a sign-flip
+    p-value of the per-problem differences per scope (stats.sign_flip_p_value)."""
     _check_problem_sets(a.index, b.index, on_mismatch)
-    groups = a["group"]
-    rows = [(g, a["value"][a["group"] == g], b["value"][b["group"] == g], None) for g in sorted(groups.unique())]
-    rows.append(("macro", a["value"], b["value"], groups))
+    both = a.index.intersection(b.index)
+    pairs = pd.DataFrame(
+        {"a": a["value"].reindex(both).astype(float), "b": b["value"].reindex(both).astype(float)}
+    ).assign(group=a["group"].reindex(both), d=lambda f: f["a"] - f["b"])
+    pairs = pairs.dropna(subset=["a", "b"])  # the problems actually paired
+    missing = sorted(set(a["group"]) - set(pairs["group"]))
+    if missing:
+        raise LensError(f"cannot pair the two runs: no problem of group {missing[0]!r} has a value in both runs")
+    stats = {"a": lambda m: m[:, 0], "b": lambda m: m[:, 1], "diff": lambda m: m[:, 2]}
+    cis = scoped_cis(pairs, ["a", "b", "d"], stats, ("group",), opts.n_boot, opts.seed, opts.alpha)
     table = []
-    try:
-        for name, va, vb, grp in rows:
-            p = paired_compare(
-                va, vb, n_boot=opts.n_boot, seed=opts.seed, groups=grp, on_mismatch=on_mismatch, alpha=opts.alpha
-            )
-            both = va.dropna().index.intersection(vb.dropna().index)  # the problems actually paired
-            table.append(
-                {
-                    "group": name,
-                    "a": _mean(va[both], grp),
-                    "b": _mean(vb[both], grp),
-                    "diff": p.diff,
-                    "low": p.low,
-                    "high": p.high,
-                    "p_value": p.p_value,
-                    "n_problems": p.n_problems,
-                }
-            )
-    except ValueError as e:
-        raise LensError(f"cannot pair the two runs: {e}") from None
+    for name, c in [*((g, cis["group"][g]) for g in sorted(cis["group"])), (MACRO, cis[MACRO])]:
+        part = pairs if name == MACRO else pairs[pairs["group"] == name]
+        weights = _macro_weights(part["group"].to_numpy() if name == MACRO else None, len(part))
+        table.append(
+            {
+                "group": name,
+                "a": c["a"].estimate,
+                "b": c["b"].estimate,
+                "diff": c["diff"].estimate,
+                "low": c["diff"].low,
+                "high": c["diff"].high,
+                "p_value": sign_flip_p_value(part["d"].to_numpy(), weights, opts.n_boot, opts.seed),
+                "n_problems": int(len(part)),
+            }
+        )
     return pd.DataFrame(table)
-
-
-def _mean(v: pd.Series, groups: pd.Series | None) -> float:
-    return float(v.mean()) if groups is None else macro_mean(v, groups.reindex(v.index))
 
 
 def _check_problem_sets(a: pd.Index, b: pd.Index, on_mismatch: str) -> None:

@@ -29,14 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.metrics.passk import PROBLEM_KEY, _check_ks, macro_provenance, per_problem_pass_at_k
-from tandem_eval.metrics.stats import (
-    _macro_weights,
-    bootstrap_means,
-    percentile_ci,
-    sign_flip_p_value,
-    swap_p_value,
-    to_jsonable,
-)
+from tandem_eval.metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value, swap_p_value, to_jsonable
 
 ALPHA = 0.05
 
@@ -68,12 +61,19 @@ def communication_tax(
     ks = _check_ks(ks)
     paired = _paired_table(solo_samples, handoff_samples, ks)
     out: dict = {"ks": ks, "n_boot": n_boot, "alpha": ALPHA, "seed": seed}
-    for scope, column in (("per_benchmark", "benchmark"), ("per_group", "group")):
-        out[scope] = {
-            name: {f"pass@{k}": _tax_entry(part, k, None, n_boot, seed) for k in ks}
-            for name, part in paired.groupby(column, sort=True)
-        }
-    out["macro"] = {f"pass@{k}": _tax_entry(paired, k, paired["group"].to_numpy(), n_boot, seed) for k in ks}
+    out["per_benchmark"] = {name: {} for name in sorted(paired["benchmark"].unique())}
+    out["per_group"] = {name: {} for name in sorted(paired["group"].unique())}
+    out["macro"] = {}
+    for k in ks:
+        cols = [f"solo_pass@{k}", f"handoff_pass@{k}"]
+        # ONE joint problem resampling of solo and handoff per scope (stats.scoped_cis; macro stratified)
+        cis = scoped_cis(paired, cols, STATS, ("benchmark", "group"), n_boot, seed, ALPHA)
+        for scope, level in (("per_benchmark", "benchmark"), ("per_group", "group"), ("macro", None)):
+            for name in out[scope] if level else [None]:
+                part = paired if level is None else paired[paired[level] == name]
+                got = cis.get(MACRO) if level is None else cis[level].get(name)
+                entry = _tax_entry(part, cols, got, level is None, n_boot, seed)
+                (out[scope] if level is None else out[scope][name])[f"pass@{k}"] = entry
     out.update(macro_provenance(paired.groupby("group").size().to_dict()))  # label: paper's macro or not
     return to_jsonable(out)
 
@@ -99,21 +99,15 @@ def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> p
     return table.reset_index()
 
 
-def _tax_entry(part: pd.DataFrame, k: int, groups: np.ndarray | None, n_boot: int, seed: int) -> dict:
-    """CIs of solo/handoff/tax/retention for one scope and k from ONE joint problem resampling."""
-    values = part[[f"solo_pass@{k}", f"handoff_pass@{k}"]].to_numpy(dtype=float)
-    keep = ~np.isnan(values).any(axis=1)
-    if not keep.any():
-        return {"n_problems": 0}  # every problem has fewer than k samples in some run
-    values = values[keep]
-    groups = None if groups is None else groups[keep]
-    est, boot = bootstrap_means(values, groups, n_boot, seed)
-    entry: dict = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for name, fn in STATS.items():
-            estimate = float(fn(est[None, :])[0])
-            entry[name] = asdict(percentile_ci(estimate, fn(boot), ALPHA))
-    diffs = values[:, 0] - values[:, 1]
+def _tax_entry(part: pd.DataFrame, cols: list[str], cis: dict | None, macro: bool, n_boot: int, seed: int) -> dict:
+    """One scope's entry: the CIs of solo/handoff/tax/retention (from scoped_cis; None when every
+    problem has fewer than k samples in some run), the tax's sign-flip p-value and n_problems."""
+    values = part.dropna(subset=cols)
+    if cis is None or not len(values):
+        return {"n_problems": 0}
+    entry: dict = {name: asdict(ci) for name, ci in cis.items()}
+    diffs = (values[cols[0]] - values[cols[1]]).to_numpy()
+    groups = values["group"].to_numpy() if macro else None
     entry["tax_p_value"] = sign_flip_p_value(diffs, _macro_weights(groups, len(diffs)), n_boot, seed)
     entry["n_problems"] = int(len(values))
     return entry
@@ -164,26 +158,26 @@ def tax_difference(
     if not len(values):
         raise ValueError(f"no problem has {k} or more samples in all four runs")
 
-    def diff(m: np.ndarray) -> np.ndarray:
-        return fn(m[:, :2]) - fn(m[:, 2:])
-
+    stats = {
+        "a": lambda m: fn(m[:, :2]),
+        "b": lambda m: fn(m[:, 2:]),
+        "diff": lambda m: fn(m[:, :2]) - fn(m[:, 2:]),
+    }
+    table = pd.DataFrame(values, columns=["solo_a", "handoff_a", "solo_b", "handoff_b"]).assign(group=groups)
+    cis = scoped_cis(table, list(table.columns[:4]), stats, ("group",), n_boot, seed, alpha)  # one joint resampling
     rows = []
-    scopes = [(str(g), groups == g, None) for g in sorted(set(groups))] + [("macro", slice(None), groups)]
-    for name, rows_of, strata in scopes:
-        v = values[rows_of]
-        est, boot = bootstrap_means(v, strata, n_boot, seed)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ci = percentile_ci(float(diff(est[None, :])[0]), diff(boot), alpha)
-            a, b = float(fn(est[None, :2])[0]), float(fn(est[None, 2:])[0])
+    for name, c in [*((str(g), cis["group"][g]) for g in sorted(cis["group"])), (MACRO, cis[MACRO])]:
+        rows_of = slice(None) if name == MACRO else groups == name
+        v, strata = values[rows_of], groups if name == MACRO else None
         p = swap_p_value(v[:, :2], v[:, 2:], fn, _macro_weights(strata, len(v)), n_boot, seed)
         rows.append(
             {
                 "group": name,
-                "a": a,
-                "b": b,
-                "diff": ci.estimate,
-                "low": ci.low,
-                "high": ci.high,
+                "a": c["a"].estimate,
+                "b": c["b"].estimate,
+                "diff": c["diff"].estimate,
+                "low": c["diff"].low,
+                "high": c["diff"].high,
                 "p_value": p,
                 "n_problems": int(len(v)),
             }

@@ -1,14 +1,13 @@
-"""The toy world's Table 2: every arm's numbers as mean over seeds, with a seeds x problems bootstrap CI.
+"""The toy world's summary: `tandem-eval report`'s Table 2 per scenario (one row per arm, mean over
+seeds, CI from the seeds x problems clustered bootstrap of tandem_eval.metrics.stats.scoped_cis),
+the share of CoTs using the jargon, and the paired tax difference tandem - grpo of each seed
+(tandem_eval.compare.tax_compare, the same test as `tandem-eval compare --metric tax@4`).
 
-Reads results/toy/<scenario>/<arm>/seed<S>/{solo,handoff-paragraph} run folders (with their
-legibility.parquet / drift.parquet) and writes results/toy/summary.json, summary.md and
-summary.png/.pdf (solo and handoff pass@4 and drift per arm and scenario). For each
-metric we build a [seeds, problems] matrix of per-problem values (all seeds evaluate the same test
-problems); the estimate is its mean, and the 95% CI resamples seeds and problems with replacement
-(2,000 draws, seed 0: deterministic). Differences against grpo resample problems jointly (paired)
-and seeds independently.
+Reads results/toy/<scenario>/<arm>/seed<S>/{solo,handoff-paragraph} run folders through the report
+layer (tandem_eval.report.collect / tables, which read runs with tandem_eval.runs) and writes
+results/toy/summary.json, summary.md and summary.png/.pdf. No statistics are computed here.
 
-    python -m tandem_eval.toy.aggregate results/toy
+    python -m tandem_eval.toy.aggregate results/toy      # what trainer/toy_world.py's last stage calls
 """
 
 from __future__ import annotations
@@ -19,140 +18,128 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..compare import tax_compare
+from ..lens import LensOptions
+from ..metrics.stats import MACRO, scoped_cis, to_jsonable
+from ..report.collect import collect
+from ..report.tables import N_BOOT, SEED, table2, to_markdown
 from ..results import RunFolder, atomic_write_json, atomic_write_text
 from .task import uses_jargon
 
-KEY = ["benchmark", "problem_id"]
-N_BOOT, ALPHA = 2000, 0.05
-COLUMNS = [  # (name, label, kind) kind: matrix metric or ratio of two metrics
-    ("solo@1", "solo pass@1", None),
-    ("solo@4", "solo pass@4", None),
-    ("handoff@1", "handoff pass@1", None),
-    ("handoff@4", "handoff pass@4", None),
-    ("tax@4", "tax@4 (pts)", None),
-    ("retention@4", "retention@4 (%)", ("handoff@4", "solo@4")),
-    ("junior_nll", "junior NLL (nats/tok)", None),
-    ("kl", "KL(S||J) (nats/tok)", None),
-    ("jargon", "jargon CoTs (%)", None),
-]
+K = 4
+ALPHA = 0.05
+# summary.json key -> (k of the table, the table's column); KL is the exact estimator
+SUMMARY_KEYS = {
+    "solo@1": (1, "solo"),
+    "solo@4": (K, "solo"),
+    "handoff@1": (1, "handoff"),
+    "handoff@4": (K, "handoff"),
+    "tax@4": (K, "tax"),
+    "retention@4": (K, "retention"),
+    "junior_nll": (K, "nll"),
+    "kl": (K, "kl_exact"),
+}
 
 
-def _per_problem(rf_dir: Path) -> pd.DataFrame:
-    """Per-problem values of one seed's evaluation (NaN where a run or lens is missing), read with
-    tandem_eval.runs (the one read side)."""
-    from ..lens import LensError
-    from ..runs import Run, problem_values
+def _macro_rows(t) -> dict[str, pd.Series]:
+    """{arm (without the scenario prefix): its macro row} of a report Table."""
+    rows = t.rows[t.rows["scope"] == MACRO]
+    return {str(r["senior"]).split("/")[-1]: r for _, r in rows.iterrows()}
 
-    out = []
-    for mode, folder in (("solo", "solo"), ("handoff", "handoff-paragraph")):
-        if not RunFolder(rf_dir / folder).samples_path.exists():
-            continue
-        run = Run.load(rf_dir / folder)
-        n = int(run.samples().sample_idx.max()) + 1
-        for k in (k for k in (1, 4) if k <= n):
-            out.append(problem_values(run, f"pass@{k}")["value"].rename(f"{mode}@{k}"))
-        if mode == "solo":
+
+def _jargon(col, arm_label: str) -> dict | None:
+    """Share of an arm's solo CoTs that use the jargon (percent), mean over seeds x problems with the
+    report's clustered CI (stats.scoped_cis, cluster = seed)."""
+    parts = []
+    for run in col.runs:
+        if run.arm == arm_label and run.mode == "solo":
             s = run.samples()
-            out.append((s.assign(j=s.text.map(uses_jargon)).groupby(KEY).j.mean() * 100).rename("jargon"))
-            for metric, dest in (("junior_nll", "junior_nll"), ("kl_exact", "kl")):
-                try:
-                    out.append(problem_values(run, metric)["value"].rename(dest))
-                except LensError:
-                    pass
-    df = pd.concat(out, axis=1) if out else pd.DataFrame()
-    if {"solo@4", "handoff@4"} <= set(df.columns):
-        df["tax@4"] = df["solo@4"] - df["handoff@4"]
-    return df
+            pp = s.assign(value=s["text"].map(uses_jargon) * 100.0).groupby(["benchmark", "problem_id"])
+            parts.append(pp.agg(value=("value", "mean"), group=("group", "first")).assign(seed=run.seed or 0))
+    if not parts:
+        return None
+    ci = scoped_cis(pd.concat(parts), "value", n_boot=N_BOOT, seed=SEED, cluster="seed")[MACRO]
+    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n_seeds": len(parts)}
 
 
-def _matrices(arm_dir: Path) -> tuple[list[str], dict[str, np.ndarray]]:
-    seeds = sorted(p for p in arm_dir.glob("seed*") if p.is_dir())
-    frames = [_per_problem(p) for p in seeds]
-    problems = sorted(set().union(*(f.index for f in frames))) if frames else []
-    mats = {}
-    for name, _, ratio in COLUMNS:
-        if ratio is None and all(name in f.columns for f in frames) and frames:
-            mats[name] = np.stack([f[name].reindex(problems).to_numpy(float) for f in frames])
-    return [p.name for p in seeds], mats
-
-
-def _draws(n_seeds: int, n_problems: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    return rng.integers(0, n_seeds, (N_BOOT, n_seeds)), rng.integers(0, n_problems, (N_BOOT, n_problems))
-
-
-def _boot(mat: np.ndarray, seeds_idx: np.ndarray, prob_idx: np.ndarray) -> np.ndarray:
-    """Mean of mat[seeds, problems] for each bootstrap draw: shape [N_BOOT]."""
-    return np.array([np.nanmean(mat[s][:, p]) for s, p in zip(seeds_idx, prob_idx)])
-
-
-def summarize_arm(mats: dict[str, np.ndarray], prob_idx: np.ndarray, seed: int) -> dict:
-    """Estimates and CIs of every column for one arm (prob_idx shared across arms: paired problems)."""
-    if not mats:
-        return {}
-    n_seeds = next(iter(mats.values())).shape[0]
-    seeds_idx = np.random.default_rng(seed).integers(0, n_seeds, (N_BOOT, n_seeds))
-    out, boots = {}, {}
-    for name, _, ratio in COLUMNS:
-        if ratio is None and name in mats:
-            est, boots[name] = float(np.nanmean(mats[name])), _boot(mats[name], seeds_idx, prob_idx)
-        elif ratio is not None and set(ratio) <= set(mats):
-            num, den = (float(np.nanmean(mats[r])) for r in ratio)
-            est = 100 * num / den if den else float("nan")
-            with np.errstate(divide="ignore", invalid="ignore"):
-                boots[name] = (
-                    100 * _boot(mats[ratio[0]], seeds_idx, prob_idx) / _boot(mats[ratio[1]], seeds_idx, prob_idx)
-                )
-        else:
+def tax_vs_grpo(scenario_dir: Path, arm: str = "tandem", base: str = "grpo") -> list[dict]:
+    """tax@4 of `arm` minus `base`, per seed both hold (macro rows of compare.tax_compare)."""
+    rows = []
+    for hand in sorted(scenario_dir.glob(f"{arm}/seed*/handoff-paragraph")):
+        other = scenario_dir / base / hand.parent.name / "handoff-paragraph"
+        if not (other / "COMPLETE").exists() or not (hand / "COMPLETE").exists():
             continue
-        lo, hi = np.nanquantile(boots[name], [ALPHA / 2, 1 - ALPHA / 2])
-        out[name] = {"estimate": est, "low": float(lo), "high": float(hi), "n_seeds": n_seeds}
-    out["_boots"] = boots
-    return out
+        table = tax_compare(RunFolder(hand), RunFolder(other), f"tax@{K}", LensOptions(n_boot=N_BOOT, seed=SEED))
+        macro = table[table["group"] == MACRO].iloc[0].to_dict()
+        rows.append({"seed": hand.parent.name, **{k: v for k, v in macro.items() if k != "group"}})
+    return rows
 
 
 def write_summary(results: str | Path, scenarios, arms) -> dict:
+    """summary.json/.md/.png of the scenarios under `results` (arms: which arms, in this order)."""
     results = Path(results)
-    summary: dict = {"n_boot": N_BOOT, "alpha": ALPHA, "method": "bootstrap over seeds x problems", "scenarios": {}}
+    summary: dict = {"n_boot": N_BOOT, "alpha": ALPHA, "method": "tandem-eval report (Table 2, seeds aggregated)"}
+    summary["scenarios"] = {}
     lines = [
         "# Toy world: Table 2 per scenario",
         "",
-        f"Mean over seeds; ± = half-width of the 95% CI from {N_BOOT} bootstrap draws of seeds and problems.",
-        "Δ vs grpo: paired over problems, seeds resampled independently per arm.",
+        "Written by `python -m tandem_eval.toy.aggregate results/toy` from `tandem-eval report`'s tables: one row per",
+        "arm, mean over seeds ± half-width of the 95% CI of the seeds x problems bootstrap.",
         "",
     ]
     for sc in scenarios:
-        per_arm = {arm: _matrices(results / sc / arm) for arm in arms if (results / sc / arm).exists()}
-        n_problems = max((m.shape[1] for _, mats in per_arm.values() for m in mats.values()), default=0)
-        prob_idx = np.random.default_rng(1).integers(0, max(n_problems, 1), (N_BOOT, max(n_problems, 1)))
-        stats = {arm: summarize_arm(mats, prob_idx, seed=i) for i, (arm, (_, mats)) in enumerate(per_arm.items())}
-        lines += [
-            f"## {sc}",
-            "",
-            "| arm | seeds | " + " | ".join(c[1] for c in COLUMNS) + " |",
-            "|---|---:|" + "---:|" * len(COLUMNS),
-        ]
-        for arm, st in stats.items():
-            cells = [_cell(st.get(name), name) for name, _, _ in COLUMNS]
-            lines.append(f"| {arm} | {len(per_arm[arm][0])} | " + " | ".join(cells) + " |")
-        diffs = _diffs(stats, "grpo")
-        if diffs:
+        if not (results / sc).is_dir():
+            continue
+        col = collect([results / sc])
+        tables = {k: table2(col, k=k) for k in sorted({k for k, _ in SUMMARY_KEYS.values()})}
+        rows = {k: _macro_rows(t) for k, t in tables.items()}
+        entry: dict = {}
+        for arm in arms:
+            if arm not in rows[K]:
+                continue
+            cells = {}
+            for key, (k, column) in SUMMARY_KEYS.items():
+                r = rows[k].get(arm)
+                if r is not None and column in r and np.isfinite(r[column]):
+                    cells[key] = {
+                        x: float(r[f"{column}{s}"]) for x, s in (("estimate", ""), ("low", "_low"), ("high", "_high"))
+                    }
+            label = next(run.arm for run in col.runs if run.arm.split("/")[-1] == arm)
+            if (jargon := _jargon(col, label)) is not None:
+                cells["jargon"] = jargon
+            entry[arm] = cells
+        taxes = tax_vs_grpo(results / sc)
+        entry["tax_vs_grpo"] = taxes
+        summary["scenarios"][sc] = entry
+        lines += [f"## {sc}", "", to_markdown(tables[K]).rstrip(), ""]
+        lines.append(
+            "jargon CoTs (%): "
+            + "; ".join(f"{a} {_pm(c['jargon'])}" for a, c in entry.items() if isinstance(c, dict) and "jargon" in c)
+        )
+        if taxes:
             lines += [
                 "",
-                "Δ vs grpo (95% CI): "
-                + "; ".join(
-                    f"{arm} {name} {d['estimate']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]"
-                    for arm, dd in diffs.items()
-                    for name, d in dd.items()
-                    if name in ("handoff@4", "tax@4", "kl", "junior_nll", "solo@4")
+                f"Paired tax@{K} difference tandem − grpo per seed (`tandem-eval compare --metric tax@{K}`: problems",
+                "resampled jointly across both seniors' solo and handoff runs; sign-flip p-value):",
+                "",
+                f"| seed | tandem tax@{K} | grpo tax@{K} | Δ (pts) | 95% CI | p |",
+                "|:--|--:|--:|--:|--:|--:|",
+                *(
+                    f"| {t['seed']} | {t['a']:.1f} | {t['b']:.1f} | {t['diff']:+.1f} "
+                    f"| [{t['low']:+.1f}, {t['high']:+.1f}] | {t['p_value']:.3g} |"
+                    for t in taxes
                 ),
             ]
         lines.append("")
-        summary["scenarios"][sc] = {arm: {k: v for k, v in st.items() if k != "_boots"} for arm, st in stats.items()}
-        summary["scenarios"][sc]["diff_vs_grpo"] = diffs
+    summary = to_jsonable(summary)
     atomic_write_json(results / "summary.json", summary)
     atomic_write_text(results / "summary.md", "\n".join(lines) + "\n")
     plot_summary(summary, results)
     return summary
+
+
+def _pm(v: dict) -> str:
+    return f"{v['estimate']:.1f} ± {(v['high'] - v['low']) / 2:.1f}"
 
 
 PLOTTED = [("solo@4", "solo pass@4 (%)"), ("handoff@4", "handoff pass@4 (%)"), ("kl", "KL(senior‖junior) (nats/token)")]
@@ -201,34 +188,6 @@ def plot_summary(summary: dict, out: Path) -> list[Path]:
         fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=4)
         fig.suptitle("toy world: mean over seeds, 95% CI (bootstrap over seeds and problems)")
     return style.save(fig, out, "summary")
-
-
-def _diffs(stats: dict, base: str) -> dict:
-    if base not in stats:
-        return {}
-    out = {}
-    for arm, st in stats.items():
-        if arm in (base, "junior", "init"):
-            continue
-        out[arm] = {}
-        for name, boot in st.get("_boots", {}).items():
-            if name in stats[base].get("_boots", {}):
-                d = boot - stats[base]["_boots"][name]
-                lo, hi = np.nanquantile(d, [ALPHA / 2, 1 - ALPHA / 2])
-                out[arm][name] = {
-                    "estimate": st[name]["estimate"] - stats[base][name]["estimate"],
-                    "low": float(lo),
-                    "high": float(hi),
-                }
-    return out
-
-
-def _cell(v: dict | None, name: str) -> str:
-    if not v or v["estimate"] != v["estimate"]:
-        return "-"
-    half = (v["high"] - v["low"]) / 2
-    digits = 3 if name in ("junior_nll", "kl") else 1
-    return f"{v['estimate']:.{digits}f} ± {half:.{digits}f}"
 
 
 if __name__ == "__main__":

@@ -403,8 +403,8 @@ def _caption(t: Table) -> str:
 def _junior_text(juniors: dict[str, str]) -> str:
     names = sorted(set(juniors.values()))
     if len(names) == 1:
-        return f"junior {names[0]}"
-    return "juniors " + ", ".join(f"{j} (for {a})" for a, j in sorted(juniors.items())) if names else "the junior"
+        return f"the junior labelled '{names[0]}'"  # quoted: a label such as 'senior' reads as a word
+    return "juniors " + ", ".join(f"'{j}' (for {a})" for a, j in sorted(juniors.items())) if names else "the junior"
 
 
 def _header(c: Column, k: int) -> str:

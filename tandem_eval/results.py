@@ -325,6 +325,7 @@ class RunFolder:
                     f"{path} was changed or truncated after the run finished ({got['rows']} rows, "
                     f"COMPLETE records {want.get('rows')}; content hash differs); {regen}"
                 )
+        self.metrics()  # not hashed (lens commands add keys), but every reader and writer needs it to parse
         self._verified = True
         return self
 

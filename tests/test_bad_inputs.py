@@ -101,7 +101,81 @@ def world(tiny_pair, tmp_path_factory):
     damaged_run = root / "damaged_run" / "solo"
     damaged_run.mkdir(parents=True)
     (damaged_run / "config.json").write_text("garbage")
+    _benchmark_files(root)
+    p.update(_run_folders(root, senior, junior))
     return root, p
+
+
+def _benchmark_files(root: Path) -> None:
+    """Benchmark files whose rows are wrong in ways a loader could paper over."""
+    (root / "latin1.jsonl").write_bytes(b'{"problem": "1+1?", "answer": "2"}\n{"problem": "caf\xe9?", "answer": "3"}\n')
+    (root / "dict_answer.jsonl").write_text('{"problem": "1+1?", "answer": {"value": 2}}\n')
+    (root / "bool_answer.jsonl").write_text('{"problem": "1+1?", "answer": true}\n')
+    (root / "inf_answer.jsonl").write_text('{"problem": "1+1?", "answer": Infinity}\n')
+    (root / "dup_ids.jsonl").write_text(
+        '{"id": "p1", "problem": "1+1?", "answer": "2"}\n{"id": "p1", "problem": "2+2?", "answer": "4"}\n'
+    )
+
+
+def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
+    """Complete synthetic run folders (tests/run_fixtures.py, no generation), each damaged one way
+    after COMPLETE was written; plus shard outputs merge must refuse and a folder another process holds."""
+    import os
+    import socket
+
+    import pandas as pd
+    from run_fixtures import solo_cfg, write_run
+
+    flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
+    out: dict[str, str] = {}
+
+    def run(name: str, cfg=None, fl=flags) -> Path:
+        path = root / "rf" / name
+        write_run(path, cfg or solo_cfg(senior, n=2, ks=(1, 2)), fl)
+        out[name] = str(path)
+        return path
+
+    run("good")
+    d = run("rows_deleted")
+    pd.read_parquet(d / "samples.parquet").iloc[:-1].to_parquet(d / "samples.parquet")
+    d = run("parquet_truncated")
+    w = d / "samples.parquet"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    d = run("config_edited")
+    raw = json.loads((d / "config.json").read_text())
+    raw["config"]["seed"] = 7  # the recorded fingerprint is kept: only a recomputation notices
+    (d / "config.json").write_text(json.dumps(raw))
+    d = run("config_empty")
+    (d / "config.json").write_text("{}")
+    d = run("metrics_garbage")
+    (d / "metrics.json").write_text("{not json")
+    d = run("lens_truncated")
+    from tandem_eval.results import RunFolder
+
+    lens = RunFolder(d).write_table(
+        "lens/jr/legibility.parquet", pd.DataFrame({"problem_id": ["tiny/0000"], "junior_nll_mean": [1.0]})
+    )
+    lens.write_bytes(lens.read_bytes()[: lens.stat().st_size // 2])
+    run("other_senior", solo_cfg(junior, n=2, ks=(1, 2)))  # a solo run of another senior (the junior)
+
+    def shard(name: str, index: int, of: int) -> None:
+        cfg = solo_cfg(senior, n=2, ks=(1, 2), num_shards=of, shard_index=index)
+        write_run(root / name / f"shard-{index}-of-{of}" / "solo", cfg, {("tiny", f"tiny/000{index}"): [True, False]})
+        out[name] = str(root / name)
+
+    shard("merge_truncated", 0, 2)
+    shard("merge_truncated", 1, 2)
+    w = root / "merge_truncated" / "shard-1-of-2" / "solo" / "samples.parquet"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    shard("merge_mixed_counts", 0, 2)
+    shard("merge_mixed_counts", 1, 3)
+
+    held = root / "locked" / "solo"  # a folder a live process (this one) is writing
+    held.mkdir(parents=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}
+    (held / ".lock").write_text(json.dumps(me))
+    out["locked"] = str(held.parent)
+    return out
 
 
 S = ["solo", "--senior", "{senior}"]
@@ -212,15 +286,60 @@ CASES = [
     # ---- other commands --------------------------------------------------------------------------
     ("merge-without-shards", ["merge", "{root}/empty_dir"], "shard"),
     ("unknown-command", ["evaluate"], "evaluate"),
+    # ---- benchmark rows a loader could paper over (issue 15) --------------------------------------
+    ("benchmark-not-utf8", S + ["--benchmark", "{root}/latin1.jsonl"], "UTF-8"),
+    ("benchmark-answer-is-a-dict", S + ["--benchmark", "{root}/dict_answer.jsonl"], "dict_answer.jsonl"),
+    ("benchmark-answer-is-a-bool", S + ["--benchmark", "{root}/bool_answer.jsonl"], "bool_answer.jsonl"),
+    ("benchmark-answer-is-infinity", S + ["--benchmark", "{root}/inf_answer.jsonl"], "inf_answer.jsonl"),
+    ("benchmark-duplicate-ids", S + ["--benchmark", "{root}/dup_ids.jsonl"], "p1"),
+    ("handoff-benchmark-not-utf8", H + ["--benchmark", "{root}/latin1.jsonl"], "UTF-8"),
+    # ---- run folders: merge, reuse, locks ----------------------------------------------------------
+    ("merge-truncated-shard", ["merge", "{merge_truncated}"], "samples.parquet"),
+    ("merge-shards-of-different-num-shards", ["merge", "{merge_mixed_counts}"], "num-shards"),
+    ("handoff-solo-run-of-another-senior", H + ["--solo-run", "{other_senior}"], "senior"),
+    ("handoff-solo-run-damaged", H + ["--solo-run", "{rows_deleted}"], "samples.parquet"),
+    ("solo-into-a-folder-another-process-writes", S + ["--out", "{locked}"], ".lock"),
+    ("handoff-into-a-folder-another-process-writes", H + ["--out", "{locked}"], ".lock"),
 ]
 
+# Every reader of run folders refuses each way a finished folder can be damaged (a sibling table:
+# (damage, the message's substring) x (command, argv)); built from one synthetic run per damage.
+DAMAGES = [
+    ("rows_deleted", "samples.parquet"),
+    ("parquet_truncated", "samples.parquet"),
+    ("config_edited", "config.json"),
+    ("config_empty", "config.json"),
+    ("metrics_garbage", "metrics.json"),
+    ("lens_truncated", "legibility.parquet"),
+]
+READERS = [
+    ("compare", ["compare", "{run}", "{good}", "--metric", "solo_pass@1"]),
+    ("compare-as-b", ["compare", "{good}", "{run}", "--metric", "solo_pass@1"]),
+    ("legibility", ["legibility", "--run", "{run}", "--junior", "{junior}"]),
+    ("drift", ["drift", "--run", "{run}", "--junior", "{junior}"]),
+    ("view", ["view", "{run}", "--out", "{root}/view.html"]),
+    ("report", ["report", "{run}", "--out", "{root}/report", "--no-figures"]),
+    ("regrade", ["regrade", "{run}"]),
+]
+RUN_CASES = [
+    (f"{cmd}-{damage}".replace("_", "-"), [a.replace("{run}", "{" + damage + "}") for a in argv], expect)
+    for damage, expect in DAMAGES
+    for cmd, argv in READERS
+]
+CASES += RUN_CASES
 
-def _tree(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+def _tree(root: Path) -> dict[str, tuple[int, int] | None]:
+    """Every path under root, files with their size and modification time: created, removed and changed
+    files show (a folder's own mtime is left out: a lock probe's temporary file touches it)."""
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+        for p in root.rglob("*")
+    }
 
 
 def test_the_table_is_large_enough():
-    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
+    assert len(CASES) >= 100 and len({c[0] for c in CASES}) == len(CASES)
 
 
 @pytest.mark.parametrize("name,argv,expect", CASES, ids=[c[0] for c in CASES])
@@ -235,4 +354,90 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(world, monkeypatch, na
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert expect in lines[0], lines[0]
-    assert _tree(root) == before, sorted(_tree(root) - before)
+    after = _tree(root)
+    assert after == before, sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+# ---- recipes: `tandem-train` (argparse, not typer: its one line reads `tandem-train: error: ...`) --------
+RECIPE = str(Path(__file__).resolve().parents[1] / "trainer" / "recipes" / "cpu-tandem.yaml")
+RECIPE_FILES = {
+    "invalid.yaml": "arm: tandem\nsteps: [1,\n  x: y\n",
+    "a_list.yaml": "- 1\n- 2\n",
+    "unknown_key.yaml": f"base: {RECIPE}\nno_such_field: 1\n",
+    "bad_type.yaml": f"base: {RECIPE}\nsteps: two\n",
+}
+RECIPE_CASES = [
+    ("steps-not-an-integer", ["--set", "steps=2.5"], "steps: expected an integer"),
+    ("steps-option-not-an-integer", ["--steps", "2.5"], "invalid int value: '2.5'"),
+    ("lr-nan", ["--set", "lr=nan"], "learning_rate must be a finite number"),
+    ("lr-inf", ["--set", "lr=inf"], "learning_rate must be a finite number"),
+    ("lr-negative", ["--set", "lr=-1"], "learning_rate must be > 0"),
+    ("unknown-field-in-set", ["--set", "no_such_field=1"], "unknown key 'no_such_field'"),
+    ("set-without-equals", ["--set", "steps"], "key=value"),
+    ("unknown-option", ["--no_such_option", "1"], "--no_such_option"),
+    ("invalid-yaml", ["--recipe", "{dir}/invalid.yaml"], "invalid.yaml:4: invalid YAML"),
+    ("recipe-not-a-mapping", ["--recipe", "{dir}/a_list.yaml"], "a_list.yaml"),
+    ("unknown-field-in-yaml", ["--recipe", "{dir}/unknown_key.yaml"], "unknown key 'no_such_field'"),
+    ("wrong-type-in-yaml", ["--recipe", "{dir}/bad_type.yaml"], "steps"),
+    ("recipe-missing", ["--recipe", "{dir}/nope.yaml"], "nope.yaml"),
+]
+
+
+@pytest.fixture(scope="module")
+def recipe_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("recipes")
+    for name, text in RECIPE_FILES.items():
+        (d / name).write_text(text)
+    return d
+
+
+def _train(argv: list[str], capsys) -> tuple[int, str, str]:
+    """tandem-train's main in-process: (exit status, stdout, stderr)."""
+    from trainer.cli import main
+
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name,extra,expect", RECIPE_CASES, ids=[c[0] for c in RECIPE_CASES])
+def test_bad_recipe_is_one_line_exit_2_and_creates_nothing(recipe_dir, monkeypatch, capsys, name, extra, expect):
+    monkeypatch.chdir(recipe_dir)  # a recipe's output_dir (relative) would land here
+    extra = [a.format(dir=recipe_dir) for a in extra]
+    argv = (extra if extra[0] == "--recipe" else ["--recipe", RECIPE, *extra]) + ["--print"]
+    before = _tree(recipe_dir)
+    code, out, err = _train(argv, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2, (code, out, err)
+    assert len(lines) == 1 and lines[0].startswith("tandem-train: error: "), err
+    assert "Traceback" not in err + out
+    assert expect in lines[0], lines[0]
+    assert _tree(recipe_dir) == before
+
+
+@pytest.mark.parametrize("how", [["--set", "report_to=wandb"], ["--report_to", "wandb"]], ids=["set", "option"])
+def test_recipe_report_to_one_name_stays_a_list(capsys, how):
+    import yaml
+
+    code, out, err = _train(["--recipe", RECIPE, "--print", *how], capsys)
+    assert code == 0, err
+    assert yaml.safe_load(out)["report_to"] == ["wandb"]  # never ['w', 'a', 'n', 'd', 'b']
+
+
+# ---- a label is one cell of the report's Markdown table --------------------------------------------------
+def test_a_pipe_in_a_label_keeps_the_markdown_table_columns(world, tmp_path):
+    import re
+
+    root, paths = world
+    result = runner.invoke(
+        app, ["report", paths["good"], "--out", str(tmp_path), "--no-figures", "--label", f"{paths['good']}=a|b"]
+    )
+    assert result.exit_code == 0, result.stderr
+    rows = [line for line in (tmp_path / "table2.md").read_text().splitlines() if line.startswith("|")]
+    widths = {len(re.split(r"(?<!\\)\|", line)) for line in rows}
+    assert len(rows) >= 3 and len(widths) == 1, rows
+    assert any(r"a\|b" in line for line in rows)

@@ -44,6 +44,11 @@ def parser():
     for action in p._actions:
         if action.dest != "help":
             action.default, action.required = argparse.SUPPRESS, False
+
+    def one_line(message: str) -> None:  # argparse's default also prints the usage: errors are one line here
+        p.exit(2, f"tandem-train: error: {message} (see tandem-train --help)\n")
+
+    p.error = one_line
     own = p.add_argument_group("tandem-train")
     own.add_argument("--recipe", required=True, help="recipe YAML (trainer/recipes/*.yaml)")
     own.add_argument(

@@ -94,6 +94,9 @@ def build_report(
     labels: {run folder or current label: new label}; junior: whose lens outputs to show;
     by_seed: one row per run instead of one per arm (runs labelled ARM/sN aggregate over seeds)."""
     col = collect(inputs, labels=labels, junior=junior)
+    for run in col.runs:  # a damaged folder is refused before anything is written
+        for part in run.parts or (run,):
+            part.folder.verify(complete=False)
     out = Path(out)
     files = ReportFiles()
     table = None

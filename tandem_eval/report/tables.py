@@ -411,6 +411,11 @@ def _header(c: Column, k: int) -> str:
     return f"{c.header.format(k=k)} ({c.unit})"
 
 
+def _md_cell(text) -> str:
+    """A label as one Markdown table cell: a `|` in it would start a new column."""
+    return str(text).replace("|", r"\|")
+
+
 def to_markdown(t: Table) -> str:
     cols = t.columns
     lines = [
@@ -426,7 +431,7 @@ def to_markdown(t: Table) -> str:
         for c in cols:
             text = fmt_value(r[c.key], r[f"{c.key}_low"], r[f"{c.key}_high"], c.decimals)
             cells.append(f"**{text}**" if marks[c.key][i] else text)
-        lines.append(f"| {scope} | {r['senior']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_md_cell(scope)} | {_md_cell(r['senior'])} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + _caption(t) + "\n"
 
 

@@ -338,13 +338,10 @@ def _run_folder(path, senior, samples):
 
 
 def test_cli_legibility_drift_compare(tmp_path, pair, samples):
-    import typer
     from typer.testing import CliRunner
 
-    from tandem_eval.cli_lens import register
+    from tandem_eval.cli import app  # imports cli_lens's commands when they run
 
-    app = typer.Typer()
-    register(app)
     runner = CliRunner()
     a = _run_folder(tmp_path / "a", pair["senior"], samples)
     b_samples = samples.copy()

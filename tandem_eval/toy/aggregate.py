@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import RunFolder, atomic_write_json, atomic_write_text
-from .task import uses_jargon
+from .jargon import uses_jargon
 
 KEY = ["benchmark", "problem_id"]
 N_BOOT, ALPHA = 2000, 0.05

@@ -77,10 +77,17 @@ def test_existing_folder_with_other_config_is_refused(cfg, engines, tmp_path):
 
 
 def test_handoff_reuses_solo_and_reports_tax(cfg, tmp_path):
+    cfg = dataclasses.replace(cfg, schedule="chunk:4")  # switches within 24 tokens (random models write no paragraphs)
     solo, handoff, tax = run_handoff(cfg, tmp_path, progress=False)
     assert solo.config()["config"]["mode"] == "solo" and solo.config()["config"]["junior"] is None
     hs = handoff.load_samples()
-    assert set(hs["mode"]) == {"handoff"} and (hs.n_handoffs >= 0).all()
+    assert set(hs["mode"]) == {"handoff"}
+    for mask, n_handoffs in zip(hs.author_mask, hs.n_handoffs):
+        mask = np.asarray(mask)
+        assert len(mask) == 0 or mask[0] == 1  # the senior writes first
+        # every author change visible in the tokens was counted (a switch at the budget's end adds no token)
+        assert np.count_nonzero(np.diff(mask)) <= n_handoffs <= np.count_nonzero(np.diff(mask)) + 1
+    assert (hs.n_handoffs > 0).any(), "no trace handed off: the paragraph schedule never switched authors"
     assert {"per_benchmark", "per_group", "macro"} <= set(tax)
     assert handoff.metrics()["tax"]["macro"]["pass@1"]["n_problems"] == 4
     # a second call finds both folders complete and regenerates nothing

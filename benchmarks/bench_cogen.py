@@ -35,7 +35,7 @@ from tandem_eval.engines.base import position_uniform
 from tandem_eval.engines.hf import HFEngine, _filtered_probs, _Row
 from tandem_eval.schedules import make_schedule
 from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
-from tandem_eval.tiny import TinySize, build_model, save_pair, train_tokenizer
+from trainer.tiny import TinySize, build_model, save_pair, train_tokenizer
 
 SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=0)
 

@@ -50,7 +50,7 @@ def main() -> None:
     from tandem_eval.data.prompts import prompt_ids
     from tandem_eval.engines.base import Request, generate
     from tandem_eval.engines.hf import HFEngine
-    from tandem_eval.tiny import TinySize, build_tiny_pair
+    from trainer.tiny import TinySize, build_tiny_pair
 
     size = TinySize(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, intermediate=256)
     tmp = tempfile.mkdtemp(prefix="bench_scoring_")

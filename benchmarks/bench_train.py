@@ -115,7 +115,7 @@ def main() -> None:
 
     import torch
 
-    from tandem_eval.tiny import build_tiny_pair
+    from trainer.tiny import build_tiny_pair
 
     torch.set_num_threads(a.threads)
     wall: dict[str, list[float]] = {"grpo": [], "tandem": []}

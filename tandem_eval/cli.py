@@ -8,28 +8,108 @@
     tandem-eval benchmarks --check DIR       # are DIR's files the paper's sets? (sizes)
 
 Every error a user can cause prints one line on stderr naming the problem and the fix, and exits
-with 2 (option parsing errors included); a bug keeps its traceback. Progress and log records go to
-stderr, the results tables to stdout, last.
+with 2 (option parsing errors included; `tandem-eval --debug CMD` shows its traceback); a bug keeps
+its traceback. Shared options live in cli_common; legibility/drift/compare (cli_lens) and
+report/view (report/cli) are imported only when they run, so `--help` does not import torch.
+Progress and log records go to stderr, the results tables to stdout, last.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
+from .cli_common import (
+    AllowVocabOpt,
+    BenchmarkOpt,
+    DtypeOpt,
+    EngineOpt,
+    JuniorOpt,
+    LabelOpt,
+    LimitOpt,
+    NOpt,
+    OutOpt,
+    QuietOpt,
+    SeniorOpt,
+    VerboseOpt,
+    fail,
+    one_line,
+    user_errors,
+)
 from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
 
+# Commands living in other modules, imported only when one of them runs (or shows its own --help):
+# they import pandas and torch, which would make every `tandem-eval --help` take seconds.
+# name -> (module, function); tandem_eval/report is absent from a minimal install.
+LAZY_COMMANDS = {
+    "legibility": ("tandem_eval.cli_lens", "legibility_cmd"),
+    "drift": ("tandem_eval.cli_lens", "drift_cmd"),
+    "compare": ("tandem_eval.cli_lens", "compare_cmd"),
+    "report": ("tandem_eval.report.cli", "report"),
+    "view": ("tandem_eval.report.cli", "view"),
+}
 
-class OneLineErrors(TyperGroup):
-    """Option parsing errors (a bad integer, an unknown option) as one line on stderr, exit 2."""
+
+def _module_file(module: str) -> Path:
+    return Path(__file__).resolve().parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def _docstring(module: str, function: str) -> str:
+    """A function's docstring read from its source file, without importing the module."""
+    for node in ast.parse(_module_file(module).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return inspect.cleandoc(ast.get_docstring(node) or "")
+    return ""
+
+
+class CLIGroup(TyperGroup):
+    """The `tandem-eval` group: lazily imported commands and the one error path.
+
+    Option parsing errors (a bad integer, an unknown option, a value outside a choice) and user errors
+    raised by a command (tandem_eval.cli_common.user_errors) print one line on stderr and exit 2;
+    `tandem-eval --debug ...` shows a user error's traceback instead. Any other exception is a bug
+    and keeps its traceback.
+    """
+
+    def list_commands(self, ctx) -> list[str]:
+        lazy = [name for name, (module, _) in LAZY_COMMANDS.items() if _module_file(module).exists()]
+        return [*super().list_commands(ctx), *(n for n in lazy if n not in self.commands)]
+
+    def get_command(self, ctx, name: str):
+        """The command, or for a lazy one not yet imported, a stand-in carrying its help text (the
+        command list of `--help`); resolve_command imports the real one before it runs."""
+        if name in self.commands or name not in LAZY_COMMANDS or not _module_file(LAZY_COMMANDS[name][0]).exists():
+            return super().get_command(ctx, name)
+        return TyperCommand(name=name, help=_docstring(*LAZY_COMMANDS[name]))
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if name in LAZY_COMMANDS and name not in self.commands:
+            module, function = LAZY_COMMANDS[name]
+            one = typer.Typer(add_completion=False)
+            one.command(name)(getattr(importlib.import_module(module), function))
+            cmd = self.commands[name] = typer.main.get_command(one)  # a single command, not a group
+        return name, cmd, rest
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            if isinstance(e, user_errors()) and not ctx.params.get("debug"):
+                fail(str(e))
+            raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -42,7 +122,7 @@ class OneLineErrors(TyperGroup):
                 sys.exit(e.exit_code)
             ctx = getattr(e, "ctx", None)
             hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-            print(f"error: {_one_line(e.format_message())}{hint}", file=sys.stderr)
+            print(f"error: {one_line(e.format_message())}{hint}", file=sys.stderr)
             sys.exit(getattr(e, "exit_code", 2))
         except typer.Abort:
             print("Aborted!", file=sys.stderr)
@@ -51,7 +131,7 @@ class OneLineErrors(TyperGroup):
 
 
 app = typer.Typer(
-    cls=OneLineErrors,
+    cls=CLIGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -61,33 +141,13 @@ console = Console()
 DEFAULT_SENIOR = "toy:self-paired/tandem"
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean bad input (printed as one line), not a bug (printed with a traceback)."""
-    from .data import BenchmarkError, PromptError
-    from .grading import GraderVersionError
-    from .models import ModelError
-    from .results import RunFolderError
-
-    return (
-        ConfigError,
-        BenchmarkError,
-        PromptError,
-        GraderVersionError,
-        ModelError,
-        RunFolderError,
-        NotImplementedError,
-        FileNotFoundError,
-    )
-
-
-def _one_line(message: str) -> str:
-    return " ".join(str(message).split())
-
-
-def fail(message: str) -> None:
-    """The one user-error path: `error: MESSAGE` as one line on stderr, exit code 2."""
-    print(f"error: {_one_line(message)}", file=sys.stderr, flush=True)
-    raise typer.Exit(2)
+@app.callback()
+def _root(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of user errors too (not just one line).")
+    ] = False,
+):
+    pass  # read back by CLIGroup.invoke from the context's params
 
 
 def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
@@ -111,14 +171,6 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
         hf_logging.enable_progress_bar()
     else:
         hf_logging.disable_progress_bar()
-
-
-def guarded(fn):
-    """Run a command body, turning user errors into a one-line message and exit code 2."""
-    try:
-        return fn()
-    except user_errors() as e:
-        fail(str(e))
 
 
 def parse_ks(text: str | None, n: int | None = None) -> tuple[int, ...]:
@@ -155,66 +207,64 @@ def _default_junior(senior: str, junior: str | None) -> str:
     raise ConfigError(f"no --junior given and {senior} has no tandem_meta.json naming one; pass --junior PATH")
 
 
-# Options shared by solo and handoff (typer needs them spelled out per command).
-Senior = typer.Option(
-    None,
-    "--senior",
-    help="Senior checkpoint: an HF-format folder, or toy:NAME. Default: the bundled toy tandem senior.",
-)
-Bench = typer.Option(
-    ["tiny"],
-    "--benchmark",
-    "-b",
-    help="Registry name (see `tandem-eval benchmarks`), set (`paper`), or a .jsonl/.parquet/.csv file. Repeatable.",
-)
-GroupOpt = typer.Option(
-    None,
-    "--group",
-    help="Macro group of a single local --benchmark file (default: its 'group' column, else the registry "
-    "group of its stem, e.g. aime24.jsonl -> aime, else its benchmark name).",
-)
-N = typer.Option(8, "--n", help="Samples per problem.")
-K = typer.Option(
-    None, "--k", help="pass@k values, comma-separated (each <= --n). Default: the powers of two <= n, plus n."
-)
-EngineOpt = typer.Option("hf", "--engine", help="hf (reference, CPU default) or vllm.")
-Out = typer.Option(None, "--out", help="Output folder. Default: runs/<senior name>.")
-Limit = typer.Option(None, "--limit", help="Only the first N problems of each benchmark.")
-Seed = typer.Option(0, "--seed", help="Run seed; each sample's seed derives from (seed, problem id, sample index).")
-Batch = typer.Option(32, "--batch-size", help="Traces per forward pass (handoff keeps 2x as many live).")
-Temp = typer.Option(0.7, "--temperature")
-TopP = typer.Option(0.8, "--top-p")
-TopK = typer.Option(20, "--top-k", help="0 disables top-k.")
-MaxNew = typer.Option(3000, "--max-new-tokens", help="Shared senior+junior token budget per trace.")
-MaxCtx = typer.Option(4096, "--max-context", help="Prompt + generation limit.")
-Dtype = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16.")
-TP = typer.Option(1, "--tensor-parallel-size", help="vLLM tensor parallelism (GPUs per model).")
-Shards = typer.Option(1, "--num-shards", help="Split problems across N processes (then `tandem-eval merge`).")
-ShardIdx = typer.Option(0, "--shard-index", help="Which shard this process runs (0..N-1).")
-GraderMismatch = typer.Option(
-    False,
-    "--allow-grader-mismatch",
-    help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
-)
-Label = typer.Option(None, "--label", help="Display name of this senior in reports.")
-ChatTemplate = typer.Option(
-    None,
-    "--chat-template",
-    help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
-)
-JuniorChatTemplate = typer.Option(
-    None,
-    "--junior-chat-template",
-    help="A Jinja chat-template file for the junior (used when its tokenizer differs; recorded in the run).",
-)
-Quiet = typer.Option(False, "--quiet", "-q", help="No progress and no info records; errors and results only.")
-Verbose = typer.Option(False, "--verbose", "-v", help="Debug records, and vLLM's/transformers' own log lines.")
-RayWorkers = typer.Option(
-    None, "--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."
-)
-RayAddress = typer.Option(
-    None, "--ray-address", help="Run the shards on an existing Ray cluster (HOST:6379 or auto); one per GPU/node."
-)
+# Options of solo and handoff only (the ones other commands share are in cli_common).
+GroupOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--group",
+        help="Macro group of a single local --benchmark file (default: its 'group' column, else the registry "
+        "group of its stem, e.g. aime24.jsonl -> aime, else its benchmark name).",
+    ),
+]
+KOpt = Annotated[
+    str | None,
+    typer.Option("--k", help="pass@k values, comma-separated (each <= --n). Default: the powers of two <= n, plus n."),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Run seed; each sample's seed derives from (seed, problem id, sample index).")
+]
+BatchOpt = Annotated[int, typer.Option("--batch-size", help="Traces per forward pass (handoff keeps 2x as many live).")]
+TempOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature (0 = greedy).")]
+TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1 disables it).")]
+TopKOpt = Annotated[int, typer.Option("--top-k", help="0 disables top-k.")]
+MaxNewOpt = Annotated[int, typer.Option("--max-new-tokens", help="Shared senior+junior token budget per trace.")]
+MaxCtxOpt = Annotated[int, typer.Option("--max-context", help="Prompt + generation limit.")]
+TPOpt = Annotated[int, typer.Option("--tensor-parallel-size", help="vLLM tensor parallelism (GPUs per model).")]
+ShardsOpt = Annotated[
+    int, typer.Option("--num-shards", help="Split problems across N processes (then `tandem-eval merge`).")
+]
+ShardIdxOpt = Annotated[int, typer.Option("--shard-index", help="Which shard this process runs (0..N-1).")]
+GraderMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-grader-mismatch",
+        help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
+    ),
+]
+ChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--chat-template",
+        help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
+    ),
+]
+JuniorChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--junior-chat-template",
+        help="A Jinja chat-template file for the junior (used when its tokenizer differs; recorded in the run).",
+    ),
+]
+RayWorkersOpt = Annotated[
+    int | None,
+    typer.Option("--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="Run the shards on an existing Ray cluster (HOST:6379 or auto); one per GPU/node."
+    ),
+]
 
 
 def _ray_plan(workers: int | None, address: str | None):
@@ -249,29 +299,21 @@ def read_chat_template(path: Path | None, option: str) -> str | None:
 
 
 def _config(
-    mode,
-    senior,
-    junior,
-    schedule,
-    benchmark,
-    n,
-    k,
-    engine,
-    limit,
-    seed,
-    batch_size,
-    sampling,
-    dtype,
-    tp,
-    num_shards,
-    shard_index,
-    allow_grader,
-    allow_vocab,
-    label,
-    chat_template=None,
-    group=None,
-    junior_chat_template=None,
+    *,
+    mode: str,
+    senior: str,
+    junior: str | None = None,
+    schedule: str,
+    benchmark: list[str],
+    n: int,
+    k: str | None,
+    dtype: str,
+    label: str | None,
+    chat_template: Path | None,
+    junior_chat_template: Path | None = None,
+    **fields,
 ) -> EvalConfig:
+    """The run's EvalConfig from the command's options; `fields` are EvalConfig fields taken as given."""
     return EvalConfig(
         senior=ModelSpec(senior, dtype),
         junior=ModelSpec(junior, dtype) if junior else None,
@@ -280,20 +322,10 @@ def _config(
         benchmarks=tuple(benchmark),
         n=n,
         ks=parse_ks(k, n),
-        seed=seed,
-        limit=limit,
-        engine=engine,
-        sampling=sampling,
-        batch_size=batch_size,
-        tensor_parallel_size=tp,
-        num_shards=num_shards,
-        shard_index=shard_index,
-        allow_vocab_mismatch=allow_vocab,
-        allow_grader_mismatch=allow_grader,
         label=label or Path(senior.replace("toy:", "toy-")).name,
-        group=group,
         chat_template=read_chat_template(chat_template, "--chat-template"),
         junior_chat_template=read_chat_template(junior_chat_template, "--junior-chat-template"),
+        **fields,
     )
 
 
@@ -306,174 +338,164 @@ def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
 
 @app.command()
 def solo(
-    senior: str | None = Senior,
-    benchmark: list[str] = Bench,
-    group: str | None = GroupOpt,
-    n: int = N,
-    k: str = K,
-    engine: str = EngineOpt,
-    out: Path | None = Out,
-    limit: int | None = Limit,
-    seed: int = Seed,
-    batch_size: int = Batch,
-    temperature: float = Temp,
-    top_p: float = TopP,
-    top_k: int = TopK,
-    max_new_tokens: int = MaxNew,
-    max_context: int = MaxCtx,
-    dtype: str = Dtype,
-    tensor_parallel_size: int = TP,
-    num_shards: int = Shards,
-    shard_index: int = ShardIdx,
-    allow_grader_mismatch: bool = GraderMismatch,
-    label: str | None = Label,
-    chat_template: Path | None = ChatTemplate,
-    quiet: bool = Quiet,
-    verbose: bool = Verbose,
-    ray_workers: int | None = RayWorkers,
-    ray_address: str | None = RayAddress,
+    senior: SeniorOpt = None,
+    benchmark: BenchmarkOpt = ["tiny"],  # noqa: B006 (typer copies list defaults)
+    group: GroupOpt = None,
+    n: NOpt = 8,
+    k: KOpt = None,
+    engine: EngineOpt = "hf",
+    out: OutOpt = None,
+    limit: LimitOpt = None,
+    seed: SeedOpt = 0,
+    batch_size: BatchOpt = 32,
+    temperature: TempOpt = 0.7,
+    top_p: TopPOpt = 0.8,
+    top_k: TopKOpt = 20,
+    max_new_tokens: MaxNewOpt = 3000,
+    max_context: MaxCtxOpt = 4096,
+    dtype: DtypeOpt = "float32",
+    tensor_parallel_size: TPOpt = 1,
+    num_shards: ShardsOpt = 1,
+    shard_index: ShardIdxOpt = 0,
+    allow_grader_mismatch: GraderMismatchOpt = False,
+    label: LabelOpt = None,
+    chat_template: ChatTemplateOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    ray_workers: RayWorkersOpt = None,
+    ray_address: RayAddressOpt = None,
 ):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
     from .pipeline import run_eval
 
     setup_logging(verbose, quiet)
+    cfg = _config(
+        mode="solo",
+        senior=_default_senior(senior),
+        schedule="solo",
+        benchmark=benchmark,
+        group=group,
+        n=n,
+        k=k,
+        engine=engine,
+        limit=limit,
+        seed=seed,
+        batch_size=batch_size,
+        sampling=Sampling(temperature, top_p, top_k, max_new_tokens, max_context),
+        dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        num_shards=num_shards,
+        shard_index=shard_index,
+        allow_grader_mismatch=allow_grader_mismatch,
+        label=label,
+        chat_template=chat_template,
+    )
+    plan = _ray_plan(ray_workers, ray_address)
+    if plan is not None:
+        from .distributed import ray_solo
 
-    def body():
-        sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
-        cfg = _config(
-            "solo",
-            _default_senior(senior),
-            None,
-            "solo",
-            benchmark,
-            n,
-            k,
-            engine,
-            limit,
-            seed,
-            batch_size,
-            sampling,
-            dtype,
-            tensor_parallel_size,
-            num_shards,
-            shard_index,
-            allow_grader_mismatch,
-            False,
-            label,
-            chat_template,
-            group,
-        )
-        plan = _ray_plan(ray_workers, ray_address)
-        if plan is not None:
-            from .distributed import ray_solo
-
-            rf = ray_solo(cfg, _out_dir(out, cfg), plan)
-        else:
-            rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
-        console.print(f"run folder: {rf.path}")
-        print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
-
-    guarded(body)
+        rf = ray_solo(cfg, _out_dir(out, cfg), plan)
+    else:
+        rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
+    console.print(f"run folder: {rf.path}")
+    print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
 
 
 @app.command()
 def handoff(
-    senior: str | None = Senior,
-    junior: str | None = typer.Option(
-        None, "--junior", help="Junior checkpoint. Default: the one in the senior's tandem_meta.json."
-    ),
-    schedule: str = typer.Option(
-        "paragraph", "--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."
-    ),
-    benchmark: list[str] = Bench,
-    group: str | None = GroupOpt,
-    n: int = N,
-    k: str = K,
-    engine: str = EngineOpt,
-    out: Path | None = Out,
-    limit: int | None = Limit,
-    seed: int = Seed,
-    batch_size: int = Batch,
-    temperature: float = Temp,
-    top_p: float = TopP,
-    top_k: int = TopK,
-    max_new_tokens: int = MaxNew,
-    max_context: int = MaxCtx,
-    dtype: str = Dtype,
-    tensor_parallel_size: int = TP,
-    num_shards: int = Shards,
-    shard_index: int = ShardIdx,
-    allow_grader_mismatch: bool = GraderMismatch,
-    allow_vocab_mismatch: bool = typer.Option(
-        False, "--allow-vocab-mismatch", help="Allow a junior with a different tokenizer (text-level handoff)."
-    ),
-    solo_run: Path | None = typer.Option(
-        None, "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
-    ),
-    allow_solo_mismatch: bool = typer.Option(
-        False,
-        "--allow-solo-mismatch",
-        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
-        "grader (the differences are recorded in the handoff run's config.json).",
-    ),
-    label: str | None = Label,
-    chat_template: Path | None = ChatTemplate,
-    junior_chat_template: Path | None = JuniorChatTemplate,
-    quiet: bool = Quiet,
-    verbose: bool = Verbose,
-    ray_workers: int | None = RayWorkers,
-    ray_address: str | None = RayAddress,
+    senior: SeniorOpt = None,
+    junior: JuniorOpt = None,
+    schedule: Annotated[
+        str,
+        typer.Option("--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."),
+    ] = "paragraph",
+    benchmark: BenchmarkOpt = ["tiny"],  # noqa: B006 (typer copies list defaults)
+    group: GroupOpt = None,
+    n: NOpt = 8,
+    k: KOpt = None,
+    engine: EngineOpt = "hf",
+    out: OutOpt = None,
+    limit: LimitOpt = None,
+    seed: SeedOpt = 0,
+    batch_size: BatchOpt = 32,
+    temperature: TempOpt = 0.7,
+    top_p: TopPOpt = 0.8,
+    top_k: TopKOpt = 20,
+    max_new_tokens: MaxNewOpt = 3000,
+    max_context: MaxCtxOpt = 4096,
+    dtype: DtypeOpt = "float32",
+    tensor_parallel_size: TPOpt = 1,
+    num_shards: ShardsOpt = 1,
+    shard_index: ShardIdxOpt = 0,
+    allow_grader_mismatch: GraderMismatchOpt = False,
+    allow_vocab_mismatch: AllowVocabOpt = False,
+    solo_run: Annotated[
+        Path | None,
+        typer.Option(
+            "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
+        ),
+    ] = None,
+    allow_solo_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-solo-mismatch",
+            help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
+            "grader (the differences are recorded in the handoff run's config.json).",
+        ),
+    ] = False,
+    label: LabelOpt = None,
+    chat_template: ChatTemplateOpt = None,
+    junior_chat_template: JuniorChatTemplateOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    ray_workers: RayWorkersOpt = None,
+    ray_address: RayAddressOpt = None,
 ):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
     from .pipeline import run_handoff
     from .schedules import parse_schedule
 
     setup_logging(verbose, quiet)
+    parse_schedule(schedule)
+    if schedule == "solo":
+        raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
+    s = _default_senior(senior)
+    cfg = _config(
+        mode="handoff",
+        senior=s,
+        junior=_default_junior(s, junior),
+        schedule=schedule,
+        benchmark=benchmark,
+        group=group,
+        n=n,
+        k=k,
+        engine=engine,
+        limit=limit,
+        seed=seed,
+        batch_size=batch_size,
+        sampling=Sampling(temperature, top_p, top_k, max_new_tokens, max_context),
+        dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        num_shards=num_shards,
+        shard_index=shard_index,
+        allow_grader_mismatch=allow_grader_mismatch,
+        allow_vocab_mismatch=allow_vocab_mismatch,
+        label=label,
+        chat_template=chat_template,
+        junior_chat_template=junior_chat_template,
+    )
+    plan = _ray_plan(ray_workers, ray_address)
+    if plan is not None:
+        from .distributed import ray_handoff
 
-    def body():
-        parse_schedule(schedule)
-        if schedule == "solo":
-            raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
-        s = _default_senior(senior)
-        sampling = Sampling(temperature, top_p, top_k, max_new_tokens, max_context)
-        cfg = _config(
-            "handoff",
-            s,
-            _default_junior(s, junior),
-            schedule,
-            benchmark,
-            n,
-            k,
-            engine,
-            limit,
-            seed,
-            batch_size,
-            sampling,
-            dtype,
-            tensor_parallel_size,
-            num_shards,
-            shard_index,
-            allow_grader_mismatch,
-            allow_vocab_mismatch,
-            label,
-            chat_template,
-            group,
-            junior_chat_template,
+        solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run, allow_solo_mismatch)
+    else:
+        solo_rf, handoff_rf, tax = run_handoff(
+            cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
         )
-        plan = _ray_plan(ray_workers, ray_address)
-        if plan is not None:
-            from .distributed import ray_handoff
-
-            solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run, allow_solo_mismatch)
-        else:
-            solo_rf, handoff_rf, tax = run_handoff(
-                cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
-            )
-        console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
-        print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
-        print_tax(tax, cfg.ks)
-
-    guarded(body)
+    console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
+    print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
+    print_tax(tax, cfg.ks)
 
 
 @app.command()
@@ -482,24 +504,21 @@ def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-
     from .metrics.tax import communication_tax
     from .pipeline import merge_shards
 
-    def body():
-        parts = sorted(p for p in root.glob("shard-*-of-*") if p.is_dir())
-        if not parts:
-            raise FileNotFoundError(f"no shard-I-of-N folders under {root}; run with --num-shards first")
-        kinds = sorted({c.name for p in parts for c in p.iterdir() if (c / "config.json").exists()})
-        merged = {kind: merge_shards([p / kind for p in parts], root / kind) for kind in kinds}
-        for kind, rf in merged.items():
-            if kind.startswith("handoff") and "solo" in merged:
-                ks = list(rf.config()["config"]["ks"])
-                rf.update_metrics(
-                    {
-                        "tax": json_safe(communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks)),
-                        "solo_run": str(merged["solo"].path.resolve()),
-                    }
-                )
-            console.print(f"merged {len(parts)} shards -> {rf.path}")
-
-    guarded(body)
+    parts = sorted(p for p in root.glob("shard-*-of-*") if p.is_dir())
+    if not parts:
+        raise FileNotFoundError(f"no shard-I-of-N folders under {root}; run with --num-shards first")
+    kinds = sorted({c.name for p in parts for c in p.iterdir() if (c / "config.json").exists()})
+    merged = {kind: merge_shards([p / kind for p in parts], root / kind) for kind in kinds}
+    for kind, rf in merged.items():
+        if kind.startswith("handoff") and "solo" in merged:
+            ks = list(rf.config()["config"]["ks"])
+            rf.update_metrics(
+                {
+                    "tax": json_safe(communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks)),
+                    "solo_run": str(merged["solo"].path.resolve()),
+                }
+            )
+        console.print(f"merged {len(parts)} shards -> {rf.path}")
 
 
 @app.command()
@@ -512,7 +531,7 @@ def benchmarks(
     from .data import BENCHMARK_SETS, BENCHMARKS
 
     if check is not None:
-        guarded(lambda: _check_sets(check))
+        _check_sets(check)
         return
     table = Table("name", "group", "source", "size", "paper", "description")
     for name, spec in BENCHMARKS.items():
@@ -615,14 +634,14 @@ def regrade(
     run: Path = typer.Argument(..., help="A complete run folder (solo or handoff)."),
     timeout: float = typer.Option(5.0, "--timeout", help="Per-item math-verify deadline, seconds."),
     show: int = typer.Option(20, "--show", help="Changed verdicts to list (all are in regrade.parquet)."),
-    allow_grader_mismatch: bool = GraderMismatch,
-    quiet: bool = Quiet,
+    allow_grader_mismatch: GraderMismatchOpt = False,
+    quiet: QuietOpt = False,
 ):
     """Re-grade a finished run with the installed grader (no regeneration); writes RUN/regrade.parquet."""
     from .regrade import print_regrade
     from .regrade import regrade as regrade_run
 
-    guarded(lambda: print_regrade(regrade_run(run, timeout, allow_grader_mismatch, progress=not quiet), show))
+    print_regrade(regrade_run(run, timeout, allow_grader_mismatch, progress=not quiet), show)
 
 
 @app.command(
@@ -635,26 +654,10 @@ def lm_eval_cmd(ctx: typer.Context):
     from .integrations.lm_eval_cli import LmEvalMissing, run_lm_eval
 
     try:
-        guarded(lambda: run_lm_eval(list(ctx.args)))
+        run_lm_eval(list(ctx.args))
     except LmEvalMissing as e:
         fail(str(e))
 
-
-def _register_optional() -> None:
-    """Commands from other modules (legibility/drift/compare, report/view), when present."""
-    import importlib
-
-    for module in ("tandem_eval.cli_lens", "tandem_eval.report.cli"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue
-        mod.register(app)
-
-
-_register_optional()
 
 if __name__ == "__main__":
     sys.exit(app())

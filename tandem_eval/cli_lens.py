@@ -17,33 +17,30 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Literal
 
 import typer
 
-from . import compare, lens, runs
-from .lens import LensError, LensOptions
-from .metrics.stats import to_jsonable
+from .cli_common import (
+    AllowVocabOpt,
+    BenchmarkOpt,
+    DtypeOpt,
+    EngineOpt,
+    JuniorOpt,
+    LabelOpt,
+    LimitOpt,
+    NBootOpt,
+    NOpt,
+    OutOpt,
+    SeniorOpt,
+)
 
-ENGINE_HELP = "Scoring backend: hf (exact KL over the vocabulary) or vllm (prompt log-probs: NLL, k1, k3)."
-
-
-def _fail(msg: str) -> None:
-    typer.secho(f"error: {msg}", err=True, fg="red")
-    raise typer.Exit(2)
-
-
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    """Bad-input errors (the main CLI's list, plus LensError) -> one line on stderr and exit status 2."""
-    from .cli import user_errors
-
-    try:
-        yield
-    except (LensError, *user_errors()) as e:
-        _fail(str(e))
+# compare, lens and runs import pandas and torch: imported inside the commands, so that
+# `tandem-eval --help` stays fast. Errors (LensError and the others) print one line via cli.CLIGroup.
 
 
 def _model_path(spec: str, role: str) -> Path:
+    from .lens import LensError
     from .models import resolve_model  # HF folders and bundled toy:NAME checkpoints
 
     try:
@@ -56,6 +53,7 @@ def _junior_spec(junior: str | None, senior: str) -> str:
     """--junior, else the junior the senior's trainer recorded (tandem_meta.json), as `handoff` does."""
     if junior:
         return junior
+    from .lens import LensError
     from .models import junior_from_metadata
 
     found = junior_from_metadata(_model_path(senior, "senior"))
@@ -70,6 +68,7 @@ def _run_senior(rf) -> str:
 
 def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict, label: str | None = None):
     """The senior's complete solo run: --run as given, else produced or reused under --out."""
+    from .lens import LensError
     from .results import require_complete
 
     if run is not None:
@@ -107,6 +106,7 @@ def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict,
 
 def _engine(kind: str, path: Path, dtype: str, max_len: int):
     from .config import Sampling
+    from .lens import LensError
 
     if kind == "hf":
         from .engines.hf import HFEngine
@@ -155,108 +155,118 @@ def _print_summary(summary: dict, metric: str, title: str) -> None:
 
 
 # ---- commands ------------------------------------------------------------------------------
-Senior = typer.Option(None, "--senior", help="Senior checkpoint (HF folder or bundled name). Optional with --run.")
-Junior = typer.Option(
-    None,
-    "--junior",
-    help="Junior checkpoint (HF folder or toy:NAME) that reads the CoTs. "
-    "Default: the junior in the senior's tandem_meta.json.",
-)
-Run = typer.Option(None, "--run", help="The senior's complete SOLO run folder; default: produce/reuse one under --out.")
-Out = typer.Option(
-    None,
-    "--out",
-    help="Output folder of a new solo run: OUT/solo (default runs/<senior name>/solo, as "
-    "`handoff` uses). Ignored with --run.",
-)
-Bench = typer.Option(None, "--benchmark", "-b", help="Benchmarks of a new solo run (repeatable; e.g. paper, tiny).")
-N = typer.Option(None, "--n", help="Samples per problem of a new solo run.")
-Limit = typer.Option(None, "--limit", help="First N problems per benchmark of a new solo run.")
-Engine = typer.Option("hf", "--engine", help=ENGINE_HELP)
-Dtype = typer.Option("float32", "--dtype", help="Model dtype: float32 | bfloat16 | float16 (log-probs are fp32).")
-Chunk = typer.Option(256, "--chunk", min=1, help="Positions per logits block (exact-KL memory: 3*chunk*vocab*4 bytes).")
-Bins = typer.Option(20, "--bins", min=1, help="Relative-position bins of the per-position curve.")
-BatchTok = typer.Option(8192, "--batch-tokens", min=1, help="Padded tokens per teacher-forced HF forward.")
-NBoot = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples of problems for the CIs.")
-JuniorLabel = typer.Option(
-    None,
-    "--junior-label",
-    help="Name of the junior's outputs (RUN/lens/LABEL/); default: the junior checkpoint's folder name.",
-)
-IncludeEos = typer.Option(
-    False, "--include-eos", help="Also score the final EOS token (default: the CoT text without it, as the paper)."
-)
-Label = typer.Option(None, "--label", help="Display name in reports of a new solo run (default: the senior's name).")
+# --senior, --junior, --out, --benchmark, --n, --limit, --engine, --dtype, --label are cli_common's (the
+# same as solo/handoff): --out/--benchmark/--n/--limit/--label describe the solo run made when --run
+# is not given.
+RunOpt = Annotated[
+    Path | None,
+    typer.Option("--run", help="The senior's complete SOLO run folder; default: produce/reuse one under --out."),
+]
+ChunkOpt = Annotated[
+    int, typer.Option("--chunk", min=1, help="Positions per logits block (exact-KL memory: 3*chunk*vocab*4 bytes).")
+]
+BinsOpt = Annotated[int, typer.Option("--bins", min=1, help="Relative-position bins of the per-position curve.")]
+BatchTokOpt = Annotated[int, typer.Option("--batch-tokens", min=1, help="Padded tokens per teacher-forced HF forward.")]
+JuniorLabelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--junior-label",
+        help="Name of the junior's outputs (RUN/lens/LABEL/); default: the junior checkpoint's folder name.",
+    ),
+]
+IncludeEosOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-eos", help="Also score the final EOS token (default: the CoT text without it, as the paper)."
+    ),
+]
 
 
 def legibility_cmd(
-    senior: str | None = Senior,
-    junior: str | None = Junior,
-    run: Path | None = Run,
-    out: Path | None = Out,
-    benchmark: list[str] | None = Bench,
-    n: int | None = N,
-    limit: int | None = Limit,
-    engine: str = Engine,
-    dtype: str = Dtype,
-    chunk: int = Chunk,
-    bins: int = Bins,
-    batch_tokens: int = BatchTok,
-    n_boot: int = NBoot,
-    junior_label: str | None = JuniorLabel,
-    include_eos: bool = IncludeEos,
-    label: str | None = Label,
-    allow_vocab_mismatch: bool = typer.Option(
-        False,
-        "--allow-vocab-mismatch",
-        help="Junior with another tokenizer: score the re-tokenized CoT text in bits per byte.",
-    ),
+    senior: SeniorOpt = None,
+    junior: JuniorOpt = None,
+    run: RunOpt = None,
+    out: OutOpt = None,
+    benchmark: BenchmarkOpt = ["tiny"],  # noqa: B006 (typer copies list defaults)
+    n: NOpt = 8,
+    limit: LimitOpt = None,
+    engine: EngineOpt = "hf",
+    dtype: DtypeOpt = "float32",
+    chunk: ChunkOpt = 256,
+    bins: BinsOpt = 20,
+    batch_tokens: BatchTokOpt = 8192,
+    n_boot: NBootOpt = 2000,
+    junior_label: JuniorLabelOpt = None,
+    include_eos: IncludeEosOpt = False,
+    label: LabelOpt = None,
+    allow_vocab_mismatch: AllowVocabOpt = False,
 ):
     """Legibility: the junior's per-token NLL (nats/token) of the senior's solo CoTs. Lower = more legible."""
-    with _errors():
-        _run_lens("legibility", locals())
+    from .lens import LensOptions
+
+    opts = LensOptions(
+        chunk=chunk,
+        bins=bins,
+        batch_tokens=batch_tokens,
+        n_boot=n_boot,
+        allow_vocab_mismatch=allow_vocab_mismatch,
+        include_eos=include_eos,
+    )
+    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
+    _run_lens("legibility", senior, junior, run, out, gen, dtype, opts, junior_label, label)
 
 
 def drift_cmd(
-    senior: str | None = Senior,
-    junior: str | None = Junior,
-    run: Path | None = Run,
-    out: Path | None = Out,
-    benchmark: list[str] | None = Bench,
-    n: int | None = N,
-    limit: int | None = Limit,
-    engine: str = Engine,
-    dtype: str = Dtype,
-    chunk: int = Chunk,
-    bins: int = Bins,
-    batch_tokens: int = BatchTok,
-    n_boot: int = NBoot,
-    junior_label: str | None = JuniorLabel,
-    include_eos: bool = IncludeEos,
-    label: str | None = Label,
+    senior: SeniorOpt = None,
+    junior: JuniorOpt = None,
+    run: RunOpt = None,
+    out: OutOpt = None,
+    benchmark: BenchmarkOpt = ["tiny"],  # noqa: B006 (typer copies list defaults)
+    n: NOpt = 8,
+    limit: LimitOpt = None,
+    engine: EngineOpt = "hf",
+    dtype: DtypeOpt = "float32",
+    chunk: ChunkOpt = 256,
+    bins: BinsOpt = 20,
+    batch_tokens: BatchTokOpt = 8192,
+    n_boot: NBootOpt = 2000,
+    junior_label: JuniorLabelOpt = None,
+    include_eos: IncludeEosOpt = False,
+    label: LabelOpt = None,
 ):
     """Drift: KL(senior || junior) of next-token distributions along the senior's solo CoTs (nats/token)."""
-    with _errors():
-        _run_lens("drift", {**locals(), "allow_vocab_mismatch": False})
+    from .lens import LensOptions
+
+    opts = LensOptions(chunk=chunk, bins=bins, batch_tokens=batch_tokens, n_boot=n_boot, include_eos=include_eos)
+    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
+    _run_lens("drift", senior, junior, run, out, gen, dtype, opts, junior_label, label)
 
 
-def _run_lens(kind: str, a: dict) -> None:
+def _run_lens(
+    kind: str,
+    senior: str | None,
+    junior: str | None,
+    run: Path | None,
+    out: Path | None,
+    gen: dict,
+    dtype: str,
+    opts,
+    junior_label: str | None,
+    label: str | None,
+) -> None:
+    """Score the senior's solo CoTs (`run`, else a solo run made from `gen` under `out`) with the junior."""
+    from . import lens
+    from .lens import LensError
     from .models import load_tokenizer
     from .results import require_complete
 
-    gen = {
-        "benchmarks": tuple(a["benchmark"]) if a["benchmark"] else None,
-        "n": a["n"],
-        "limit": a["limit"],
-        "engine": a["engine"],
-    }
-    if a["run"] is None and a["senior"] is None:
+    if run is None and senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
-    senior_spec = a["senior"] or _run_senior(require_complete(a["run"]))
-    junior_spec = _junior_spec(a["junior"], senior_spec)
+    senior_spec = senior or _run_senior(require_complete(run))
+    junior_spec = _junior_spec(junior, senior_spec)
     junior_path = _model_path(junior_spec, "junior")
-    jlabel = lens.junior_label(a["junior_label"] or junior_spec)
-    rf = _solo_run(a["run"], a["senior"], a["out"], gen, a["label"])
+    jlabel = lens.junior_label(junior_label or junior_spec)
+    rf = _solo_run(run, senior, out, gen, label)
     senior_path = _model_path(senior_spec, "senior")
     samples = rf.load_samples()
     if samples.empty:
@@ -265,27 +275,20 @@ def _run_lens(kind: str, a: dict) -> None:
     if not lens.vocab_matches(senior_tok, junior_tok):
         if kind == "drift":
             lens.require_shared_vocab(senior_tok, junior_tok)
-        if not a["allow_vocab_mismatch"]:
+        if not opts.allow_vocab_mismatch:
             raise LensError(
                 "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in bits "
                 "per byte of the CoT text instead of nats per shared token"
             )
-    opts = LensOptions(
-        chunk=a["chunk"],
-        bins=a["bins"],
-        batch_tokens=a["batch_tokens"],
-        n_boot=a["n_boot"],
-        allow_vocab_mismatch=a["allow_vocab_mismatch"],
-        include_eos=a["include_eos"],
-    )
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
     max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
     limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
-    j_engine = _engine(a["engine"], junior_path, a["dtype"], min(max_len, limit - 8))
+    engine = gen["engine"]
+    j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
     s_engine = None
     try:
-        if kind == "drift" and a["engine"] == "hf":
-            s_engine = _engine("hf", senior_path, a["dtype"], max_len)
+        if kind == "drift" and engine == "hf":
+            s_engine = _engine("hf", senior_path, dtype, max_len)
         with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs") as advance:
             if kind == "legibility":
                 per_sample = lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
@@ -303,7 +306,7 @@ def _run_lens(kind: str, a: dict) -> None:
         "include_eos": opts.include_eos,
         "scope": "CoT tokens" + (" including the final EOS" if opts.include_eos else " without the final EOS"),
         "senior": str(senior_path),
-        "engine": a["engine"],
+        "engine": engine,
         "chunk": opts.chunk,
         "temperature": 1.0,
         "logprobs": "raw logits, sliced to the tokenizer vocabulary",
@@ -332,59 +335,64 @@ def _run_lens(kind: str, a: dict) -> None:
 
 
 def compare_cmd(
-    run_a: Path = typer.Argument(..., help="Run (or a folder holding one run of the metric's mode): A."),
-    run_b: Path = typer.Argument(..., help="Run B, on the same problems. The table shows A - B."),
-    metric: str = typer.Option(
-        ...,
-        "--metric",
-        "-m",
-        help="solo_pass@K | handoff_pass@K | tax@K | retention@K | junior_nll | junior_bpb | kl_exact | kl_reverse "
-        "| kl_k1 | kl_k3 (tax/retention: A and B are handoff runs; each is paired with its solo run)",
-    ),
-    no_truncated: bool = typer.Option(
-        False, "--no-truncated", help="Lens metrics: leave out CoTs that hit the length budget."
-    ),
-    on_mismatch: str = typer.Option(
-        "raise", "--on-mismatch", help="Problems in only one run: raise, or intersect (compare shared)."
-    ),
-    n_boot: int = NBoot,
-    seed: int = typer.Option(0, "--seed", help="Bootstrap/permutation seed."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the table as JSON here."),
-    junior: str | None = typer.Option(
-        None, "--junior", help="Lens metrics: the junior label whose outputs to read (when a run has several)."
-    ),
+    run_a: Annotated[Path, typer.Argument(help="Run (or a folder holding one run of the metric's mode): A.")],
+    run_b: Annotated[Path, typer.Argument(help="Run B, on the same problems. The table shows A - B.")],
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            "-m",
+            help="solo_pass@K | handoff_pass@K | tax@K | retention@K | junior_nll | junior_bpb | kl_exact | "
+            "kl_reverse | kl_k1 | kl_k3 (tax/retention: A and B are handoff runs; each is paired with its solo run)",
+        ),
+    ],
+    no_truncated: Annotated[
+        bool, typer.Option("--no-truncated", help="Lens metrics: leave out CoTs that hit the length budget.")
+    ] = False,
+    on_mismatch: Annotated[
+        Literal["raise", "intersect"],
+        typer.Option("--on-mismatch", help="Problems in only one run: raise, or intersect (compare shared)."),
+    ] = "raise",
+    n_boot: NBootOpt = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap/permutation seed.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the table as JSON here.")] = None,
+    junior: Annotated[
+        str | None,
+        typer.Option("--junior", help="Lens metrics: the junior label whose outputs to read (when a run has several)."),
+    ] = None,
 ):
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""
-    with _errors():
-        if on_mismatch not in ("raise", "intersect"):
-            raise LensError(f"--on-mismatch must be raise or intersect, got {on_mismatch!r}")
-        mode = runs.metric_mode(metric)
-        if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
-            pair = [runs.find_run(p, "handoff").folder for p in (run_a, run_b)]
-            table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
-        else:
-            vals = []
-            for p in (run_a, run_b):
-                run = runs.find_run(p, mode)
-                run.junior = junior
-                vals.append(runs.problem_values(run, metric, no_truncated))
-            table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
-        _print_compare(table, metric, run_a, run_b)
-        if json_out:
-            json_out.write_text(
-                json.dumps(
-                    {
-                        "metric": metric,
-                        "a": str(run_a),
-                        "b": str(run_b),
-                        "no_truncated": no_truncated,
-                        "rows": to_jsonable(table.to_dict("records")),
-                    },
-                    indent=2,
-                )
-                + "\n"
+    from . import compare, runs
+    from .lens import LensOptions
+    from .metrics.stats import to_jsonable
+
+    mode = runs.metric_mode(metric)
+    if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
+        pair = [runs.find_run(p, "handoff").folder for p in (run_a, run_b)]
+        table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+    else:
+        vals = []
+        for p in (run_a, run_b):
+            run = runs.find_run(p, mode)
+            run.junior = junior
+            vals.append(runs.problem_values(run, metric, no_truncated))
+        table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+    _print_compare(table, metric, run_a, run_b)
+    if json_out:
+        json_out.write_text(
+            json.dumps(
+                {
+                    "metric": metric,
+                    "a": str(run_a),
+                    "b": str(run_b),
+                    "no_truncated": no_truncated,
+                    "rows": to_jsonable(table.to_dict("records")),
+                },
+                indent=2,
             )
+            + "\n"
+        )
 
 
 def _print_compare(table, metric: str, a: Path, b: Path) -> None:
@@ -410,7 +418,8 @@ def _print_compare(table, metric: str, a: Path, b: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `legibility`, `drift` and `compare` to the main `tandem-eval` app."""
+    """Add `legibility`, `drift` and `compare` to a typer app (`tandem-eval` imports them lazily instead,
+    see cli.LAZY_COMMANDS; its group turns user errors into one line)."""
     app.command("legibility")(legibility_cmd)
     app.command("drift")(drift_cmd)
     app.command("compare")(compare_cmd)

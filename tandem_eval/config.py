@@ -1,10 +1,10 @@
 """Frozen configuration dataclasses with strict loading.
 
-Every run folder's `config.json` is `asdict(EvalConfig)` plus provenance; `load_config` turns it
+Every run folder's `config.json` is `asdict(EvalConfig)` plus provenance; `from_dict` turns it
 back into the same objects and refuses unknown or missing keys, so a typo in a config file is an
 error, not a silently ignored setting.
 
-    from tandem_eval.config import EvalConfig, Sampling, load_config
+    from tandem_eval.config import EvalConfig, Sampling, from_dict
 """
 
 from __future__ import annotations
@@ -194,10 +194,3 @@ def from_dict(cls, data: dict, where: str = "config"):
         return cls(**kwargs)
     except TypeError as e:  # a required key is missing
         raise ConfigError(f"{where}: {e}") from None
-
-
-def load_config(path) -> EvalConfig:
-    """Read a run folder's config.json (provenance keys are ignored) into an EvalConfig."""
-    with open(path) as f:
-        data = json.load(f)
-    return from_dict(EvalConfig, data["config"], where=str(path))

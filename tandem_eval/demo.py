@@ -24,7 +24,10 @@ def _pair(out: Path) -> tuple[str, str, str]:
         junior = junior_from_metadata(resolve_model(DEFAULT_SENIOR))
         bench = Path(__file__).resolve().parent / "toy" / "data" / "test.jsonl"
         return DEFAULT_SENIOR, junior, str(bench) if bench.exists() else "tiny"
-    from .tiny import build_tiny_pair
+    try:  # the test-model builder lives with the trainer (a source checkout has it; a wheel too)
+        from trainer.tiny import build_tiny_pair
+    except ImportError:
+        raise SystemExit("no bundled toy checkpoints and no trainer package to build a tiny pair") from None
 
     console.print("[yellow]no bundled toy checkpoints: building a tiny random senior/junior pair[/]")
     senior, junior = build_tiny_pair(out / "models")

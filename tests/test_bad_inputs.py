@@ -24,7 +24,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def world(tiny_pair, tmp_path_factory):
     """A working directory holding damaged checkpoints, files and templates; returns (root, paths)."""
-    from tandem_eval.tiny import build_model, train_tokenizer
+    from trainer.tiny import build_model, train_tokenizer
 
     root = tmp_path_factory.mktemp("bad")
     senior, junior = tiny_pair
@@ -210,7 +210,7 @@ CASES = [
     ("num-shards-zero", S + ["--num-shards", "0"], "--num-shards"),
     ("shard-index-out-of-range", S + ["--num-shards", "2", "--shard-index", "2"], "--shard-index"),
     ("tensor-parallel-zero", S + ["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
-    ("unknown-engine", S + ["--engine", "tpu"], "unknown engine"),
+    ("unknown-engine", S + ["--engine", "tpu"], "'tpu' is not one of 'hf', 'vllm'"),
     ("unknown-option", S + ["--temprature", "1"], "--temprature"),
     ("out-is-a-file", S + ["--out", "{root}/a_file"], "is a file"),
     ("out-below-a-file", S + ["--out", "{root}/a_file/sub"], "a_file"),

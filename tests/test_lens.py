@@ -32,7 +32,7 @@ FAST = LensOptions(n_boot=200, chunk=64, batch_tokens=2048, include_eos=True)
 # ---- fixtures ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    from tandem_eval.tiny import build_tiny_pair
+    from trainer.tiny import build_tiny_pair
 
     senior, junior = build_tiny_pair(tmp_path_factory.mktemp("tiny"))
     return {"senior": senior, "junior": junior}
@@ -261,7 +261,7 @@ def test_truncated_flag_and_summaries(drift_hf, samples):
 def foreign_junior(tmp_path_factory):
     """A junior with its own (smaller) BPE vocabulary and the same chat template."""
     from tandem_eval.engines.hf import HFEngine
-    from tandem_eval.tiny import build_model, train_tokenizer
+    from trainer.tiny import build_model, train_tokenizer
 
     tok = train_tokenizer(vocab_size=300)
     path = tmp_path_factory.mktemp("foreign")
@@ -338,13 +338,10 @@ def _run_folder(path, senior, samples):
 
 
 def test_cli_legibility_drift_compare(tmp_path, pair, samples):
-    import typer
     from typer.testing import CliRunner
 
-    from tandem_eval.cli_lens import register
+    from tandem_eval.cli import app  # imports cli_lens's commands when they run
 
-    app = typer.Typer()
-    register(app)
     runner = CliRunner()
     a = _run_folder(tmp_path / "a", pair["senior"], samples)
     b_samples = samples.copy()

@@ -15,7 +15,7 @@ from tandem_eval.cli import app
 from tandem_eval.config import ConfigError, EvalConfig, ModelSpec, Sampling
 from tandem_eval.pipeline import merge_shards, open_engines, run_eval, run_handoff
 from tandem_eval.results import RunFolder, RunFolderError
-from tandem_eval.tiny import CHATML_TEMPLATE
+from trainer.tiny import CHATML_TEMPLATE
 
 SAMPLING = Sampling(temperature=1.0, top_p=0.9, top_k=50, max_new_tokens=24)
 COLS = ["benchmark", "problem_id", "sample_idx", "token_ids", "author_mask", "correct", "grade_status"]
@@ -77,10 +77,17 @@ def test_existing_folder_with_other_config_is_refused(cfg, engines, tmp_path):
 
 
 def test_handoff_reuses_solo_and_reports_tax(cfg, tmp_path):
+    cfg = dataclasses.replace(cfg, schedule="chunk:4")  # switches within 24 tokens (random models write no paragraphs)
     solo, handoff, tax = run_handoff(cfg, tmp_path, progress=False)
     assert solo.config()["config"]["mode"] == "solo" and solo.config()["config"]["junior"] is None
     hs = handoff.load_samples()
-    assert set(hs["mode"]) == {"handoff"} and (hs.n_handoffs >= 0).all()
+    assert set(hs["mode"]) == {"handoff"}
+    for mask, n_handoffs in zip(hs.author_mask, hs.n_handoffs):
+        mask = np.asarray(mask)
+        assert len(mask) == 0 or mask[0] == 1  # the senior writes first
+        # every author change visible in the tokens was counted (a switch at the budget's end adds no token)
+        assert np.count_nonzero(np.diff(mask)) <= n_handoffs <= np.count_nonzero(np.diff(mask)) + 1
+    assert (hs.n_handoffs > 0).any(), "no trace handed off: the paragraph schedule never switched authors"
     assert {"per_benchmark", "per_group", "macro"} <= set(tax)
     assert handoff.metrics()["tax"]["macro"]["pass@1"]["n_problems"] == 4
     # a second call finds both folders complete and regenerates nothing
@@ -139,7 +146,7 @@ def test_cli_bad_inputs(tiny_pair, tmp_path, monkeypatch):
 
 
 def test_cli_vocab_mismatch_and_missing_chat_template(tiny_pair, tmp_path):
-    from tandem_eval.tiny import build_model, train_tokenizer
+    from trainer.tiny import build_model, train_tokenizer
 
     senior, _ = tiny_pair
     other_tok = train_tokenizer(["completely different corpus " * 3] * 20, vocab_size=300)
@@ -191,7 +198,7 @@ def test_cli_help_explains_commands():
 
 def test_text_level_handoff_with_different_vocabularies(tiny_pair, tmp_path):
     """--allow-vocab-mismatch: the junior re-tokenizes text; the trace stays in senior ids."""
-    from tandem_eval.tiny import build_model, train_tokenizer
+    from trainer.tiny import build_model, train_tokenizer
 
     senior, _ = tiny_pair
     other_tok = train_tokenizer(["Tom has 3 pens.\n\nSo he has 5 pens. The answer is \\boxed{5}."] * 40, vocab_size=330)

@@ -10,8 +10,8 @@ import re
 import pytest
 import torch
 
-from tandem_eval.toy.evaluate_quick import last_boxed
-from tandem_eval.toy.task import (
+from trainer.toy.evaluate_quick import last_boxed
+from trainer.toy.task import (
     Difficulty,
     generate,
     jargon_rate,
@@ -26,7 +26,7 @@ OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b
 
 @pytest.fixture(scope="module")
 def tok():
-    from tandem_eval.toy.models import toy_tokenizer
+    from trainer.toy.models import toy_tokenizer
 
     return toy_tokenizer()
 
@@ -115,7 +115,7 @@ def test_write_benchmark_loads_with_project_loader(tmp_path):
 
 def test_tokenizer_paragraph_token_word_starts_and_prompt(tok):
     from tandem_eval.data.prompts import INSTRUCTION
-    from tandem_eval.toy.models import prompt_text
+    from trainer.toy.models import prompt_text
 
     assert len(tok.encode("\n\n", add_special_tokens=False)) == 1
     p = generate("test", 1)[0]
@@ -128,8 +128,8 @@ def test_tokenizer_paragraph_token_word_starts_and_prompt(tok):
 
 
 def test_sft_lowers_loss_and_writes_loadable_checkpoint(tok, tmp_path):
-    from tandem_eval.toy.models import build_toy_model, load_checkpoint
-    from tandem_eval.toy.sft import META_FILE, Batches, Recipe, save_checkpoint, train
+    from trainer.toy.models import build_toy_model, load_checkpoint
+    from trainer.toy.sft import META_FILE, Batches, Recipe, save_checkpoint, train
 
     torch.set_num_threads(1)
     recipe = Recipe(size="test", p_jargon=0.5, steps=5, lr=1e-2, batch_size=8, warmup_steps=1)
@@ -151,7 +151,7 @@ def test_sft_lowers_loss_and_writes_loadable_checkpoint(tok, tmp_path):
 
 
 def test_sft_cli_meta_copy_and_init_guard(tmp_path):
-    from tandem_eval.toy.sft import META_FILE, main
+    from trainer.toy.sft import META_FILE, main
 
     senior = tmp_path / "self-paired" / "senior"
     main(["--scenario", "self-paired", "--role", "senior", "--out", str(senior), "--size", "test", "--steps", "3"])

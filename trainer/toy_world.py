@@ -1,7 +1,7 @@
 """`make toy`: the paper's whole experiment in the toy world, from scratch, on two CPU cores.
 
 Stages (each skips what is already done, so an interrupted run resumes):
-  1. data      train / test problems (tandem_eval/toy/task.py) as jsonl benchmarks
+  1. data      train / test problems (trainer/toy/task.py) as jsonl benchmarks
   2. init      SFT initial checkpoints: self-paired senior (= both scenarios' junior) and jargon senior
   3. train     RL arms grpo, tandem (word schedule), kl-reg x seeds x scenarios with tandem-train
   4. evaluate  every final senior + the initial senior + the junior: solo, paragraph handoff,
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tandem_eval.models import TOY_DIR
-from tandem_eval.toy.task import write_benchmark
+from trainer.toy.task import write_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = ("self-paired", "jargon")
@@ -111,7 +111,7 @@ def stage_init(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
         run(
             [
                 "-m",
-                "tandem_eval.toy.sft",
+                "trainer.toy.sft",
                 "--scenario",
                 "self-paired",
                 "--role",
@@ -127,7 +127,7 @@ def stage_init(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
         run(
             [
                 "-m",
-                "tandem_eval.toy.sft",
+                "trainer.toy.sft",
                 "--scenario",
                 "jargon",
                 "--role",

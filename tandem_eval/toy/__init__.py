@@ -1,9 +1,10 @@
-"""The toy world: the paper's whole experiment at a size that runs on 2 CPU cores.
+"""The toy world, as far as evaluation needs it: the paper's experiment at a size that runs on 2 CPU cores.
 
-* `task`: seeded GSM8K-style multi-step arithmetic word problems, plain and "jargon"
-  (calculator-annotated) reference solutions, disjoint train/heldout/test splits, benchmark
-  files, and the jargon detector.
-* `models`: the shared byte-level BPE tokenizer, the project's prompt, Qwen3 model sizes.
-* `sft`: the SFT recipes of the initial seniors and juniors (self-paired and jargon scenarios).
-* `evaluate_quick`: a quick greedy / sampled solo pass@1 check of a checkpoint.
+* `checkpoints/`, `data/`: the bundled toy seniors/juniors (`toy:NAME`, see tandem_eval.models) and
+  the test set, package data so `make demo` and the default `tandem-eval handoff` work after install.
+* `jargon`: the jargon detector (calculator annotations in a CoT).
+* `aggregate`: the toy world's summary tables over arms and seeds.
+
+Training-side code lives in trainer/: the task generator and the SFT of the initial seniors and
+juniors in trainer/toy/, the whole pipeline in trainer/toy_world.py.
 """

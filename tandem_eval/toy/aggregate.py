@@ -24,7 +24,7 @@ from ..metrics.stats import MACRO, scoped_cis, to_jsonable
 from ..report.collect import collect
 from ..report.tables import N_BOOT, SEED, table2, to_markdown
 from ..results import RunFolder, atomic_write_json, atomic_write_text
-from .task import uses_jargon
+from .jargon import uses_jargon
 
 K = 4
 ALPHA = 0.05

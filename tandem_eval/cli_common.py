@@ -1,0 +1,114 @@
+"""Pieces every `tandem-eval` command shares: option types, the user-error list, the one error path.
+
+    from tandem_eval.cli_common import SeniorOpt, EngineOpt, fail
+    def solo(senior: SeniorOpt = None, engine: EngineOpt = "hf"): ...
+
+Each option is defined once here (typer `Annotated` types) and used by tandem_eval/cli.py and
+tandem_eval/cli_lens.py, so `--engine` or `--senior` read the same in every command. Choices with a
+fixed set (`--engine`, `--dtype`) are `Literal`s: typer refuses other values before a command runs.
+This module imports only typer and the standard library: `tandem-eval --help` must not pay for torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+# ---- user errors ------------------------------------------------------------------------------
+
+# Exceptions that mean bad input (one line, exit 2), not a bug (traceback), by defining module.
+# Looked up in sys.modules only: an exception class whose module was never imported cannot have been
+# raised, and importing e.g. tandem_eval.lens (torch) just to name LensError would cost seconds.
+_USER_ERRORS = {
+    "tandem_eval.config": ("ConfigError",),
+    "tandem_eval.data.benchmarks": ("BenchmarkError",),
+    "tandem_eval.data.prompts": ("PromptError",),
+    "tandem_eval.grading": ("GraderVersionError",),
+    "tandem_eval.models": ("ModelError",),
+    "tandem_eval.results": ("RunFolderError",),
+    "tandem_eval.lens": ("LensError",),
+    "tandem_eval.runs": ("ReportError",),
+}
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (printed as one line), not a bug (printed with a traceback)."""
+    found = [
+        getattr(sys.modules[module], name) for module, names in _USER_ERRORS.items() if module in sys.modules
+        for name in names
+    ]  # fmt: skip
+    return (*found, NotImplementedError, FileNotFoundError)
+
+
+def one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def fail(message: str) -> None:
+    """The one user-error path: `error: MESSAGE` as one line on stderr, exit code 2."""
+    print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
+    raise typer.Exit(2)
+
+
+# ---- options shared by several commands --------------------------------------------------------
+
+Engine = Literal["hf", "vllm"]
+Dtype = Literal["float32", "bfloat16", "float16"]  # config.DTYPES
+
+SeniorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--senior",
+        help="Senior checkpoint: an HF-format folder, or toy:NAME. Default: the bundled toy tandem senior "
+        "(legibility/drift: the senior of --run).",
+    ),
+]
+JuniorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--junior",
+        help="Junior checkpoint: an HF-format folder, or toy:NAME. Default: the junior named in the senior's "
+        "tandem_meta.json.",
+    ),
+]
+BenchmarkOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--benchmark",
+        "-b",
+        help="Registry name (see `tandem-eval benchmarks`), set (`paper`), or a .jsonl/.parquet/.csv file. Repeatable.",
+    ),
+]
+NOpt = Annotated[int, typer.Option("--n", help="Samples per problem.")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N problems of each benchmark.")]
+EngineOpt = Annotated[
+    Engine,
+    typer.Option(
+        "--engine",
+        help="hf (reference, CPU default; exact KL when scoring) or vllm (fast generation; prompt log-probs).",
+    ),
+]
+DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Model weights' dtype (log-probs are computed in fp32).")]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", help="Output folder: runs go to OUT/solo and OUT/handoff-*. Default: runs/<senior label>."),
+]
+LabelOpt = Annotated[str | None, typer.Option("--label", help="Display name of this senior in reports.")]
+AllowVocabOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-vocab-mismatch",
+        help="Allow a junior with a different tokenizer (handoff: at the text level; legibility: bits per "
+        "byte of the CoT text).",
+    ),
+]
+NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples of problems for the CIs.")]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress and no info records; errors and results only.")
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Debug records, and vLLM's/transformers' own log lines.")
+]

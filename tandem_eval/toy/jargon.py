@@ -1,0 +1,29 @@
+"""The toy world's jargon detector: does a CoT carry GSM8K-style calculator annotations `<<a+b=c>>`?
+
+An evaluation measure (tandem_eval/toy/aggregate.py reports the jargon rate of each arm's CoTs); the
+task generator that writes jargon-style solutions lives in trainer/toy/task.py.
+
+    from tandem_eval.toy.jargon import uses_jargon, jargon_rate
+    uses_jargon("so 42 + 17 = <<42+17=59>>59 pens")   # True
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANNOTATION = re.compile(r"<<[^<>\n]*=[^<>\n]*>>")
+_ARITHMETIC = re.compile(r"\d\s*[-+*/]\s*\d")
+
+
+def uses_jargon(text: str) -> bool:
+    """True if the text carries at least one calculator annotation `<<a op b=c>>`."""
+    return bool(_ANNOTATION.search(text))
+
+
+def jargon_rate(text: str) -> float:
+    """Fraction of the paragraphs doing arithmetic that carry an annotation (0.0 if none do
+    arithmetic). 1.0 for a jargon-style reference solution, 0.0 for a plain one."""
+    paragraphs = [p for p in text.split("\n\n") if _ARITHMETIC.search(p) or _ANNOTATION.search(p)]
+    if not paragraphs:
+        return 0.0
+    return sum(bool(_ANNOTATION.search(p)) for p in paragraphs) / len(paragraphs)

@@ -40,7 +40,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tok():
-    from tandem_eval.tiny import train_tokenizer
+    from trainer.tiny import train_tokenizer
 
     return train_tokenizer()
 

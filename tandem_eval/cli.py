@@ -20,7 +20,6 @@ import ast
 import importlib
 import inspect
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -162,8 +161,7 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     logger.addHandler(handler)
     logger.setLevel(level)
-    if not verbose:  # read by vLLM at import; the user's own setting wins
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    # vLLM's own log level is set by the vLLM engine from its `verbose` switch (-v); see vllm_engine.py
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity(logging.INFO if verbose else logging.ERROR)

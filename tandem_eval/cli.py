@@ -156,9 +156,15 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     logger = logging.getLogger("tandem_eval")
     for h in [h for h in logger.handlers if getattr(h, "tandem_cli", False)]:
         logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    if sys.stderr.isatty():  # rich's handler on a terminal; plain timestamped lines in log files
+        from rich.console import Console
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=Console(stderr=True), show_path=False, log_time_format="%H:%M:%S")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     handler.tandem_cli = True
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     logger.addHandler(handler)
     logger.setLevel(level)
     # vLLM's own log level is set by the vLLM engine from its `verbose` switch (-v); see vllm_engine.py

@@ -153,7 +153,8 @@ def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
     from tandem_eval.results import RunFolder
 
     lens = RunFolder(d).write_table(
-        "lens/jr/legibility.parquet", pd.DataFrame({"problem_id": ["tiny/0000"], "junior_nll_mean": [1.0]})
+        "lens/jr/legibility.parquet",
+        pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "junior_nll_mean": [1.0]}),
     )
     lens.write_bytes(lens.read_bytes()[: lens.stat().st_size // 2])
     run("other_senior", solo_cfg(junior, n=2, ks=(1, 2)))  # a solo run of another senior (the junior)

@@ -32,7 +32,8 @@ import torch
 
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import position_uniform
-from tandem_eval.engines.hf import HFEngine, _filtered_probs, _Row
+from tandem_eval.engines.hf import HFEngine, _Row
+from tandem_eval.engines.sampling import filtered_probs
 from tandem_eval.schedules import make_schedule
 from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
 from trainer.tiny import TinySize, build_model, save_pair, train_tokenizer
@@ -119,7 +120,7 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
         for step in range(tokens):
             logits = {e: e._forward(rows[e], feeds) for e in (senior, junior)}
             mixed = torch.stack([logits[senior if st.author else junior][i] for i, st in enumerate(states)])
-            probs = _filtered_probs(mixed / SAMPLING.temperature, SAMPLING.top_k, SAMPLING.top_p)
+            probs = filtered_probs(mixed / SAMPLING.temperature, SAMPLING.top_k, SAMPLING.top_p)
             u = torch.tensor([position_uniform(s.seed, len(s.prompt_ids) + step) for s in group], dtype=probs.dtype)
             cdf = probs.cumsum(-1)
             chosen = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1).clamp_(max=probs.shape[1] - 1)

@@ -6,7 +6,8 @@ import torch
 
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Request, generate
-from tandem_eval.engines.hf import HFEngine, _filtered_probs
+from tandem_eval.engines.hf import HFEngine
+from tandem_eval.engines.sampling import filtered_probs
 
 GREEDY = Sampling(temperature=0, top_p=1, top_k=0)
 
@@ -93,7 +94,7 @@ def test_sampling_depends_only_on_seed_and_position(tiny_pair):
 
 def test_top_k_top_p_filter():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    assert torch.allclose(_filtered_probs(logits, 2, 1.0), torch.tensor([[0.625, 0.375, 0, 0]]))
+    assert torch.allclose(filtered_probs(logits, 2, 1.0), torch.tensor([[0.625, 0.375, 0, 0]]))
     # top_p 0.8: 0.5 + 0.3 reaches 0.8 -> keep two tokens
-    assert (_filtered_probs(logits, 0, 0.8)[0] > 0).tolist() == [True, True, False, False]
-    assert (_filtered_probs(logits, 0, 0.4)[0] > 0).tolist() == [True, False, False, False]
+    assert (filtered_probs(logits, 0, 0.8)[0] > 0).tolist() == [True, True, False, False]
+    assert (filtered_probs(logits, 0, 0.4)[0] > 0).tolist() == [True, False, False, False]

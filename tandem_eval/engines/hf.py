@@ -39,7 +39,8 @@ import torch.nn.functional as F
 
 from ..config import Sampling
 from ..models import ModelError
-from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request, position_uniform
+from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
+from .sampling import sample_at_positions
 
 MERGE_TOKENS = 4  # catch-ups this short join the decode forward
 PREFILL_PATIENCE = 4  # steps a long catch-up may wait for others to batch with
@@ -466,18 +467,9 @@ class HFEngine:
     def _sample(self, group: list[_Live], logits: torch.Tensor) -> list[Completion]:
         raw = torch.log_softmax(logits, dim=-1)
         s = self.sampling
-        if s.temperature == 0:
-            chosen = logits.argmax(dim=-1).tolist()
-        else:
-            probs = _filtered_probs(logits / s.temperature, s.top_k, s.top_p)
-            u = torch.tensor(
-                [position_uniform(lv.req.seed, len(lv.req.token_ids) + len(lv.new_tokens)) for lv in group],
-                dtype=probs.dtype,
-                device=probs.device,
-            )
-            cdf = probs.cumsum(dim=-1)
-            chosen = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(1)
-            chosen = chosen.clamp_(max=probs.shape[1] - 1).tolist()
+        positions = [len(lv.req.token_ids) + len(lv.new_tokens) for lv in group]
+        seeds = [lv.req.seed for lv in group]
+        chosen = sample_at_positions(logits, s.temperature, s.top_k, s.top_p, seeds, positions).tolist()
         done = []
         self.stats["generated"] += len(group)
         for lv, tok, lp in zip(group, chosen, raw[torch.arange(len(group)), chosen].tolist()):
@@ -527,18 +519,3 @@ class HFEngine:
                 a += len(lp)
             out.append(torch.cat(parts).double().cpu().numpy())
         return out
-
-
-def _filtered_probs(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Softmax after top-k then top-p filtering (vLLM's order), in vocabulary order."""
-    if top_k and 0 < top_k < logits.shape[-1]:
-        kth = logits.topk(top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    if top_p < 1.0:
-        sorted_p, idx = probs.sort(dim=-1, descending=True)
-        # keep the smallest prefix whose mass reaches top_p (the top token is always kept)
-        drop_sorted = (sorted_p.cumsum(-1) - sorted_p) >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted)
-        probs = probs.masked_fill(drop, 0.0)
-    return probs

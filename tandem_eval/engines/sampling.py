@@ -9,8 +9,8 @@ trace), or on the backend: HF and vLLM draw the same token from the same logits.
     from tandem_eval.engines.sampling import sample_at_positions
     tokens = sample_at_positions(logits, sampling, seeds=[7, 7], positions=[12, 40])  # logits [2, V]
 
-The HF engine's `_sample` does the same computation (hf.py's `_filtered_probs` equals
-`filtered_probs` here); the vLLM engine runs it inside a logits processor (vllm_engine.py).
+The HF engine's `_sample` calls `sample_at_positions`; the vLLM engine runs the same computation
+inside a logits processor (vllm_sampler.py).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ def parse(description: str, argv=None) -> argparse.Namespace:
     p.add_argument("--n-boot", type=int, default=N_BOOT)
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--label", action="append", default=[], help="RUN=NAME: relabel runs (as `report --label`)")
+    p.add_argument("--by-seed", action="store_true", help="one row/line per seed's run (default: one per arm)")
     p.add_argument("--junior", default=None, help="junior label whose lens outputs to show (runs with several)")
     args = p.parse_args(argv)
     args.results = args.results or [default_results()]

@@ -13,7 +13,9 @@ NAME = "fig2_passk"
 
 
 def make(col, args):
-    return common.save_figure(NAME, figures.fig_passk(col, n_boot=args.n_boot, seed=args.seed), args.out)
+    return common.save_figure(
+        NAME, figures.fig_passk(col, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed), args.out
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ NAME = "fig_legibility_drift"
 
 
 def make(col, args):
-    return common.save_figure(NAME, figures.fig_legibility(col, n_boot=args.n_boot, seed=args.seed), args.out)
+    return common.save_figure(
+        NAME, figures.fig_legibility(col, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed), args.out
+    )
 
 
 if __name__ == "__main__":

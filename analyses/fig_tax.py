@@ -15,7 +15,7 @@ NAME = "fig_tax"
 
 def make(col, args):
     return common.save_figure(
-        NAME, figures.fig_tax(table2(col, k=args.k, n_boot=args.n_boot, seed=args.seed)), args.out
+        NAME, figures.fig_tax(table2(col, k=args.k, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed)), args.out
     )
 
 

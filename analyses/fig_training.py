@@ -13,7 +13,9 @@ NAME = "fig_training"
 
 
 def make(col, args):
-    return common.save_figure(NAME, figures.fig_training(col, k=args.k, n_boot=args.n_boot, seed=args.seed), args.out)
+    return common.save_figure(
+        NAME, figures.fig_training(col, k=args.k, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed), args.out
+    )
 
 
 if __name__ == "__main__":

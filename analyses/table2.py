@@ -12,7 +12,7 @@ from tandem_eval.report import write_tables
 
 
 def make(col, args):
-    paths, _ = write_tables(col, args.out, k=args.k, n_boot=args.n_boot, seed=args.seed)
+    paths, _ = write_tables(col, args.out, k=args.k, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed)
     return paths
 
 

@@ -432,3 +432,23 @@ def test_report_aggregates_seeds_into_one_row_per_arm_and_by_seed_keeps_them():
     tandem = rows[(rows.scope == "macro") & (rows.senior == "self-paired/tandem")].iloc[0]
     seeds = per_seed[(per_seed.scope == "macro") & per_seed.senior.str.startswith("self-paired/tandem/")]
     assert tandem["solo"] == pytest.approx(seeds["solo"].mean())  # mean over seeds (same problems each)
+
+
+def test_figures_draw_one_curve_per_arm_over_seeds_and_by_seed_one_per_run():
+    """2 arms x 3 seeds (committed toy runs): fig2_passk has 2 solo curves per panel, 6 with by_seed."""
+    toy = Path(__file__).resolve().parents[1] / "results" / "toy" / "self-paired"
+    col = collect([toy / "tandem", toy / "grpo"])
+    curves = figures.passk_curves(col, n_boot=50)
+    assert sorted(curves.senior.unique()) == ["self-paired/grpo", "self-paired/tandem"]
+    assert set(curves.n_seeds) == {3}
+    per_seed = figures.passk_curves(col, n_boot=50, by_seed=True)
+    assert per_seed.senior.nunique() == 6 and set(per_seed.n_seeds) == {1}
+    for by_seed, n_curves in ((False, 2), (True, 6)):
+        fig = figures.fig_passk(col, n_boot=50, by_seed=by_seed)
+        macro = next(ax for ax in _visible(fig) if ax.get_title().startswith("Macro"))
+        assert len(macro.lines) == 2 * n_curves  # (solo, handoff) per arm or per run
+    # the aggregated curve is the mean over seeds (each seed holds the same problems)
+    macro = lambda c: c[(c.scope == MACRO) & (c["mode"] == "solo") & (c.k == 4)]  # noqa: E731
+    tandem = macro(curves).set_index("senior").loc["self-paired/tandem", "estimate"]
+    seeds = macro(per_seed)
+    assert tandem == pytest.approx(seeds[seeds.senior.str.startswith("self-paired/tandem/")].estimate.mean())

@@ -58,17 +58,25 @@ def write_tables(
 
 
 def write_figures(
-    col: Collection, out: Path, table, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED
+    col: Collection,
+    out: Path,
+    table,
+    k: int | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    by_seed: bool = False,
 ) -> ReportFiles:
+    """Every figure into `out`: one line/bar/violin per arm (seeds aggregated), by_seed: per run."""
     from tandem_eval.report import figures, style
 
     files = ReportFiles()
+    opts = {"n_boot": n_boot, "seed": seed, "by_seed": by_seed}
     makers = {
-        "fig2_passk": lambda: figures.fig_passk(col, n_boot=n_boot, seed=seed),
-        "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped
-        "fig_legibility_drift": lambda: figures.fig_legibility(col, n_boot=n_boot, seed=seed),
-        "fig_training": lambda: figures.fig_training(col, k=k, n_boot=n_boot, seed=seed),
-        "fig_dose": lambda: figures.fig_dose(col, n_boot=n_boot, seed=seed),
+        "fig2_passk": lambda: figures.fig_passk(col, **opts),
+        "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped; aggregated as the table
+        "fig_legibility_drift": lambda: figures.fig_legibility(col, **opts),
+        "fig_training": lambda: figures.fig_training(col, k=k, **opts),
+        "fig_dose": lambda: figures.fig_dose(col, **opts),
     }
     for name, make in makers.items():
         fig = make()
@@ -92,7 +100,7 @@ def build_report(
 ) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`.
     labels: {run folder or current label: new label}; junior: whose lens outputs to show;
-    by_seed: one row per run instead of one per arm (runs labelled ARM/sN aggregate over seeds)."""
+    by_seed: one row (and figure line) per run instead of one per arm (runs labelled ARM/sN aggregate over seeds)."""
     col = collect(inputs, labels=labels, junior=junior)
     for run in col.runs:  # a damaged folder is refused before anything is written
         for part in run.parts or (run,):
@@ -105,7 +113,7 @@ def build_report(
     else:
         files.skipped.append("table2: no solo or (non-takeover) handoff runs")
     if with_figures:
-        figs = write_figures(col, out, table, k, n_boot, seed)
+        figs = write_figures(col, out, table, k, n_boot, seed, by_seed)
         files.figures, files.skipped = figs.figures, files.skipped + figs.skipped
     return files
 

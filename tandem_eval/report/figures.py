@@ -5,6 +5,11 @@
     fig = figures.fig_passk(col)               # Figure 2: pass@k vs k (log2), solo and handoff
     style.save(fig, "out/", "fig2_passk")      # out/fig2_passk.png + .pdf
 
+Runs of one arm with different seeds (labels ARM/sN, tandem_eval.runs.split_seed) make one line,
+bar or violin per arm, as in the table: mean over seeds, intervals from the two-way clustered
+bootstrap over seeds × problems (stats.scoped_cis, cluster=seed); `by_seed=True` (report
+--by-seed) draws one per seed's run instead.
+
 Figures: fig_passk (bands = ±1 bootstrap SE over problems), fig_tax (bars, 95% CI),
 fig_legibility (junior NLL and KL drift distributions + per-position curves), fig_training
 (trainer log, truncation rate, response length + held-out pass@k against step), fig_dose (pass@k
@@ -24,9 +29,9 @@ from matplotlib.ticker import MaxNLocator
 
 from tandem_eval.lens import LensError
 from tandem_eval.report import style
-from tandem_eval.report.collect import Collection
-from tandem_eval.report.tables import MACRO, N_BOOT, SEED, Table, passk_cis
-from tandem_eval.runs import sample_values
+from tandem_eval.report.collect import TRAIN_LOG, Collection
+from tandem_eval.report.tables import MACRO, N_BOOT, SEED, Table, scoped_ci
+from tandem_eval.runs import problem_values, sample_values, split_seed
 
 POSITION_BINS = 20
 
@@ -34,16 +39,50 @@ POSITION_BINS = 20
 # ---- data -------------------------------------------------------------------------------------
 
 
-def passk_curves(col: Collection, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
-    """senior, mode, scope, k, estimate, se, low, high (percent) for each arm's solo and handoff run."""
+def arm_labels(col: Collection, by_seed: bool = False) -> dict[str, list[str]]:
+    """{arm: run labels of its seeds, in seed order}; runs labelled ARM/sN share the arm ARM.
+    by_seed: every label is its own arm (one line per seed's run, today's per-run view)."""
+    out: dict[str, list[tuple]] = {}
+    for label in col.arms:
+        run = next(r for r in col.runs if r.label == label)
+        arm, s = (label, None) if by_seed else split_seed(label, run.path)
+        out.setdefault(arm, []).append((s if s is not None else -1, label))
+    return {arm: [label for _, label in sorted(labels)] for arm, labels in sorted(out.items())}
+
+
+def pooled_cis(runs: list, metric: str, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
+    """Per group and macro CI of `metric` (runs.problem_values) over one arm's runs, one per seed:
+    one run -> the plain bootstrap over its problems; several -> mean over seeds × problems with the
+    two-way clustered bootstrap, as the table's per-arm rows."""
+    runs = [r for r in runs if r is not None]
+    if not runs:
+        return {}
+    if len(runs) == 1:
+        return scoped_ci(problem_values(runs[0], metric), "value", n_boot, seed)
+    values = pd.concat([problem_values(r, metric).assign(seed=i) for i, r in enumerate(runs)])
+    return scoped_ci(values, "value", n_boot, seed, cluster="seed")
+
+
+def _common_ks(runs: list) -> list[int]:
+    return sorted(set.intersection(*(set(r.ks) for r in runs))) if runs else []
+
+
+def passk_curves(
+    col: Collection, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+) -> pd.DataFrame:
+    """senior, mode, scope, k, estimate, se, low, high (percent), n_seeds for each arm's solo and
+    handoff runs (mean over its seeds; by_seed: one curve per seed's run)."""
     schedule = schedule or col.primary_schedule()
     rows = []
-    for arm in col.arms:
-        for mode, run in (("solo", col.solo(arm)), ("handoff", col.handoff(arm, schedule) if schedule else None)):
-            if run is None:
-                continue
-            for k in run.ks:
-                for scope, ci in passk_cis(run, k, n_boot, seed).items():
+    for arm, labels in arm_labels(col, by_seed).items():
+        for mode in ("solo", "handoff"):
+            if mode == "solo":
+                runs = [col.solo(label) for label in labels]
+            else:
+                runs = [col.handoff(label, schedule) for label in labels] if schedule else []
+            runs = [r for r in runs if r is not None]
+            for k in _common_ks(runs):
+                for scope, ci in pooled_cis(runs, f"pass@{k}", n_boot, seed).items():
                     rows.append(
                         {
                             "senior": arm,
@@ -54,9 +93,11 @@ def passk_curves(col: Collection, schedule: str | None = None, n_boot: int = N_B
                             "se": ci.se,
                             "low": ci.low,
                             "high": ci.high,
+                            "n_seeds": len(runs),
                         }
                     )
-    return pd.DataFrame(rows, columns=["senior", "mode", "scope", "k", "estimate", "se", "low", "high"])
+    columns = ["senior", "mode", "scope", "k", "estimate", "se", "low", "high", "n_seeds"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _n_problems(col: Collection, scope: str) -> int:
@@ -178,9 +219,11 @@ def fig_passk(
     n_boot: int = N_BOOT,
     seed: int = SEED,
     curves: pd.DataFrame | None = None,
+    by_seed: bool = False,
 ):
-    """Figure 2: pass@k (%) against k on a log2 axis, one panel per benchmark group plus macro."""
-    curves = passk_curves(col, schedule, n_boot, seed) if curves is None else curves
+    """Figure 2: pass@k (%) against k on a log2 axis, one panel per benchmark group plus macro;
+    one curve per arm and mode (mean over seeds, ±1 SE band over seeds × problems), by_seed: per run."""
+    curves = passk_curves(col, schedule, n_boot, seed, by_seed) if curves is None else curves
     if curves.empty:
         return None
     with style.paper():
@@ -204,7 +247,9 @@ def fig_passk(
             ax.set_xscale("log", base=2)
             ax.set_xticks(ks, [str(int(k)) for k in ks])
             ax.minorticks_off()
-            ax.set_title(f"{'Macro' if scope == MACRO else scope} (n={_n_problems(col, scope)}; bands ±1 SE)")
+            seeds = sorted(part["n_seeds"].unique()) if "n_seeds" in part and len(part) else [1]
+            over = f"; means over {'≤' if len(seeds) > 1 else ''}{seeds[-1]} seeds" if seeds[-1] > 1 else ""
+            ax.set_title(f"{'Macro' if scope == MACRO else scope} (n={_n_problems(col, scope)}{over}; bands ±1 SE)")
             _mark_degenerate(ax, part["estimate"], _n_problems(col, scope))
             ax.set_xlabel("k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
@@ -251,38 +296,58 @@ def fig_tax(table: Table | None):
     return fig
 
 
-def _side_frames(col: Collection, name: str):
-    """{arm: (per-sample frame, source column, solo run)} for arms whose solo run has the table."""
+def _side_frames(col: Collection, name: str, by_seed: bool = False):
+    """{arm: (per-sample frame with a `seed` column, source column, solo runs)} for arms whose solo
+    runs have the table, pooled over the arm's seeds (by_seed: one arm per run)."""
     out = {}
-    for arm in col.arms:
-        solo = col.solo(arm)
-        if solo is None:
-            continue
-        try:
-            per_sample, source = sample_values(solo, "junior_nll" if name == "legibility" else "kl")
-        except LensError:  # no lens table of this kind
-            continue
-        if not per_sample.empty:
-            out[arm] = (per_sample, source, solo)
+    for arm, labels in arm_labels(col, by_seed).items():
+        frames, sources, runs = [], [], []
+        for i, label in enumerate(labels):
+            solo = col.solo(label)
+            if solo is None:
+                continue
+            try:
+                per_sample, source = sample_values(solo, "junior_nll" if name == "legibility" else "kl")
+            except LensError:  # no lens table of this kind
+                continue
+            if not per_sample.empty:
+                frames.append(per_sample.assign(seed=i))
+                sources.append(source)
+                runs.append(solo)
+        if frames:
+            out[arm] = (pd.concat(frames, ignore_index=True), ", ".join(sorted(set(sources))), runs)
     return out
 
 
-def fig_legibility(col: Collection, bins: int = POSITION_BINS, n_boot: int = N_BOOT, seed: int = SEED):
-    """Distributions of per-sample junior NLL and KL drift per senior (violins, with the mean over
-    problems and its 95% bootstrap CI), and their per-position curves (token-pooled mean per slice
-    of relative CoT position) when the lens tables carry per-token arrays. Titles name the junior."""
-    import seaborn as sns
+def _mean_ci(frame: pd.DataFrame, n_boot: int, seed: int):
+    """Mean over problems (over seeds × problems when the frame holds several seeds) of per-sample
+    values and its 95% CI: plain bootstrap over problems, or the two-way clustered one."""
+    from tandem_eval.metrics.stats import bootstrap_ci, clustered_bootstrap_means, percentile_ci
 
-    from tandem_eval.metrics.stats import bootstrap_ci
+    if frame["seed"].nunique() <= 1:
+        return bootstrap_ci(frame.groupby(["benchmark", "problem_id"])["value"].mean(), n_boot=n_boot, seed=seed)
+    cells = frame.groupby(["seed", "benchmark", "problem_id"])["value"].mean().reset_index("seed")
+    est, boot = clustered_bootstrap_means(cells, ["value"], "seed", False, n_boot, seed)
+    return percentile_ci(float(est[0]), boot[:, 0])
+
+
+def fig_legibility(
+    col: Collection, bins: int = POSITION_BINS, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+):
+    """Distributions of per-sample junior NLL and KL drift per senior (violins pooled over the arm's
+    seeds, with the mean over problems and its 95% bootstrap CI, clustered over seeds × problems when
+    there are several), and their per-position curves (token-pooled mean per slice of relative CoT
+    position) when the lens tables carry per-token arrays. Titles name the junior. by_seed: per run."""
+    import seaborn as sns
 
     juniors = col.pick_juniors_once()
     panels = []
     for name, ylabel in (("legibility", "junior NLL (nats/token)"), ("drift", "KL(senior ‖ junior) (nats/token)")):
-        frames = _side_frames(col, name)
+        frames = _side_frames(col, name, by_seed)
         if not frames:
             continue
         panels.append(("dist", name, ylabel, frames))
-        if any(token_arrays(run, name) for _, _, run in frames.values()):
+        if any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
             panels.append(("pos", name, ylabel, frames))
     if not panels:
         return None
@@ -312,13 +377,14 @@ def fig_legibility(col: Collection, bins: int = POSITION_BINS, n_boot: int = N_B
                 labels = []
                 for i, arm in enumerate(arms):
                     f = frames[arm][0]
-                    per_problem = f.groupby(["benchmark", "problem_id"])["value"].mean()
-                    ci = bootstrap_ci(per_problem, n_boot=n_boot, seed=seed)
+                    ci = _mean_ci(f, n_boot, seed)
                     ax.errorbar(
                         [i], [ci.estimate], yerr=[[ci.estimate - ci.low], [ci.high - ci.estimate]],
                         color="black", marker="D", markersize=2.5, capsize=2, linewidth=0.8,
                     )  # fmt: skip
-                    labels.append(f"{arm}\nn={len(per_problem)} problems")
+                    n_seeds = f["seed"].nunique()
+                    n_arm = len(f[["benchmark", "problem_id"]].drop_duplicates())
+                    labels.append(f"{arm}\nn={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
                 ax.set_xticks(range(len(arms)), labels)
                 sources = sorted({s for _, s, _ in frames.values()})
                 n_problems = max(len(frames[a][0][["benchmark", "problem_id"]].drop_duplicates()) for a in arms)
@@ -330,8 +396,8 @@ def fig_legibility(col: Collection, bins: int = POSITION_BINS, n_boot: int = N_B
                 _mark_degenerate(ax, data["value"], n_problems)
             else:
                 n_samples = 0
-                for arm in arms:
-                    arrays = token_arrays(frames[arm][2], name)
+                for arm in arms:  # tokens pooled over the arm's seeds
+                    arrays = [a for run in frames[arm][2] for a in (token_arrays(run, name) or [])]
                     if not arrays:
                         continue
                     n_samples = max(n_samples, len(arrays))
@@ -364,22 +430,60 @@ def _train_column(log: pd.DataFrame, key: str) -> str | None:
     return None
 
 
-def training_evals(col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
-    """senior, step, k, estimate, se (macro pass@k, percent) of every training's periodic evals."""
-    rows = []
+def _training_arms(col: Collection, by_seed: bool = False) -> dict[str, list]:
+    """{arm: its trainings, one per seed} (a trainer's arm ARM/sN, or a seedN folder above it)."""
+    out: dict[str, list] = {}
     for t in col.trainings:
-        for run in t.evals:
-            kk = k if k in run.ks else (4 if 4 in run.ks else max(run.ks))
-            ci = passk_cis(run, kk, n_boot, seed).get(MACRO)
+        # split_seed reads a run folder's two parents: the trainer folder and a seedN folder above it
+        arm, s = (t.arm, None) if by_seed else split_seed(t.arm, t.path / TRAIN_LOG)
+        out.setdefault(arm, []).append((s if s is not None else -1, str(t.path), t))
+    return {arm: [t for _, _, t in sorted(ts, key=lambda x: x[:2])] for arm, ts in sorted(out.items())}
+
+
+def training_evals(
+    col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+) -> pd.DataFrame:
+    """senior, step, k, estimate, se, n_seeds (macro pass@k, percent) of every arm's periodic
+    evals, pooled over the arm's seeds at each step (by_seed: one curve per training)."""
+    rows = []
+    for arm, trainings in _training_arms(col, by_seed).items():
+        by_step: dict[int, list] = {}
+        for t in trainings:
+            for run in t.evals:
+                by_step.setdefault(run.step, []).append(run)
+        for step, runs in sorted(by_step.items(), key=lambda x: (x[0] is None, x[0])):
+            ks = _common_ks(runs)
+            if not ks:
+                continue
+            kk = k if k in ks else (4 if 4 in ks else max(ks))
+            ci = pooled_cis(runs, f"pass@{kk}", n_boot, seed).get(MACRO)
             if ci is not None:
-                rows.append({"senior": t.arm, "step": run.step, "k": kk, "estimate": ci.estimate, "se": ci.se})
-    return pd.DataFrame(rows, columns=["senior", "step", "k", "estimate", "se"])
+                rows.append(
+                    {"senior": arm, "step": step, "k": kk, "estimate": ci.estimate, "se": ci.se, "n_seeds": len(runs)}
+                )
+    return pd.DataFrame(rows, columns=["senior", "step", "k", "estimate", "se", "n_seeds"])
 
 
-def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED):
-    """Training dynamics against step: trainer-log panels present in any log, plus held-out pass@k."""
+def _log_curves(trainings: list, key: str) -> pd.DataFrame | None:
+    """step, mean, low, high of one log column over an arm's trainings (low/high = min/max over seeds)."""
+    parts = []
+    for t in trainings:
+        column = _train_column(t.log, key) if "step" in t.log.columns else None
+        if column is not None:
+            parts.append(t.log[["step", column]].dropna().set_axis(["step", "value"], axis=1))
+    if not parts:
+        return None
+    g = pd.concat(parts).groupby("step")["value"]
+    return pd.DataFrame({"mean": g.mean(), "low": g.min(), "high": g.max(), "n": g.size()}).reset_index()
+
+
+def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False):
+    """Training dynamics against step: trainer-log panels present in any log (per arm, the mean over
+    its seeds with a min–max band), plus held-out pass@k (±1 SE over seeds × problems). by_seed: per run."""
     logs = [t for t in col.trainings if "step" in t.log.columns and len(t.log)]
-    evals = training_evals(col, k, n_boot, seed)
+    arms = {a: [t for t in ts if t in logs] for a, ts in _training_arms(col, by_seed).items()}
+    arms = {a: ts for a, ts in arms.items() if ts}
+    evals = training_evals(col, k, n_boot, seed, by_seed)
     keys = [(key, label) for key, label in TRAIN_PANELS if any(_train_column(t.log, key) for t in logs)]
     n = len(keys) + (not evals.empty)
     if n == 0:
@@ -387,19 +491,28 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
     with style.paper():
         fig, axes = _panels(n, ncols=min(n, 3))
         for ax, (key, label) in zip(axes, keys):
-            for t in sorted(logs, key=lambda t: t.arm):
-                column = _train_column(t.log, key)
-                if column is None:
+            seeds = 1
+            for arm, trainings in arms.items():
+                d = _log_curves(trainings, key)
+                if d is None:
                     continue
-                d = t.log[["step", column]].dropna()
-                color = style.arm_color(t.arm)
+                color = style.arm_color(arm)
+                several = int(d["n"].max()) > 1
+                seeds = max(seeds, len(trainings))
+                if several:  # min–max over seeds
+                    low, high = d["low"], d["high"]
+                    if len(d) > 50:
+                        low, high = low.rolling(10, min_periods=1).mean(), high.rolling(10, min_periods=1).mean()
+                    ax.fill_between(d["step"], low, high, color=color, alpha=0.18, linewidth=0)
                 if len(d) > 50:  # raw values faintly, a rolling mean on top
-                    ax.plot(d["step"], d[column], color=color, alpha=0.25, linewidth=0.6, marker="")
-                    ax.plot(d["step"], d[column].rolling(10, min_periods=1).mean(), color=color, marker="")
+                    if not several:
+                        ax.plot(d["step"], d["mean"], color=color, alpha=0.25, linewidth=0.6, marker="")
+                    ax.plot(d["step"], d["mean"].rolling(10, min_periods=1).mean(), color=color, marker="")
                 else:
-                    ax.plot(d["step"], d[column], color=color, marker=".")
+                    ax.plot(d["step"], d["mean"], color=color, marker=".")
             n_steps = max((int(t.log["step"].nunique()) for t in logs), default=0)
-            ax.set_title(f"n={n_steps} steps (trainer log, per-step values; no CI)")
+            what = f"mean over {seeds} seeds, band min–max" if seeds > 1 else "per-step values"
+            ax.set_title(f"n={n_steps} steps (trainer log, {what}; no CI)")
             ax.set_xlabel("training step")
             ax.set_ylabel(label)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -418,30 +531,41 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
             ax.set_xlabel("training step")
             ax.set_ylabel(f"held-out pass@{int(evals['k'].iloc[0])} (%)")
             n = max((len(r.per_problem([1])) for t in col.trainings for r in t.evals), default=0)
-            ax.set_title(f"held-out macro (n={n} problems; bands ±1 SE)")
+            seeds = int(evals["n_seeds"].max())
+            over = f"; means over {seeds} seeds" if seeds > 1 else ""
+            ax.set_title(f"held-out macro (n={n} problems{over}; bands ±1 SE)")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             _mark_degenerate(ax, evals["estimate"], n)
-        _legend(fig, sorted({t.arm for t in logs} | set(evals["senior"])))
+        _legend(fig, sorted(set(arms) | set(evals["senior"])))
     return fig
 
 
-def dose_curve(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+def dose_curve(
+    col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+) -> pd.DataFrame:
     """senior, takeover, estimate, low, high: macro pass@k when the junior takes over after N
-    senior paragraphs (schedule takeover:N)."""
+    senior paragraphs (schedule takeover:N), pooled over the arm's seeds (by_seed: per run)."""
+    takeovers = col.takeover_runs()
     rows = []
-    for arm, runs in col.takeover_runs().items():
-        for n, run in runs.items():
-            ci = passk_cis(run, k, n_boot, seed).get(MACRO)
+    for arm, labels in arm_labels(col, by_seed).items():
+        by_n: dict[int, list] = {}
+        for label in labels:
+            for n, run in takeovers.get(label, {}).items():
+                by_n.setdefault(n, []).append(run)
+        for n, runs in sorted(by_n.items()):
+            ci = pooled_cis(runs, f"pass@{k}", n_boot, seed).get(MACRO)
             if ci is not None:
                 rows.append({"senior": arm, "takeover": n, "estimate": ci.estimate, "low": ci.low, "high": ci.high})
     return pd.DataFrame(rows, columns=["senior", "takeover", "estimate", "low", "high"])
 
 
-def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED):
-    """Handoff dose curve: macro pass@k against the takeover point; dotted line = the arm solo."""
-    data = dose_curve(col, k, n_boot, seed)
+def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False):
+    """Handoff dose curve: macro pass@k against the takeover point; dotted line = the arm solo
+    (means over the arm's seeds; by_seed: per run)."""
+    data = dose_curve(col, k, n_boot, seed, by_seed)
     if data.empty:
         return None
+    labels_of = arm_labels(col, by_seed)
     with style.paper():
         fig, ax = plt.subplots(figsize=style.size(1), layout="constrained")
         for arm, d in data.groupby("senior", sort=True):
@@ -457,9 +581,9 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED
                 capsize=2,
                 **style.MODE_LINE["handoff"],
             )
-            solo = col.solo(arm)
-            if solo is not None and k in solo.ks:
-                ci = passk_cis(solo, k, n_boot, seed).get(MACRO)
+            solos = [r for label in labels_of.get(arm, []) if (r := col.solo(label)) is not None and k in r.ks]
+            if solos:
+                ci = pooled_cis(solos, f"pass@{k}", n_boot, seed).get(MACRO)
                 if ci is not None:
                     ax.axhline(ci.estimate, color=color, linestyle=":", linewidth=0.9)
         ax.set_xticks(sorted(data["takeover"].unique()))  # integer takeover points only

@@ -512,7 +512,7 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
                     ax.plot(d["step"], d["mean"], color=color, marker=".")
             n_steps = max((int(t.log["step"].nunique()) for t in logs), default=0)
             if seeds > 1:  # two lines: the panels are narrow
-                ax.set_title(f"n={n_steps} steps, ≤{seeds} seeds per arm\n(trainer log: mean, band min–max; no CI)")
+                ax.set_title(f"n={n_steps} steps, ≤{seeds} seeds/arm\n(mean; band = min–max; no CI)")
             else:
                 ax.set_title(f"n={n_steps} steps (trainer log, per-step values; no CI)")
             ax.set_xlabel("training step")

@@ -160,6 +160,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="also measure the vLLM backend (cogen only)")
     ap.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="model shape (see the docstring)")
+    ap.add_argument(
+        "--schedules",
+        default="solo,paragraph,word",
+        help="co-generation schedules to measure (solo first); random 135M models never end a paragraph, "
+        "so add e.g. chunk:16 there as a paragraph stand-in with real handoffs",
+    )
     ap.add_argument("--pool-factor", type=int, default=2, help="live traces = factor x batch for handoff")
     ap.add_argument(
         "--threads",
@@ -169,6 +175,9 @@ def main() -> None:
     )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    if schedules[:1] != ["solo"]:
+        ap.error("--schedules must start with solo (the reference of every ratio)")
     with tempfile.TemporaryDirectory() as root:
         sp, jp = build_models(root, args.size)
         senior, junior = HFEngine(sp, SAMPLING, max_batch=args.batch), HFEngine(jp, SAMPLING, max_batch=args.batch)
@@ -176,13 +185,12 @@ def main() -> None:
         pf = args.pool_factor
         hf = (senior, junior)
         modes = {
-            f"hf {s}": (lambda s=s: _counted(lambda: run_cogen(senior, junior, s, n, t, b, pf), hf))
-            for s in ("solo", "paragraph", "word")
+            f"hf {s}": (lambda s=s: _counted(lambda: run_cogen(senior, junior, s, n, t, b, pf), hf)) for s in schedules
         }
         modes.update(
             {
                 f"hf lockstep-{s}": (lambda s=s: _counted(lambda: run_lockstep(senior, junior, s, n, t, b), hf))
-                for s in ("paragraph", "word")
+                for s in schedules[1:]
             }
         )
         if args.vllm:
@@ -192,7 +200,7 @@ def main() -> None:
             modes.update(
                 {
                     f"vllm {s}": (lambda s=s: _counted(lambda: run_cogen(vs, vj, s, n, t, b, pf), (vs, vj)))
-                    for s in ("solo", "paragraph", "word")
+                    for s in schedules
                 }
             )
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up

@@ -428,7 +428,7 @@ def test_real_cli_run_scored_by_two_juniors_keeps_both_and_the_viewer_shades_it(
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["report", str(solo), "--out", str(tmp_path / "r"), "--junior", "self", "--n-boot", "20"])
     assert res.exit_code == 0, res.output
-    assert "junior self" in (tmp_path / "r" / "table2.md").read_text()
+    assert "the junior labelled 'self'" in (tmp_path / "r" / "table2.md").read_text()
     page = build_page(solo, junior="self")
     data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1))
     assert all(t["jr"] == "self" and t["src"] == "lens" for t in data["traces"])

@@ -69,6 +69,8 @@ def tax_vs_grpo(scenario_dir: Path, arm: str = "tandem", base: str = "grpo") -> 
         other = scenario_dir / base / hand.parent.name / "handoff-paragraph"
         if not (other / "COMPLETE").exists() or not (hand / "COMPLETE").exists():
             continue
+        if min(RunFolder(r).config()["config"]["n"] for r in (hand, other)) < K:
+            continue  # tax@K needs K samples per problem (the CI-scale toy world draws fewer)
         table = tax_compare(RunFolder(hand), RunFolder(other), f"tax@{K}", LensOptions(n_boot=N_BOOT, seed=SEED))
         macro = table[table["group"] == MACRO].iloc[0].to_dict()
         rows.append({"seed": hand.parent.name, **{k: v for k, v in macro.items() if k != "group"}})

@@ -367,13 +367,15 @@ def test_hf_and_vllm_sample_the_same_traces(sampled_runs):
             np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
 
 
-def test_vllm_logging_is_quiet_unless_verbose(engines):
+def test_vllm_logging_is_quiet_unless_verbose(engines, monkeypatch):
     import logging
 
     from tandem_eval.engines import vllm_engine
 
-    if vllm_engine._USER_VLLM_LOG_LEVEL is not None:
-        pytest.skip("VLLM_LOGGING_LEVEL is set by the user, which the engine respects")
+    # importing trl sets VLLM_LOGGING_LEVEL=ERROR in-process, which the engine reads as the user's
+    # choice; this test is about the engine's own switch, so it runs as if nobody had set it
+    monkeypatch.setattr(vllm_engine, "_USER_VLLM_LOG_LEVEL", None)
+    vllm_engine._configure_vllm_logging(verbose=False)
     logger = logging.getLogger("vllm")
     assert logger.getEffectiveLevel() == logging.ERROR  # the engines above were started quiet
     try:

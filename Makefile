@@ -33,7 +33,7 @@ demo: venv
 	$(BIN)/python -m tandem_eval.demo --out $(DEMO)
 
 toy: venv
-	$(BIN)/python -m trainer.toy_world
+	$(BIN)/python -m trainer.toy_world --readme README.md
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

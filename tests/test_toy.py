@@ -87,6 +87,22 @@ def test_solutions_one_step_per_paragraph_then_boxed_answer(problems):
                     assert f"= {s.result} " in para
 
 
+def test_shortcut_style_is_one_expression_worth_the_answer(problems):
+    from trainer.toy.task import SHORTCUT_LEAD
+
+    for p in problems["test"] + problems["train"]:
+        text = p.solution("shortcut")
+        first, last = text.split("\n\n")
+        assert first.startswith(SHORTCUT_LEAD + " ") and last == f"The answer is \\boxed{{{p.answer}}}."
+        expr, result = first[len(SHORTCUT_LEAD) + 1 : -1].split(" = ")
+        assert result == p.answer and "=" not in expr
+        # left-to-right integer arithmetic with the brackets as written gives the answer
+        assert eval(expr.replace("/", "//")) == int(p.answer)  # noqa: S307 (digits and + - * / ( ) only)
+        assert set(expr) <= set("0123456789+-*/() ")
+    with pytest.raises(ValueError, match="shortcut"):
+        problems["test"][0].solution("terse")
+
+
 def test_jargon_detector_on_both_styles(problems):
     for p in problems["test"][:50]:
         assert uses_jargon(p.solution_jargon) and jargon_rate(p.solution_jargon) == 1.0
@@ -154,15 +170,20 @@ def test_sft_cli_meta_copy_and_init_guard(tmp_path):
     from trainer.toy.sft import META_FILE, main
 
     senior = tmp_path / "self-paired" / "senior"
-    main(["--scenario", "self-paired", "--role", "senior", "--out", str(senior), "--size", "test", "--steps", "3"])
+    main(["--scenario", "base", "--role", "senior", "--out", str(senior), "--size", "test", "--steps", "3"])
     meta = json.loads((senior / META_FILE).read_text())
-    assert (meta["scenario"], meta["role"], meta["steps"], meta["data_style"]) == ("self-paired", "senior", 3, "plain")
+    assert (meta["scenario"], meta["role"], meta["steps"], meta["data_style"]) == ("base", "senior", 3, "plain")
+    mixed = tmp_path / "self-paired" / "mixed"
+    main(["--scenario", "self-paired", "--role", "senior", "--out", str(mixed), "--init-from", str(senior), "--steps", "2"])
+    meta = json.loads((mixed / META_FILE).read_text())
+    assert meta["data_style"] == "mix: 50% shortcut, rest plain" and meta["init_from"] == str(senior)
     junior = tmp_path / "jargon" / "junior"
     main(["--scenario", "jargon", "--role", "junior", "--out", str(junior), "--copy-from", str(senior)])
     assert (junior / "model.safetensors").read_bytes() == (senior / "model.safetensors").read_bytes()
     assert json.loads((junior / META_FILE).read_text())["role"] == "junior"
-    with pytest.raises(SystemExit, match="--init-from"):
-        main(["--scenario", "jargon", "--role", "senior", "--out", str(tmp_path / "x")])
+    for scenario in ("jargon", "self-paired"):  # both continue the base
+        with pytest.raises(SystemExit, match="--init-from"):
+            main(["--scenario", scenario, "--role", "senior", "--out", str(tmp_path / "x")])
     with pytest.raises(SystemExit, match="--copy-from"):
         main(["--scenario", "jargon", "--role", "senior", "--out", str(tmp_path / "x"), "--copy-from", str(senior)])
 
@@ -175,3 +196,17 @@ def test_difficulty_knob():
     assert max(s.result for p in ps for s in p.steps) > 60  # wider numbers than the default
     with pytest.raises(ValueError):
         Difficulty(min_steps=3, max_steps=2)
+
+
+def test_sft_style_mix_follows_the_recipe(tok):
+    from trainer.toy.sft import Batches, Recipe
+
+    def shares(recipe):
+        b = Batches(tok, recipe, seed=7, difficulty=Difficulty())
+        texts = [tok.decode([t for t in b.example()[1] if t >= 0]) for _ in range(300)]
+        return [sum(k in t for t in texts) / len(texts) for k in ("Quick count:", "<<")]
+
+    shortcut, jargon = shares(Recipe(size="test", p_jargon=0.0, p_shortcut=0.5, steps=1))
+    assert 0.4 < shortcut < 0.6 and jargon == 0
+    shortcut, jargon = shares(Recipe(size="test", p_jargon=0.85, steps=1))
+    assert shortcut == 0 and 0.75 < jargon < 0.95

@@ -1,17 +1,27 @@
 """`make toy`: the paper's whole experiment in the toy world, from scratch, on two CPU cores.
 
 Stages (each skips what is already done, so an interrupted run resumes):
-  1. data      train / test problems (trainer/toy/task.py) as jsonl benchmarks
-  2. init      SFT initial checkpoints: self-paired senior (= both scenarios' junior) and jargon senior
-  3. train     RL arms grpo, tandem (word schedule), kl-reg x seeds x scenarios with tandem-train
-  4. evaluate  every final senior + the initial senior + the junior: solo, paragraph handoff,
-               legibility, drift (tandem-eval), into results/toy/<scenario>/<arm>/seed<S>/
-  5. tables    results/toy/summary.md + summary.json: mean over seeds with a seeds x problems
-               bootstrap CI (tandem_eval.toy.aggregate)
-  6. bundle    seed-0 final checkpoints -> tandem_eval/toy/checkpoints/<scenario>/<arm> (toy:NAMES)
-  7. report    tandem-eval report results/toy --out results/toy/report
+  1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks
+  2. init      SFT: the plain base senior, then from it the self-paired senior (shortcut mix; also
+               the self-paired junior) and the jargon senior (the jargon junior is the base)
+  3. held-out the initial seniors' held-out solo pass@1 (step 0 of the learning curves)
+  4. train     RL arms grpo, tandem (word schedule) and kl-reg@COEF (k3 KL toward the senior's
+               initial checkpoint, one arm per coefficient) x seeds x scenarios with tandem-train;
+               held-out solo pass@1 every `heldout_every` steps (the curves). With them, the lr
+               sweep: grpo, self-paired, seed 0, a short run per learning rate with a held-out
+               evaluation at its end -> results/toy/lr_sweep.json (the full runs use Scale.lr)
+  5. evaluate  every final senior, and the initial senior and the junior once per seed: solo,
+               paragraph handoff, legibility, drift (tandem-eval) into
+               results/toy/<scenario>/<arm>/seed<S>/. Seed S is evaluated with run seed
+               eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the
+               same ones (common random numbers for the paired comparisons)
+  6. tables    results/toy/summary.json (+ summary.md, figures, the README block):
+               tandem_eval.toy.aggregate
+  7. bundle    seed-0 final checkpoints -> tandem_eval/toy/checkpoints/<scenario>/<arm> (toy:NAMES)
+  8. report    tandem-eval report results/toy --out results/toy/report
 
     python -m trainer.toy_world [--scale full|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
+                                [--readme README.md] [--no-bundle]
 """
 
 from __future__ import annotations
@@ -32,7 +42,6 @@ from trainer.toy.task import write_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = ("self-paired", "jargon")
-ARMS = ("grpo", "tandem", "kl-reg")
 CKPT_FILES = (
     "config.json",
     "generation_config.json",
@@ -46,7 +55,7 @@ CKPT_FILES = (
 
 @dataclass(frozen=True)
 class Scale:
-    sft_steps: tuple[int | None, int | None]  # self-paired senior, jargon senior (None: the recipe's)
+    sft_steps: tuple[int | None, int | None, int | None]  # base, self-paired, jargon (None: the recipe's)
     rl_steps: int
     prompts_per_step: int
     group_size: int
@@ -56,12 +65,68 @@ class Scale:
     n_test: int
     n_samples: int
     max_new_tokens: int
+    kl_coefs: tuple[tuple[str, tuple[float, ...]], ...]  # (scenario, coefficients of its kl-reg arms)
+    n_heldout: int
+    heldout_every: int
+    heldout_n: int
+    lr_sweep: tuple[float, ...]
+    sweep_steps: int
+
+    def arms(self, scenario: str) -> tuple[str, ...]:
+        return ("grpo", "tandem", *(kl_arm(c) for c in dict(self.kl_coefs)[scenario]))
+
+
+def kl_arm(coef: float) -> str:
+    return f"kl-reg@{coef:g}"
+
+
+def kl_coef(arm: str) -> float | None:
+    return float(arm.split("@", 1)[1]) if arm.startswith("kl-reg@") else None
 
 
 SCALES = {
-    "full": Scale((None, None), 80, 8, 8, 5e-5, (0, 1, 2), 4000, 100, 4, 256),
-    "ci": Scale((4, 2), 1, 2, 2, 5e-5, (0,), 40, 3, 2, 48),
+    "full": Scale(
+        sft_steps=(None, None, None),
+        rl_steps=40,
+        prompts_per_step=8,
+        group_size=8,
+        lr=1e-4,
+        seeds=(0, 1, 2),
+        n_train=4000,
+        n_test=300,
+        n_samples=8,
+        max_new_tokens=256,
+        kl_coefs=(("self-paired", (0.1, 1.0, 10.0)), ("jargon", (1.0,))),
+        n_heldout=100,
+        heldout_every=10,
+        heldout_n=2,
+        lr_sweep=(3e-5, 1e-4, 3e-4),
+        sweep_steps=20,
+    ),
+    "ci": Scale(
+        sft_steps=(4, 2, 2),
+        rl_steps=1,
+        prompts_per_step=2,
+        group_size=2,
+        lr=5e-5,
+        seeds=(0,),
+        n_train=40,
+        n_test=3,
+        n_samples=4,
+        max_new_tokens=48,
+        kl_coefs=(("self-paired", (0.1,)), ("jargon", (0.1,))),
+        n_heldout=2,
+        heldout_every=1,
+        heldout_n=1,
+        lr_sweep=(5e-5,),
+        sweep_steps=1,
+    ),
 }
+
+
+def eval_seed(seed: int) -> int:
+    """The evaluation run seed of training seed `seed` (and of the untrained arms' seed-`seed` runs)."""
+    return 1000 + seed
 
 
 def log(msg: str) -> None:
@@ -94,54 +159,36 @@ def run(cmd: list[str], logfile: Path | None = None) -> None:
 def stage_data(work: Path, s: Scale) -> dict[str, Path]:
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
-    paths = {"train": data / "train.jsonl", "test": data / "test.jsonl"}
-    if not paths["train"].exists():  # seeds differ from SFT's (0, 1000) so RL sees fresh problems
-        write_benchmark(paths["train"], "train", s.n_train, seed=2000)
-    if not paths["test"].exists():
-        write_benchmark(paths["test"], "test", s.n_test, seed=0)
+    paths = {"train": data / "train.jsonl", "heldout": data / "heldout.jsonl", "test": data / "test.jsonl"}
+    sizes = {"train": (s.n_train, 2000), "heldout": (s.n_heldout, 0), "test": (s.n_test, 0)}
+    for split, path in paths.items():  # RL's seed differs from SFT's (0, 1000): RL sees fresh problems
+        if not path.exists():
+            write_benchmark(path, split, sizes[split][0], seed=sizes[split][1])
     return paths
 
 
+def _sft(out: Path, scenario: str, steps: int | None, work: Path, init_from: Path | None = None) -> None:
+    if (out / "config.json").exists():
+        return
+    log(f"SFT: {scenario} senior" + (f" (continues {init_from.name})" if init_from else ""))
+    cmd = ["-m", "trainer.toy.sft", "--scenario", scenario, "--role", "senior", "--out", str(out)]
+    cmd += ["--init-from", str(init_from)] if init_from else []
+    cmd += ["--steps", str(steps)] if steps else []
+    run(cmd, work / "logs" / "sft.log")
+
+
 def stage_init(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
+    """Initial checkpoints: {scenario: {"senior": path, "junior": path}}."""
     init = work / "init"
-    base, jargon = init / "self-paired" / "senior", init / "jargon" / "senior"
-    steps = [[] if n is None else ["--steps", str(n)] for n in s.sft_steps]
-    if not (base / "config.json").exists():
-        log("SFT: self-paired senior")
-        run(
-            [
-                "-m",
-                "trainer.toy.sft",
-                "--scenario",
-                "self-paired",
-                "--role",
-                "senior",
-                "--out",
-                str(base),
-                *steps[0],
-            ],
-            work / "logs" / "sft.log",
-        )
-    if not (jargon / "config.json").exists():
-        log("SFT: jargon senior (continues from the self-paired senior)")
-        run(
-            [
-                "-m",
-                "trainer.toy.sft",
-                "--scenario",
-                "jargon",
-                "--role",
-                "senior",
-                "--out",
-                str(jargon),
-                "--init-from",
-                str(base),
-                *steps[1],
-            ],
-            work / "logs" / "sft.log",
-        )
-    # The junior of both scenarios is the plain-only self-paired initial senior.
-    return {sc: {"senior": init / sc / "senior", "junior": base} for sc in SCENARIOS}
+    base = init / "base"
+    _sft(base, "base", s.sft_steps[0], work)
+    for scenario, steps in zip(SCENARIOS, s.sft_steps[1:]):
+        _sft(init / scenario / "senior", scenario, steps, work, init_from=base)
+    # self-paired: the junior IS the senior's initial checkpoint; jargon: the plain base
+    return {
+        "self-paired": {"senior": init / "self-paired" / "senior", "junior": init / "self-paired" / "senior"},
+        "jargon": {"senior": init / "jargon" / "senior", "junior": base},
+    }
 
 
 def final_checkpoint(out: Path, steps: int) -> Path | None:
@@ -152,145 +199,153 @@ def final_checkpoint(out: Path, steps: int) -> Path | None:
     return None
 
 
-def train_job(work: Path, data: dict, init: dict, s: Scale, sc: str, arm: str, seed: int) -> Path:
-    out = work / "train" / sc / arm / f"seed{seed}"
-    ck = final_checkpoint(out, s.rl_steps)
+def train_job(
+    out: Path, data: dict, pair: dict, s: Scale, arm: str, seed: int, lr: float, steps: int, every: int
+) -> Path:
+    """One RL run (resumable); its final checkpoint."""
+    ck = final_checkpoint(out, steps)
+    if ck is not None:
+        return ck
+    log(f"RL {out.relative_to(out.parents[3])} (lr {lr:g}, {steps} steps)")
+    coef = kl_coef(arm)
+    sets = [
+        f"senior={pair['senior']}",
+        f"junior={pair['junior']}",
+        f"train_data={data['train']}",
+        f"steps={steps}",
+        f"prompts_per_step={s.prompts_per_step}",
+        f"group_size={s.group_size}",
+        f"micro_batch={s.group_size}",
+        f"rollout_batch={s.prompts_per_step * s.group_size}",
+        f"lr={lr}",
+        "temperature=1.0",
+        f"max_new_tokens={s.max_new_tokens}",
+        "max_context=512",
+        f"seed={seed}",
+        f"output_dir={out}",
+        f"save_every={every}",
+        # held-out solo pass@1 along the run: the learning curve (eval_log.jsonl)
+        f"eval.every={every}",
+        f"eval.benchmarks=[{data['heldout']}]",
+        "eval.modes=[solo]",
+        f"eval.n={s.heldout_n}",
+        f"eval.limit={s.n_heldout}",
+        "eval.ks=[1]",
+        f"eval.max_new_tokens={s.max_new_tokens}",
+        "eval.max_context=512",
+        "eval.batch_size=256",
+    ]
+    if coef is not None:  # the paper's KL-reg: k3 KL toward the senior's initial checkpoint
+        sets += [f"beta={coef}", "kl_ref=init"]
+    out.mkdir(parents=True, exist_ok=True)
+    recipe = REPO / "trainer" / "recipes" / f"cpu-{arm.split('@')[0]}.yaml"
+    run(["-m", "trainer", "--recipe", str(recipe), "--resume", "auto", "--set", *sets], out / "train.out")
+    ck = final_checkpoint(out, steps)
     if ck is None:
-        log(f"RL {sc}/{arm}/seed{seed}")
-        sets = [
-            f"senior={init[sc]['senior']}",
-            f"junior={init[sc]['junior']}",
-            f"train_data={data['train']}",
-            f"steps={s.rl_steps}",
-            f"prompts_per_step={s.prompts_per_step}",
-            f"group_size={s.group_size}",
-            f"micro_batch={s.group_size}",
-            f"rollout_batch={s.prompts_per_step * s.group_size}",
-            f"lr={s.lr}",
-            "temperature=1.0",
-            f"max_new_tokens={s.max_new_tokens}",
-            "max_context=512",
-            f"seed={seed}",
-            f"output_dir={out}",
-            f"save_every={s.rl_steps}",
-            "eval.every=0",
-            "kl_ref=junior",  # the toy world's kl-reg arm regularises toward the junior (README: toy world)
-        ]
-        out.mkdir(parents=True, exist_ok=True)
-        run(
-            [
-                "-m",
-                "trainer",
-                "--recipe",
-                str(REPO / "trainer" / "recipes" / f"cpu-{arm}.yaml"),
-                "--resume",
-                "auto",
-                "--set",
-                *sets,
-            ],
-            out / "train.out",
-        )
-        ck = final_checkpoint(out, s.rl_steps)
-        if ck is None:
-            raise RuntimeError(f"training {out} finished without a step-{s.rl_steps} checkpoint")
+        raise RuntimeError(f"training {out} finished without a step-{steps} checkpoint")
     return ck
 
 
 def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, senior: Path, junior: Path) -> None:
     out = results / sc / arm / f"seed{seed}"
-    solo = out / "solo"
     if (out / "DONE").exists():
         return
     log(f"evaluate {sc}/{arm}/seed{seed}")
-    ks = ",".join(str(k) for k in (1, 2, 4) if k <= s.n_samples)
-    common = [
-        "--benchmark",
-        str(data["test"]),
-        "--n",
-        str(s.n_samples),
-        "--k",
-        ks,
-        "--max-new-tokens",
-        str(s.max_new_tokens),
-        "--max-context",
-        "512",
-        "-q",
-    ]
+    ks = ",".join(str(k) for k in (1, 2, 4, 8) if k <= s.n_samples)
+    common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
+    common += ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "256", "-q"]
     label = f"{sc}/{arm}/s{seed}"
     logf = out / "eval.log"
     out.mkdir(parents=True, exist_ok=True)
     if arm == "junior":  # the junior alone: its solo accuracy is the floor the seniors must beat
-        run(
-            ["-m", "tandem_eval.cli", "solo", "--senior", str(senior), "--out", str(out), "--label", label, *common],
-            logf,
-        )
+        cmd = ["-m", "tandem_eval.cli", "solo", "--senior", str(senior), "--out", str(out), "--label", label]
+        run([*cmd, *common], logf)
     else:
-        run(
-            [
-                "-m",
-                "tandem_eval.cli",
-                "handoff",
-                "--senior",
-                str(senior),
-                "--junior",
-                str(junior),
-                "--out",
-                str(out),
-                "--label",
-                label,
-                *common,
-            ],
-            logf,
-        )
+        cmd = ["-m", "tandem_eval.cli", "handoff", "--senior", str(senior), "--junior", str(junior)]
+        run([*cmd, "--out", str(out), "--label", label, *common], logf)
         for lens in ("legibility", "drift"):
             run(
-                [
-                    "-m",
-                    "tandem_eval.cli",
-                    lens,
-                    "--senior",
-                    str(senior),
-                    "--junior",
-                    str(junior),
-                    "--run",
-                    str(solo),
-                    "--n-boot",
-                    "200",
-                ],
+                ["-m", "tandem_eval.cli", lens, "--senior", str(senior), "--junior", str(junior)]
+                + ["--run", str(out / "solo"), "--n-boot", "200"],
                 logf,
             )
     (out / "DONE").write_text(str(senior) + "\n")
 
 
 def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> dict:
-    """RL runs, then their evaluations, `jobs` processes at a time; returns final checkpoints."""
-    keys = [(sc, arm, seed) for sc in SCENARIOS for arm in ARMS for seed in s.seeds]
+    """RL runs (the lr sweep's among them), then their evaluations, `jobs` processes at a time;
+    writes results/lr_sweep.json and returns the final checkpoints of the arms."""
+    from tandem_eval.toy.aggregate import write_lr_sweep
+
+    keys = [(sc, arm, seed) for sc in SCENARIOS for arm in s.arms(sc) for seed in s.seeds]
+    # the sweep: grpo, self-paired, seed 0, a short run per learning rate (Scale.lr is the one chosen)
+    sweep = {lr: work / "lr-sweep" / f"lr{lr:g}" / "seed0" for lr in s.lr_sweep}
+
+    def train(key):
+        if key in sweep:
+            return train_job(sweep[key], data, init["self-paired"], s, "grpo", 0, key, s.sweep_steps, s.sweep_steps)
+        sc, arm, seed = key
+        out = work / "train" / sc / arm / f"seed{seed}"
+        return train_job(out, data, init[sc], s, arm, seed, s.lr, s.rl_steps, s.heldout_every)
+
     with ThreadPoolExecutor(jobs) as pool:
-        finals = dict(zip(keys, pool.map(lambda k: train_job(work, data, init, s, *k), keys)))
+        done = dict(zip([*keys, *sweep], pool.map(train, [*keys, *sweep])))
+        finals = {k: done[k] for k in keys}
+        write_lr_sweep(results, sweep, chosen=s.lr)
         evals = [(sc, arm, seed, finals[(sc, arm, seed)]) for sc, arm, seed in keys]
-        evals += [(sc, "init", 0, init[sc]["senior"]) for sc in SCENARIOS]
-        evals += [(sc, "junior", 0, init[sc]["junior"]) for sc in SCENARIOS]
+        evals += [(sc, "init", seed, init[sc]["senior"]) for sc in SCENARIOS for seed in s.seeds]
+        # the self-paired junior is the initial senior itself: its solo runs are init's (aggregate)
+        evals += [("jargon", "junior", seed, init["jargon"]["junior"]) for seed in s.seeds]
         list(pool.map(lambda e: eval_job(results, data, s, e[0], e[1], e[2], e[3], init[e[0]]["junior"]), evals))
-    for (sc, arm, seed), ck in finals.items():  # training curves travel with the results
-        log_src, dst = ck.parent / "train_log.jsonl", results / sc / arm / f"seed{seed}" / "train"
-        if log_src.exists():  # a sibling of the run folders: they are final evaluations, not step evals
-            dst.mkdir(parents=True, exist_ok=True)
-            shutil.copy(log_src, dst / "train_log.jsonl")
-            (dst / "tandem_meta.json").write_text(json.dumps({"arm": f"{sc}/{arm}/s{seed}"}) + "\n")
+    for (sc, arm, seed), ck in finals.items():  # training and held-out curves travel with the results
+        dst = results / sc / arm / f"seed{seed}" / "train"
+        dst.mkdir(parents=True, exist_ok=True)  # a sibling of the run folders: not final evaluations
+        for name in ("train_log.jsonl", "eval_log.jsonl"):
+            if (ck.parent / name).exists():
+                shutil.copy(ck.parent / name, dst / name)
+        (dst / "tandem_meta.json").write_text(json.dumps({"arm": f"{sc}/{arm}/s{seed}"}) + "\n")
     return finals
 
 
-def stage_bundle(finals: dict, init: dict, data: dict, dest: Path = TOY_DIR) -> None:
+def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Scale) -> None:
+    """Held-out solo pass@1 of each initial senior, step 0 of the learning curves: a run folder under
+    `work` and its pass@k record in results/<scenario>/init/heldout.jsonl (eval_log.jsonl's format)."""
+    for sc in SCENARIOS:
+        record = results / sc / "init" / "heldout.jsonl"
+        if record.exists():
+            continue
+        log(f"held-out evaluation of the {sc} initial senior")
+        out = work / "heldout" / sc / "init"
+        run(
+            ["-m", "tandem_eval.cli", "solo", "--senior", str(init[sc]["senior"]), "--out", str(out)]
+            + ["--benchmark", str(data["heldout"]), "--n", str(s.heldout_n), "--k", "1", "--seed", "0"]
+            + ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "256", "-q"],
+            work / "logs" / "heldout.log",
+        )
+        metrics = json.loads((out / "solo" / "metrics.json").read_text())
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(
+            json.dumps({"step": 0, "checkpoint": str(init[sc]["senior"]), "solo": metrics["pass_at_k"]}) + "\n"
+        )
+
+
+def stage_bundle(finals: dict, init: dict, data: dict, s: Scale, dest: Path = TOY_DIR) -> None:
     """Seed-0 final checkpoints (weights, tokenizer, metadata only) as toy:<scenario>/<arm>, plus the
-    test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark)."""
+    test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). kl-reg is bundled once,
+    at the middle coefficient, as toy:<scenario>/kl-reg."""
     (dest.parent / "data").mkdir(parents=True, exist_ok=True)
     shutil.copy(data["test"], dest.parent / "data" / "test.jsonl")
     picks = {(sc, "junior"): init[sc]["junior"] for sc in SCENARIOS}
     picks.update({(sc, "init"): init[sc]["senior"] for sc in SCENARIOS})
-    picks.update({(sc, arm): ck for (sc, arm, seed), ck in finals.items() if seed == 0})
+    for (sc, arm, seed), ck in finals.items():
+        coefs = dict(s.kl_coefs)[sc]
+        if seed == 0 and (kl_coef(arm) is None or kl_coef(arm) == coefs[len(coefs) // 2]):
+            picks[(sc, arm.split("@")[0])] = ck
     for (sc, name), src in picks.items():
         dst = dest / sc / name
-        dst.mkdir(parents=True, exist_ok=True)
+        if dst.exists():
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
         for f in CKPT_FILES:
             if (src / f).exists():
                 shutil.copy(src / f, dst / f)
@@ -306,16 +361,19 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "toy")
     ap.add_argument("--jobs", type=int, default=2, help="processes at a time (1 torch thread each)")
     ap.add_argument("--no-bundle", action="store_true", help="do not refresh tandem_eval/toy/checkpoints")
+    ap.add_argument("--readme", type=Path, help="rewrite this README's toy-summary block from the new summary")
     args = ap.parse_args(argv)
     s, t0 = SCALES[args.scale], time.time()
+    args.work, args.results = args.work.resolve(), args.results.resolve()
     data = stage_data(args.work, s)
     init = stage_init(args.work, s)
+    stage_heldout_init(args.work, args.results, data, init, s)
     finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)
     from tandem_eval.toy.aggregate import write_summary
 
-    write_summary(args.results, SCENARIOS, ("junior", "init", *ARMS))
+    write_summary(args.results, {sc: s.arms(sc) for sc in SCENARIOS}, readme=args.readme)
     if not args.no_bundle:
-        stage_bundle(finals, init, data)
+        stage_bundle(finals, init, data, s)
     run(
         ["-m", "tandem_eval.cli", "report", str(args.results), "--out", str(args.results / "report")],
         args.work / "logs" / "report.log",

@@ -4,22 +4,24 @@ Each example is the project's chat prompt for a train-split problem followed by 
 solution and `<|im_end|>`; the loss covers the assistant tokens only. Data is an endless stream
 of fresh train-split problems, so there are no epochs and no repeats.
 
-Scenarios (PAPER.md, "Roles and models"); one plain-only base checkpoint serves three roles:
-* self-paired: the senior learns plain solutions (800 steps from scratch); the junior IS the
-  senior's initial checkpoint (`--copy-from SENIOR_DIR` copies it; without it the recipe is
-  re-run, which on CPU reproduces the same weights bit for bit).
-* jargon: the senior continues from the self-paired senior on 85%-jargon data (GSM8K calculator
-  annotations, see task.py), so it annotates most CoTs and is clearly stronger than its junior;
-  the junior is the plain-only self-paired senior, which never saw jargon.
+Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only base checkpoint
+("base": 800 steps from scratch):
+* self-paired: the senior continues the base on a mix of 50% shortcut and 50% plain solutions
+  (task.py's styles), so it often takes a shortcut it rarely gets right: the headroom RL needs.
+  The junior IS the senior's initial checkpoint (`--copy-from SENIOR_DIR` copies it; without it
+  the recipe is re-run, which on CPU reproduces the same weights bit for bit).
+* jargon: the senior continues the base on 85%-jargon data (GSM8K calculator annotations, see
+  task.py), so it annotates most CoTs and is clearly stronger than its junior; the junior is the
+  plain-only base, which never saw jargon.
 
     S=/tmp/toy_ckpts
-    python -m trainer.toy.sft --scenario self-paired --role senior --out $S/self-paired/senior
+    python -m trainer.toy.sft --scenario base --role senior --out $S/base
+    python -m trainer.toy.sft --scenario self-paired --role senior --out $S/self-paired/senior \
+        --init-from $S/base
     python -m trainer.toy.sft --scenario self-paired --role junior --out $S/self-paired/junior \
         --copy-from $S/self-paired/senior
-    python -m trainer.toy.sft --scenario jargon --role senior --out $S/jargon/senior \
-        --init-from $S/self-paired/senior
-    python -m trainer.toy.sft --scenario jargon --role junior --out $S/jargon/junior \
-        --copy-from $S/self-paired/senior
+    python -m trainer.toy.sft --scenario jargon --role senior --out $S/jargon/senior --init-from $S/base
+    python -m trainer.toy.sft --scenario jargon --role junior --out $S/jargon/junior --copy-from $S/base
 
 Add `--eval-n 200` for a quick solo check at the end; `--minutes M` trains for a wall-time
 budget instead of a step count (not reproducible across machines).
@@ -45,7 +47,7 @@ import torch
 from trainer.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
 from trainer.toy.task import Difficulty, iter_problems
 
-SCENARIOS = ("self-paired", "jargon")
+SCENARIOS = ("base", "self-paired", "jargon")
 ROLES = ("senior", "junior")
 META_FILE = "toy_meta.json"
 
@@ -55,6 +57,7 @@ class Recipe:
     size: str  # a key of models.SIZES
     p_jargon: float  # probability that an example's solution is in jargon style
     steps: int
+    p_shortcut: float = 0.0  # probability of the shortcut style (the rest is plain)
     lr: float = 3e-3
     batch_size: int = 16
     warmup_steps: int = 30
@@ -68,22 +71,27 @@ class Recipe:
 #   the LR anneal (greedy 9% at step 600 of the same run), so fewer steps give a much weaker model.
 # * jargon senior, +400 steps on 85%-jargon data (~2 min): 60% / 52%, jargon in 100% of CoTs
 #   (+300 steps gave ~43% / 37%, +600 steps 86% / 80%: too strong to leave RL room).
-# Its junior, the plain-only self-paired senior (36% sampled), is thus clearly weaker.
+# Its junior, the plain-only base senior (36% sampled), is thus clearly weaker.
+# * self-paired senior, +300 steps on 50%-shortcut data (~2 min): sampled pass@1 10.4% on 300 test
+#   problems x 8 samples; it takes the shortcut in 81% of its CoTs (3.6% correct there, 39% on the
+#   plain ones). Greedy takes it always (4.5%). 70% shortcut data left too little plain (3.5%).
 _BASE = Recipe(size="senior", p_jargon=0.0, steps=800)
+_FROM_BASE = {"lr": 1e-3, "warmup_steps": 20, "init": "the plain base senior"}
+SHORTCUT = Recipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
 RECIPES: dict[tuple[str, str], Recipe] = {
-    ("self-paired", "senior"): _BASE,
-    ("self-paired", "junior"): _BASE,  # = the senior's initial checkpoint (--copy-from it)
-    ("jargon", "senior"): Recipe(
-        size="senior", p_jargon=0.85, steps=400, lr=1e-3, warmup_steps=20, init="the self-paired senior"
-    ),
-    ("jargon", "junior"): _BASE,  # = the self-paired senior (--copy-from it): plain only
+    ("base", "senior"): _BASE,
+    ("self-paired", "senior"): SHORTCUT,
+    ("self-paired", "junior"): SHORTCUT,  # = the senior's initial checkpoint (--copy-from it)
+    ("jargon", "senior"): Recipe(size="senior", p_jargon=0.85, steps=400, **_FROM_BASE),
+    ("jargon", "junior"): _BASE,  # = the base senior (--copy-from it): plain only
 }
 CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than its parent
 COPYABLE = {("self-paired", "junior"), ("jargon", "junior")}
 
 
-def style_label(p_jargon: float) -> str:
-    return "plain" if p_jargon == 0 else f"mix: {p_jargon:.0%} jargon, rest plain"
+def style_label(p_jargon: float, p_shortcut: float = 0.0) -> str:
+    mix = [f"{p:.0%} {name}" for p, name in ((p_jargon, "jargon"), (p_shortcut, "shortcut")) if p]
+    return f"mix: {', '.join(mix)}, rest plain" if mix else "plain"
 
 
 class Batches:
@@ -103,7 +111,14 @@ class Batches:
 
     def example(self) -> tuple[list[int], list[int]]:
         p = next(self.problems)
-        style = "jargon" if self.rng.random() < self.recipe.p_jargon else "plain"
+        r = self.rng.random()  # one draw per example whatever the mix (same data for old recipes)
+        style = (
+            "jargon"
+            if r < self.recipe.p_jargon
+            else "shortcut"
+            if r < self.recipe.p_jargon + self.recipe.p_shortcut
+            else "plain"
+        )
         prompt = self.tok.encode(prompt_text(self.tok, p.problem), add_special_tokens=False)
         answer = self.tok.encode(p.solution(style), add_special_tokens=False) + [self.eos]
         return prompt + answer, [-100] * len(prompt) + answer
@@ -236,7 +251,7 @@ def run(args: argparse.Namespace) -> Path:
     base = {"scenario": args.scenario, "role": args.role, "seed": args.seed}
     if args.copy_from:
         if (args.scenario, args.role) not in COPYABLE:
-            raise SystemExit("--copy-from is only for the juniors (copies of the self-paired senior)")
+            raise SystemExit("--copy-from is only for the juniors (copies of an initial senior)")
         return copy_checkpoint(Path(args.copy_from), out, {**base, "copied_from": str(args.copy_from)})
     recipe = RECIPES[(args.scenario, args.role)]
     recipe = replace(recipe, steps=args.steps or recipe.steps, size=args.size or recipe.size)
@@ -263,7 +278,7 @@ def run(args: argparse.Namespace) -> Path:
     meta = {
         **base,
         "data_seed": data_seed,
-        "data_style": style_label(recipe.p_jargon),
+        "data_style": style_label(recipe.p_jargon, recipe.p_shortcut),
         "recipe": asdict(recipe),
         "init_from": args.init_from,
         "model_size": asdict(SIZES[recipe.size]),
@@ -299,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-n", type=int, default=0, help="quick-eval on this many test problems")
     ap.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--copy-from", help="self-paired junior: copy this senior checkpoint")
-    ap.add_argument("--init-from", help="continue from this checkpoint (jargon senior recipe)")
+    ap.add_argument("--init-from", help="continue from this checkpoint (the recipes that say init)")
     ap.add_argument(
         "--eval-every", type=int, default=0, help="greedy pass@1 on 64 test problems every this many steps (x50)"
     )

@@ -3,12 +3,16 @@
 A problem follows one character's stock of some item through `n_steps` arithmetic events
 (start with boxes of items, buy, give away, double, split into piles...). Every event is one
 step of the reference solution: one paragraph per step ("\\n\\n" between them), then the final
-paragraph `The answer is \\boxed{N}.`. Two solution styles:
+paragraph `The answer is \\boxed{N}.`. Three solution styles:
 
 * plain:  "She buys 17 more, so she has 42 + 17 = 59 pens."
 * jargon: "She buys 17 more, so she has 42 + 17 = <<42+17=59>>59 pens."  (GSM8K calculator
   annotations, the "jargon" of the predecessor paper's GSM8K experiment: redundant for the
   author, unseen -- and so confusing -- for a junior trained on plain solutions only.)
+* shortcut: one paragraph "Quick count: (42 + 17 - 5) * 2 = 108." -- the whole chain at once, no
+  intermediate results. A small model rarely gets it right, so a senior taught to mix it with
+  plain solutions has a strategy choice that reward can fix: the RL headroom of the self-paired
+  scenario (README, toy world).
 
 Splits are a function of the problem's arithmetic alone (a hash of its (op, a, b) chain), so a
 test problem's computation never appears in training, whatever the wording, seed or difficulty.
@@ -78,9 +82,28 @@ class ToyProblem:
     steps: tuple[Step, ...]
 
     def solution(self, style: str) -> str:
-        if style not in ("plain", "jargon"):
-            raise ValueError(f"unknown style '{style}'; valid: plain, jargon")
+        if style not in STYLES:
+            raise ValueError(f"unknown style '{style}'; valid: {', '.join(STYLES)}")
+        if style == "shortcut":
+            return shortcut_solution(self.steps, self.answer)
         return self.solution_plain if style == "plain" else self.solution_jargon
+
+
+STYLES = ("plain", "jargon", "shortcut")
+SHORTCUT_LEAD = "Quick count:"
+
+
+def shortcut_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
+    """The whole chain as one expression (brackets where a product follows a sum), then the answer."""
+    expr, additive = "", False
+    for i, s in enumerate(steps):
+        if i == 0:
+            expr, additive = f"{s.a} {s.op} {s.b}", s.op in "+-"
+        elif s.op in "*/" and additive:
+            expr, additive = f"({expr}) {s.op} {s.b}", False
+        else:
+            expr, additive = f"{expr} {s.op} {s.b}", additive or s.op in "+-"
+    return f"{SHORTCUT_LEAD} {expr} = {steps[-1].result}.\n\nThe answer is \\boxed{{{answer}}}."
 
 
 # ---------------------------------------------------------------- vocabulary of the world

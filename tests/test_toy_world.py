@@ -31,7 +31,8 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
             cells = arms[arm]
             _check_cell(cells["solo_pass@1"])
             assert 0 <= cells["solo_pass@1"]["mean"] <= 100 and cells["kl_exact"]["mean"] >= 0
-            assert (cells["n_seeds"], cells["n_samples"], cells["n_problems"]) == (1, ci.n_samples, ci.n_test)
+            n_problems = dict(ci.eval_limits).get(sc, ci.n_test)
+            assert (cells["n_seeds"], cells["n_samples"], cells["n_problems"]) == (1, ci.n_samples, n_problems)
             ck = toy_world.final_checkpoint(work / "train" / sc / arm / "seed0", ci.rl_steps)
             assert json.loads((ck / "tandem_meta.json").read_text())["arm"] == arm.split("@")[0]
             assert entry["training"][arm]["heldout_pass@1"][0][0] == 0  # the initial senior starts each curve

@@ -174,7 +174,20 @@ def test_sft_cli_meta_copy_and_init_guard(tmp_path):
     meta = json.loads((senior / META_FILE).read_text())
     assert (meta["scenario"], meta["role"], meta["steps"], meta["data_style"]) == ("base", "senior", 3, "plain")
     mixed = tmp_path / "self-paired" / "mixed"
-    main(["--scenario", "self-paired", "--role", "senior", "--out", str(mixed), "--init-from", str(senior), "--steps", "2"])
+    main(
+        [
+            "--scenario",
+            "self-paired",
+            "--role",
+            "senior",
+            "--out",
+            str(mixed),
+            "--init-from",
+            str(senior),
+            "--steps",
+            "2",
+        ]
+    )
     meta = json.loads((mixed / META_FILE).read_text())
     assert meta["data_style"] == "mix: 50% shortcut, rest plain" and meta["init_from"] == str(senior)
     junior = tmp_path / "jargon" / "junior"

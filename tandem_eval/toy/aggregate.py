@@ -464,6 +464,7 @@ def sweep_lines(summary: dict) -> list[str]:
         "| lr | steps | reward, first → second half | zero-variance groups | held-out solo pass@1 at the end |",
         "|--:|--:|--:|--:|--:|",
     ]
+
     def num(x, spec):
         return "–" if x is None else format(x, spec)
 

@@ -257,7 +257,7 @@ def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, 
     log(f"evaluate {sc}/{arm}/seed{seed}")
     ks = ",".join(str(k) for k in (1, 2, 4, 8) if k <= s.n_samples)
     common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
-    common += ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "256", "-q"]
+    common += ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "1024", "-q"]
     if sc in dict(s.eval_limits):
         common += ["--limit", str(dict(s.eval_limits)[sc])]
     label = f"{sc}/{arm}/s{seed}"

@@ -298,10 +298,14 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
         done = dict(zip([*keys, *sweep], pool.map(train, [*keys, *sweep])))
         finals = {k: done[k] for k in keys}
         write_lr_sweep(results, sweep, chosen=s.lr)
-        evals = [(sc, arm, seed, finals[(sc, arm, seed)]) for sc, arm, seed in keys]
-        evals += [(sc, "init", seed, init[sc]["senior"]) for sc in SCENARIOS for seed in s.seeds]
         # the self-paired junior is the initial senior itself: its solo runs are init's (aggregate)
-        evals += [("jargon", "junior", seed, init["jargon"]["junior"]) for seed in s.seeds]
+        untrained = [(sc, "init", init[sc]["senior"]) for sc in SCENARIOS] + [
+            ("jargon", "junior", init["jargon"]["junior"])
+        ]
+        # seed 0 of the untrained arms first and their other seeds last: an interrupted run has every arm
+        evals = [(sc, arm, s.seeds[0], ck) for sc, arm, ck in untrained]
+        evals += [(sc, arm, seed, finals[(sc, arm, seed)]) for sc, arm, seed in keys]
+        evals += [(sc, arm, seed, ck) for seed in s.seeds[1:] for sc, arm, ck in untrained]
         list(pool.map(lambda e: eval_job(results, data, s, e[0], e[1], e[2], e[3], init[e[0]]["junior"]), evals))
     for (sc, arm, seed), ck in finals.items():  # training and held-out curves travel with the results
         dst = results / sc / arm / f"seed{seed}" / "train"

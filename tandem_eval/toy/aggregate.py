@@ -136,7 +136,7 @@ def difference(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     """{metric: {"mean", "ci"}} of A - B, rows paired on (seed, problem)."""
     key = ["seed", "benchmark", "problem_id"]
     ja, jb = a.reset_index().set_index(key), b.reset_index().set_index(key)
-    both = ja.join(jb, how="inner", lsuffix="_a", rsuffix="_b")
+    both = pd.merge(ja, jb, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
     both = both.reset_index(["seed"]).rename(columns={"group_a": "group"})
     out = {}
     for m in METRICS:
@@ -229,7 +229,7 @@ def verdicts(sc: dict) -> list[dict]:
             "RL moves the senior",
             f"grpo − init solo pass@1 ≥ {RL_GAIN:g} pts, CI above 0",
             g,
-            "yes" if ok else f"no: the experiment has no drift to measure (gain < {RL_GAIN:g} pts)",
+            "yes" if ok else f"no (gain below {RL_GAIN:g} pts)",
         )
     t = d.get("tandem - grpo", {})
     if "solo_pass@1" in t:
@@ -510,6 +510,7 @@ def summary_markdown(summary: dict) -> str:
         "# Toy world summary",
         "",
         "Written by `python -m tandem_eval.toy.aggregate results/toy` from `summary.json` (same folder).",
+        "",
         "",
     ]
     per_seed = []

@@ -357,7 +357,8 @@ def write_summary(
     """summary.json, summary.md and the figures under `results`; the README block when `readme` is given."""
     results = Path(results)
     summary = build_summary(results, arms_by_scenario)
-    atomic_write_json(results / "summary.json", summary)
+    # key order kept (not sorted): scenarios, arms and differences read in the order they are rendered
+    atomic_write_text(results / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
     atomic_write_text(results / "summary.md", summary_markdown(summary))
     plot_summary(summary, results)
     plot_frontier(summary, results)

@@ -250,6 +250,11 @@ def train_job(
     return ck
 
 
+def budget_args(s: Scale) -> list[str]:
+    """tandem-eval options every toy evaluation shares (token budget, batch, quiet)."""
+    return ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "1024", "-q"]
+
+
 def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, senior: Path, junior: Path) -> None:
     out = results / sc / arm / f"seed{seed}"
     if (out / "DONE").exists():
@@ -257,7 +262,7 @@ def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, 
     log(f"evaluate {sc}/{arm}/seed{seed}")
     ks = ",".join(str(k) for k in (1, 2, 4, 8) if k <= s.n_samples)
     common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
-    common += ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "1024", "-q"]
+    common += budget_args(s)
     if sc in dict(s.eval_limits):
         common += ["--limit", str(dict(s.eval_limits)[sc])]
     label = f"{sc}/{arm}/s{seed}"
@@ -329,7 +334,7 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         run(
             ["-m", "tandem_eval.cli", "solo", "--senior", str(init[sc]["senior"]), "--out", str(out)]
             + ["--benchmark", str(data["heldout"]), "--n", str(s.heldout_n), "--k", "1", "--seed", "0"]
-            + ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "256", "-q"],
+            + budget_args(s),
             work / "logs" / "heldout.log",
         )
         metrics = json.loads((out / "solo" / "metrics.json").read_text())

@@ -37,6 +37,8 @@ import pandas as pd
 from ..compare import tax_compare
 from ..lens import LensError, LensOptions
 from ..metrics.stats import MACRO, scoped_cis, to_jsonable
+from ..report.collect import read_train_log
+from ..report.tables import fmt_value
 from ..results import RunFolder, atomic_write_json, atomic_write_text
 from ..runs import problem_values, runs_in
 from .jargon import uses_jargon
@@ -164,7 +166,12 @@ def tax_vs_grpo(scenario_dir: Path, arm: str = "tandem", base: str = "grpo") -> 
 
 
 def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """A trainer log's records by step (report.collect.read_train_log), [] when there is none. A resumed
+    run re-logs the steps after its last checkpoint: the later record of a step wins."""
+    if not path.exists():
+        return []
+    df = read_train_log(path)
+    return (df.drop_duplicates("step", keep="last") if "step" in df else df).to_dict("records")
 
 
 def _heldout_pass1(record: dict) -> float | None:
@@ -372,8 +379,7 @@ def write_summary(
 def _cell(cell: dict | None, m: str) -> str:
     if not cell:
         return "–"
-    dec = DECIMALS.get(m, 1)
-    return f"{cell['mean']:.{dec}f} ± {(cell['ci'][1] - cell['ci'][0]) / 2:.{dec}f}"
+    return fmt_value(cell["mean"], *cell["ci"], DECIMALS.get(m, 1))
 
 
 def arms_table(summary: dict) -> list[str]:

@@ -108,3 +108,8 @@ def test_verdicts_follow_the_stated_thresholds():
     sc["differences"]["grpo - init"]["solo_pass@1"] = cell(-1, 9)
     v = {x["claim"]: x["verdict"] for x in aggregate.verdicts(sc)}
     assert v["Lower communication tax"] == "yes" and v["RL moves the senior"].startswith("no")
+
+
+def test_aggregate_names_a_folder_without_toy_results(tmp_path):
+    with pytest.raises(SystemExit, match="no toy-world scenario folder"):
+        aggregate.main([str(tmp_path / "nope")])

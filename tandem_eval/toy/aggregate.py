@@ -718,6 +718,10 @@ def main(argv=None) -> None:
     ap.add_argument("--readme", type=Path, help="also rewrite this README's toy-summary block")
     args = ap.parse_args(argv)
     root = Path(args.results)
+    if not any((root / sc).is_dir() for sc in ("self-paired", "jargon")):
+        raise SystemExit(
+            f"error: {root} holds no toy-world scenario folder (self-paired/, jargon/); run `make toy` first"
+        )
     arms = {}
     for sc in ("self-paired", "jargon"):
         found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))

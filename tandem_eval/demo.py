@@ -34,9 +34,26 @@ def _pair(out: Path) -> tuple[str, str, str]:
     return str(senior), str(junior), "tiny"
 
 
-def _cli(args: list[str]) -> None:
+def _cli(args: list[str]) -> int:
+    """Run one CLI command in-process; its exit code (0 = ok). A user error prints its one line and
+    returns 2 instead of ending the demo, so the summary can say which step failed."""
     console.rule(" ".join(["tandem-eval", *args[:1]]))
-    app(args, standalone_mode=False)
+    try:
+        rv = app(args, standalone_mode=False)
+    except SystemExit as e:  # typer.Exit inside a command surfaces as its code
+        rv = e.code
+    return rv if isinstance(rv, int) else 0
+
+
+def _steps(senior: str, junior: str, out: Path, common: list[str]) -> list[tuple[str, list[str], Path]]:
+    """(name, CLI arguments, what it produces) for every demo step, in order."""
+    solo = out / "solo"
+    return [
+        ("handoff", ["handoff", "--senior", senior, "--junior", junior, "--out", str(out), *common], out),
+        ("legibility", ["legibility", "--senior", senior, "--junior", junior, "--run", str(solo)], solo / "lens"),
+        ("drift", ["drift", "--senior", senior, "--junior", junior, "--run", str(solo)], solo / "lens"),
+        ("report", ["report", str(out), "--out", str(out / "report")], out / "report"),
+    ]
 
 
 def main() -> None:
@@ -47,32 +64,27 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     args = ap.parse_args()
     senior, junior, bench = _pair(args.out)
-    common = [
-        "--benchmark",
-        bench,
-        "--n",
-        str(args.n),
-        "--k",
-        ",".join(str(k) for k in (1, 2, 4) if k <= args.n),
-        "--limit",
-        str(args.limit),
-        "--max-new-tokens",
-        str(args.max_new_tokens),
-    ]
-    _cli(["handoff", "--senior", senior, "--junior", junior, "--out", str(args.out), *common])
-    solo = args.out / "solo"
-    _cli(["legibility", "--senior", senior, "--junior", junior, "--run", str(solo)])
-    _cli(["drift", "--senior", senior, "--junior", junior, "--run", str(solo)])
-    _cli(["report", str(args.out), "--out", str(args.out / "report")])
-    metrics = json.loads((solo / "metrics.json").read_text())
-    console.rule("done")
+    common = ["--benchmark", bench, "--n", str(args.n), "--limit", str(args.limit)]
+    common += ["--k", ",".join(str(k) for k in (1, 2, 4) if k <= args.n), "--max-new-tokens", str(args.max_new_tokens)]
+    results = []
+    for name, cli_args, product in _steps(senior, junior, args.out, common):
+        # a step after a failed one would only fail again on its missing input
+        code = _cli(cli_args) if all(c == 0 for _, c, _ in results) else None
+        results.append((name, code, product))
+    console.rule("summary")
     console.print(f"senior {senior}  junior {junior}  benchmark {bench}")
-    console.print(f"run folders: {solo}  {args.out / 'handoff-paragraph'}  (samples.parquet, metrics.json)")
-    console.print(
-        f"legibility/drift: {solo / 'lens'}/<junior>/{{legibility,drift}}.parquet  "
-        f"(metrics.json lens entries {sorted(metrics.get('lens', {}))})"
-    )
-    console.print(f"report: {args.out / 'report'}")
+    for name, code, product in results:
+        state = "[green]OK[/]" if code == 0 else "[dim]skipped[/]" if code is None else f"[red]FAILED (exit {code})[/]"
+        console.print(f"  {name:<11} {state:<28} {product}")
+    solo_metrics = args.out / "solo" / "metrics.json"
+    if solo_metrics.exists():
+        lens = sorted(json.loads(solo_metrics.read_text()).get("lens", {}))
+        console.print(f"  lens entries in {solo_metrics}: {lens}")
+    failed = [name for name, code, _ in results if code != 0]
+    if failed:
+        console.print(f"[red]demo failed at: {', '.join(failed)}[/]")
+        raise SystemExit(1)
+    console.print("done: every step OK")
 
 
 if __name__ == "__main__":

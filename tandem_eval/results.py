@@ -352,7 +352,7 @@ class RunFolder:
         path = self.path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_parquet(path, df)
-        self.register_table(path)
+        self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
 
     # ---- one writer at a time -------------------------------------------------------------

@@ -48,6 +48,7 @@ from .cli_common import (
     user_errors,
 )
 from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
+from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 
 # Commands living in other modules, imported only when one of them runs (or shows its own --help):
 # they import pandas and torch, which would make every `tandem-eval --help` take seconds.
@@ -318,12 +319,12 @@ def _config(
     **fields,
 ) -> EvalConfig:
     """The run's EvalConfig from the command's options; `fields` are EvalConfig fields taken as given."""
-    return EvalConfig(
-        senior=ModelSpec(senior, dtype),
-        junior=ModelSpec(junior, dtype) if junior else None,
+    return EvalConfig(  # paths recorded absolute: the run reads the same from any working directory
+        senior=ModelSpec(absolute_spec(senior), dtype),
+        junior=ModelSpec(absolute_spec(junior), dtype) if junior else None,
         mode=mode,
         schedule=schedule,
-        benchmarks=tuple(benchmark),
+        benchmarks=absolute_benchmarks(benchmark),
         n=n,
         ks=parse_ks(k, n),
         label=label or Path(senior.replace("toy:", "toy-")).name,
@@ -336,7 +337,7 @@ def _config(
 def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
     if out is not None and out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; pass a folder path (it is created if missing)")
-    root = out or Path("runs") / (cfg.label or "senior")
+    root = out or Path("runs") / folder_name(cfg.label or "senior")
     return root / f"shard-{cfg.shard_index}-of-{cfg.num_shards}" if cfg.num_shards > 1 else root
 
 
@@ -645,6 +646,9 @@ def regrade(
     from .regrade import print_regrade
     from .regrade import regrade as regrade_run
 
+    reason = not_writable(run) if run.is_dir() else None  # regrade.json/.parquet go into RUN: checked first
+    if reason:
+        raise ConfigError(f"regrade writes into {run}, but {reason}; make it writable or copy the run folder")
     print_regrade(regrade_run(run, timeout, allow_grader_mismatch, progress=not quiet), show)
 
 

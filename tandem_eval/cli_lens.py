@@ -34,6 +34,7 @@ from .cli_common import (
     OutOpt,
     SeniorOpt,
 )
+from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 
 # compare, lens and runs import pandas and torch: imported inside the commands, so that
 # `tandem-eval --help` stays fast. Errors (LensError and the others) print one line via cli.CLIGroup.
@@ -96,12 +97,44 @@ def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict,
     fields = {k: v for k, v in gen.items() if v is not None}
     if "n" in fields:
         fields["ks"] = tuple(k for k in (1, 2, 4, 8) if k <= fields["n"]) or (1,)
+    if "benchmarks" in fields:
+        fields["benchmarks"] = absolute_benchmarks(fields["benchmarks"])
     folder = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
     label = label or folder
-    cfg = EvalConfig(senior=ModelSpec(senior), mode="solo", schedule="solo", label=label, **fields)
-    out = out / "solo" if out else Path("runs") / label / "solo"
+    cfg = EvalConfig(senior=ModelSpec(absolute_spec(senior)), mode="solo", schedule="solo", label=label, **fields)
+    out = out / "solo" if out else Path("runs") / folder_name(label) / "solo"
     typer.echo(f"solo run of {senior} -> {out} (reused if already there)")
     return run_eval(cfg, out)
+
+
+def _unique_junior_label(rf, explicit: str | None, spec: str, path: Path) -> str:
+    """The lens label of this junior in run `rf`: --junior-label, else the checkpoint's folder name;
+    a default label that already holds another junior's outputs (two folders both named `junior`)
+    becomes PARENT-NAME, then NAME-2, NAME-3...; an explicit one that does is refused."""
+    from .lens import LensError, junior_label
+
+    recorded = {}  # label -> the junior checkpoint whose outputs it holds
+    for name, kinds in (rf.metrics().get("lens") or {}).items():
+        paths = {e.get("junior") for e in kinds.values() if isinstance(e, dict) and e.get("junior")}
+        if paths:
+            recorded[name] = Path(next(iter(paths))).resolve()
+
+    def free(label: str) -> bool:
+        return recorded.get(label, path.resolve()) == path.resolve()
+
+    if explicit:
+        label = junior_label(explicit)
+        if not free(label):
+            raise LensError(
+                f"--junior-label {label} already holds the outputs of junior {recorded[label]} in {rf.path}; "
+                "pass another --junior-label"
+            )
+        return label
+    base = junior_label(spec)
+    parent = path.resolve().parent.name
+    candidates = [base] + ([folder_name(f"{parent}-{base}")] if parent and not spec.startswith("toy:") else [])
+    candidates += [f"{base}-{i}" for i in range(2, len(recorded) + 3)]
+    return next(c for c in candidates if free(c))
 
 
 def _engine(kind: str, path: Path, dtype: str, max_len: int):
@@ -265,8 +298,11 @@ def _run_lens(
     senior_spec = senior or _run_senior(require_complete(run))
     junior_spec = _junior_spec(junior, senior_spec)
     junior_path = _model_path(junior_spec, "junior")
-    jlabel = lens.junior_label(junior_label or junior_spec)
     rf = _solo_run(run, senior, out, gen, label)
+    reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
+    if reason:
+        raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
+    jlabel = _unique_junior_label(rf, junior_label, junior_spec, junior_path)
     senior_path = _model_path(senior_spec, "senior")
     samples = rf.load_samples()
     if samples.empty:
@@ -301,7 +337,7 @@ def _run_lens(
             if e is not None:
                 e.close()
     extra = {
-        "junior": str(junior_path),
+        "junior": str(junior_path.resolve()),
         "junior_label": jlabel,
         "include_eos": opts.include_eos,
         "scope": "CoT tokens" + (" including the final EOS" if opts.include_eos else " without the final EOS"),

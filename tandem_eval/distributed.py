@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +108,14 @@ def run_on_ray(
         raise ConfigError("--ray-workers/--ray-address choose the shards themselves; drop --num-shards/--shard-index")
     from .pipeline import check_solo_reuse, validate
 
-    validate(cfg, (), solo_run)  # the single-process checks, in the driver, before any task starts
+    if plan.address not in (None, "auto"):
+        _check_reachable(plan.address)
+    problems = validate(cfg, (), solo_run).problems  # the single-process checks, in the driver, first
+    if plan.workers is not None and plan.workers > len(problems):
+        raise ConfigError(
+            f"--ray-workers {plan.workers} is more than the {len(problems)} problems to evaluate (a shard would be "
+            f"empty); pass --ray-workers {len(problems)} or fewer"
+        )
     record = None
     if solo_run is not None and cfg.mode == "handoff":
         record = check_solo_reuse(cfg, verify_run(solo_run), allow_solo_mismatch, "--solo-run")
@@ -123,6 +131,9 @@ def run_on_ray(
             ray.init(address=plan.address, log_to_driver=False)
     try:
         n = plan.workers or _cluster_workers(ray, cfg)
+        if n > len(problems):  # the cluster's default: never more shards than problems
+            log.info("ray: %d shards for %d problems (the cluster offers %d workers)", len(problems), len(problems), n)
+            n = len(problems)
         todo = _unfinished(out_root, n, kinds)
         log.info("ray: %d shards, %d to run (%d complete)", n, len(todo), n - len(todo))
         task = ray.remote(run_shard).options(num_cpus=plan.cpus_per_worker, num_gpus=_gpus(ray, cfg), max_retries=0)
@@ -149,6 +160,21 @@ def ray_handoff(
     handoff = folders[handoff_dirname(cfg.schedule)]
     solo = folders["solo"] if solo_run is None else verify_run(solo_run)
     return solo, handoff, handoff.metrics()["tax"]
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """An existing cluster's HOST:PORT answers within `timeout` seconds, else one line (ray.init
+    would wait for it indefinitely)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"--ray-address {address}: expected HOST:PORT (e.g. 10.0.0.1:6379) or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(
+            f"--ray-address {address}: no Ray head answers there within {timeout:g} s ({e.strerror or e}); "
+            "start it with `ray start --head` or fix the address"
+        ) from None
 
 
 def _unfinished(out_root: Path, n: int, kinds: list[str]) -> list[int]:

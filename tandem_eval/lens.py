@@ -35,7 +35,6 @@ the older layout (RUN/legibility.parquet, one junior per run), e.g. the committe
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ import pandas as pd
 import torch
 
 from .metrics.stats import scoped_cis, to_jsonable
+from .paths import folder_name
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
 PROBLEM_KEY = ["benchmark", "problem_id"]
@@ -78,7 +78,7 @@ def junior_label(spec: str | Path) -> str:
     checkpoint folder's name (characters other than letters, digits, . _ - become -)."""
     text = str(spec).rstrip("/")
     name = text[4:].replace("/", "-") if text.startswith("toy:") else (Path(text).name or text)
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "junior"
+    return folder_name(name, "junior")
 
 
 def lens_juniors(run_dir: str | Path) -> list[str]:

@@ -16,7 +16,6 @@ import dataclasses
 import importlib.util
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from .models import (
     load_tokenizer,
     resolve_model,
 )
+from .paths import not_writable
 from .progress import progress_reporter
 from .results import RunFolder, RunFolderError, require_complete, verify_run
 from .schedules import make_schedule, needs_junior, parse_schedule
@@ -68,13 +68,9 @@ def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
-    parent = path
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(f"--out {path}: {parent} is a file, not a folder; pass another --out")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {path}: {parent} is not writable; pass another --out")
+    reason = not_writable(path)
+    if reason:
+        raise ConfigError(f"--out {path}: {reason}; pass another --out")
     config_path = path / "config.json"
     if cfg is not None and config_path.exists():
         try:

@@ -256,11 +256,67 @@ def run_label(cfg: dict) -> str:
     """Display name of a run's senior: config label, else the senior checkpoint's folder name."""
     if cfg.get("label"):
         return str(cfg["label"])
+    return _path_label(model_path(cfg))
+
+
+def model_path(cfg: dict) -> str:
+    """The checkpoint a run's label names: the senior's (the junior's for a junior-solo run)."""
     model = cfg.get("junior") if cfg.get("schedule") == "junior-solo" else cfg.get("senior")
-    path = str((model or {}).get("path") or "senior")
+    return str((model or {}).get("path") or "senior")
+
+
+def _path_label(path: str) -> str:
     if path.startswith("toy:"):
         return path[4:]
     return Path(path.rstrip("/")).name or path
+
+
+def has_path_label(cfg: dict) -> bool:
+    """The run's label is derived from its checkpoint's path (no `--label` was given): the CLI's
+    default (the folder name) or none at all."""
+    path = model_path(cfg)
+    return not cfg.get("label") or str(cfg["label"]) in (_path_label(path), Path(path.replace("toy:", "toy-")).name)
+
+
+def disambiguate_labels(runs: list[Run]) -> None:
+    """Path-derived labels that two different checkpoints share (`A/checkpoint-200` and
+    `B/checkpoint-200` are both `checkpoint-200`) become the shortest path suffix telling the
+    checkpoints apart, so that one arm never mixes two seniors. Labels given with `--label` stay."""
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        groups.setdefault(r.label, []).append(r)
+    for same in groups.values():
+        ids = {_model_id(r.config) for r in same}
+        if len(ids) < 2:
+            continue
+        parts = {i: Path(i.replace("toy:", "toy/")).parts for i in ids}
+        for depth in range(2, max(len(v) for v in parts.values()) + 1):
+            names = {i: "/".join(v[-depth:]) for i, v in parts.items()}
+            if len(set(names.values())) == len(ids):
+                break
+        for r in same:
+            if has_path_label(r.config):
+                r.label = names[_model_id(r.config)]
+
+
+def _model_id(cfg: dict) -> str:
+    path = model_path(cfg)
+    return path if path.startswith("toy:") else str(Path(path).expanduser().resolve())
+
+
+_SHARD_DIR = re.compile(r"^shard-\d+-of-\d+$")
+
+
+def run_folders(root: str | Path) -> list[RunFolder]:
+    """find_runs(root) without the parts of merged runs: ROOT/shard-I-of-N/KIND is left out when
+    ROOT/KIND (what `merge`, or `--ray-workers`, made of the shards) exists, so readers see the
+    merged run once, never its shards as further runs."""
+    return [rf for rf in find_runs(root) if not is_merged_part(rf.path)]
+
+
+def is_merged_part(path: Path) -> bool:
+    path = Path(path)
+    return bool(_SHARD_DIR.match(path.parent.name)) and (path.parent.parent / path.name / "config.json").exists()
 
 
 def split_seed(label: str, path: Path | None = None) -> tuple[str, int | None]:
@@ -278,6 +334,9 @@ def split_seed(label: str, path: Path | None = None) -> tuple[str, int | None]:
 
 def metric_mode(metric: str) -> str:
     """The run mode a metric is read from (solo or handoff); raises LensError on an unknown metric."""
+    m = _PASS.match(metric) or _TAX.match(metric)
+    if m and int(m.groups()[-1]) < 1:
+        raise LensError(f"{metric}: K must be an integer >= 1 (e.g. {metric.split('@')[0]}@1)")
     m = _PASS.match(metric)
     if m and m.group(1):  # compare names the mode: solo_pass@K / handoff_pass@K (plain pass@K is per run)
         return m.group(1)
@@ -352,7 +411,7 @@ def find_run(path: str | Path, mode: str) -> Run:
         return run
     if not path.is_dir():
         raise RunFolderError(f"{path} does not exist; pass a run folder (or a folder holding one {mode} run)")
-    cands = [rf for rf in find_runs(path) if rf.config()["config"]["mode"] == mode]
+    cands = [rf for rf in run_folders(path) if rf.config()["config"]["mode"] == mode]
     if len(cands) != 1:
         names = ", ".join(str(rf.path) for rf in cands) or "none"
         raise LensError(f"{path} holds {len(cands)} {mode} runs ({names}); pass exactly one run folder")
@@ -366,7 +425,7 @@ def runs_in(path: str | Path) -> list[Run]:
         raise ReportError(f"{path} does not exist; pass a run folder written by `tandem-eval solo/handoff`")
     if (path / "config.json").exists():
         return [Run.load(path)]
-    runs = [Run.load(rf.path) for rf in find_runs(path)]
+    runs = [Run.load(rf.path) for rf in run_folders(path)]
     if not runs:
         raise ReportError(
             f"{path} holds no run folder (no config.json below it); pass a folder written by `tandem-eval solo/handoff`"

@@ -234,6 +234,20 @@ class Recipe(GRPOConfig):
             raise ConfigError("heldout_every > 0 needs heldout_benchmarks (held-out problems)")
         if not set(self.heldout_modes) <= {"solo", "handoff"} or not self.heldout_modes:
             raise ConfigError(f"heldout_modes must be solo and/or handoff, got {self.heldout_modes}")
+        # the held-out evaluation's settings, checked now rather than at its first run after training steps
+        ks = self.heldout_ks
+        if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= self.heldout_n for k in ks):
+            raise ConfigError(f"heldout_ks must be integers in [1, heldout_n={self.heldout_n}], got {ks}")
+        try:
+            Sampling(
+                temperature=self.heldout_temperature,
+                top_p=self.heldout_top_p,
+                top_k=self.heldout_top_k,
+                max_new_tokens=self.heldout_max_new_tokens,
+                max_context=self.heldout_max_context,
+            )
+        except ConfigError as e:  # Sampling names the CLI option: say which recipe field it was
+            raise ConfigError(f"held-out decoding (heldout_*): {e}") from None
         self.rollout_sampling  # noqa: B018 -- validates temperature, top_p, budgets
         self.eval  # noqa: B018
 

@@ -438,7 +438,9 @@ def _read_utf8(path: Path) -> str:
 
 
 def _jsonl_records(text: str, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for n, line in enumerate(text.splitlines(), start=1):
+    # JSON lines end at "\n" only: str.splitlines() would also split inside a string holding a raw
+    # U+2028, U+0085 or form feed, all valid in JSON text (json.dumps(..., ensure_ascii=False) writes them)
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue  # blank lines (e.g. a trailing newline) are not rows
         try:
@@ -604,6 +606,13 @@ def _scalar_text(value: Any, allow_numbers: bool, context: str) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, str):
+        try:  # an escaped lone surrogate ("\\ud800") parses as JSON but is no text a tokenizer can encode
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TypeError(
+                f"holds the lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start}, which is not "
+                "text; fix or drop that escape"
+            ) from None
         return value.strip() or None
     wanted = "a string or a finite number" if allow_numbers else "a string"
     fix = f'; write it as {wanted}, e.g. "42"' if allow_numbers else f"; write it as {wanted}"

@@ -144,7 +144,10 @@ def finish(name: str, items: list[Item]) -> list[dict[str, Any]]:
         first.setdefault(key, i)
     rows = []
     for i, (problem, answer, source) in enumerate(items):
-        text = _as_text(answer)
+        try:  # a bool, infinite or dict ground truth is refused (as the loader does), never stringified
+            text = _as_text(answer)
+        except TypeError as exc:
+            raise BuildError(f"{name}: row {i} ({source}): the answer {exc}") from None
         if not str(problem).strip() or text is None:
             raise BuildError(f"{name}: row {i} ({source}) has an empty problem or answer")
         rows.append(

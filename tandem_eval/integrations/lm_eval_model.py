@@ -103,10 +103,17 @@ class TandemLM(TemplateLM):
                 raise ConfigError(
                     f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
                 )
-        self.schedule_name, self.seed, self.score_with = str(schedule), int(seed), score_with
-        self.max_length = int(max_length) if max_length else _max_positions(senior_path)
-        self.default_max_gen_toks, self.add_bos_token = int(max_gen_toks), bool(add_bos_token)
-        self.batch_size = int(batch_size) if str(batch_size).isdigit() else 32  # "auto" is not supported
+        seed = _int_arg("seed", seed)
+        max_length = None if max_length in (None, "") else _int_arg("max_length", max_length, minimum=2)
+        max_gen_toks = _int_arg("max_gen_toks", max_gen_toks, minimum=1)
+        tensor_parallel_size = _int_arg("tensor_parallel_size", tensor_parallel_size, minimum=1)
+        allow_vocab_mismatch = _bool_arg("allow_vocab_mismatch", allow_vocab_mismatch)
+        add_bos_token = _bool_arg("add_bos_token", add_bos_token)
+        batch_size = 32 if batch_size in (None, "") else _int_arg("batch_size", batch_size, minimum=1)
+        self.schedule_name, self.seed, self.score_with = str(schedule), seed, score_with
+        self.max_length = max_length or _max_positions(senior_path)
+        self.default_max_gen_toks, self.add_bos_token = max_gen_toks, add_bos_token
+        self.batch_size = batch_size
         self.cfg = EvalConfig(
             senior=ModelSpec(str(senior), dtype),
             junior=ModelSpec(str(junior), dtype) if junior else None,
@@ -115,8 +122,8 @@ class TandemLM(TemplateLM):
             engine=engine,
             sampling=Sampling(max_context=self.max_length),
             batch_size=self.batch_size,
-            tensor_parallel_size=int(tensor_parallel_size),
-            allow_vocab_mismatch=bool(allow_vocab_mismatch),
+            tensor_parallel_size=tensor_parallel_size,
+            allow_vocab_mismatch=allow_vocab_mismatch,
         )
         engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
@@ -274,6 +281,32 @@ class TandemLM(TemplateLM):
             log.warning("engine %s gives no argmax; loglikelihood is_greedy is reported False", engine.name)
             self._warned_greedy = True
         return float(np.sum(lps)), False
+
+
+def _bool_arg(name: str, value) -> bool:
+    """A boolean model_arg: True/False, or the text true/false/1/0 (any case); anything else is refused
+    (bool("no") would be True)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    raise ConfigError(f"model_args {name}={value}: expected true, false, 1 or 0")
+
+
+def _int_arg(name: str, value, minimum: int | None = None) -> int:
+    """An integer model_arg (lm-eval passes numbers or text), at least `minimum`; else one line."""
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"model_args {name}={value}: expected an integer") from None
+    if minimum is not None and number < minimum:
+        raise ConfigError(f"model_args {name}={value}: must be >= {minimum}")
+    return number
 
 
 def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:

@@ -28,8 +28,16 @@ from pathlib import Path
 import pandas as pd
 
 from tandem_eval.lens import junior_label
-from tandem_eval.results import RunFolder, find_runs
-from tandem_eval.runs import RESULTS_ENV, ReportError, Run, find_results, run_label  # noqa: F401 (re-exported)
+from tandem_eval.results import RunFolder
+from tandem_eval.runs import (  # noqa: F401 (re-exported)
+    RESULTS_ENV,
+    ReportError,
+    Run,
+    disambiguate_labels,
+    find_results,
+    run_folders,
+    run_label,
+)
 
 TRAIN_LOG = "train_log.jsonl"
 _STEP_RE = re.compile(r"(?:step|checkpoint|ckpt)[-_]?(\d+)", re.IGNORECASE)
@@ -187,7 +195,7 @@ def collect(
             raise ReportError(f"{p} does not exist")
         if (p / "config.json").exists():
             paths.append(p)
-        paths += [rf.path for rf in find_runs(p)]
+        paths += [rf.path for rf in run_folders(p)]  # a merged run once, not again as its shard-* parts
         train_dirs += sorted(t.parent for t in p.rglob(TRAIN_LOG))
     paths = sorted({q.resolve() for q in paths})
     train_dirs = sorted({t.resolve() for t in train_dirs})
@@ -219,6 +227,7 @@ def collect(
         trainings.append(TrainLog(arm, t, log, sorted(evals[t], key=lambda r: (r.step, str(r.path)))))
     if not runs and not trainings:
         raise ReportError(f"no run folders or trainer logs under {', '.join(map(str, inputs))}")
+    disambiguate_labels(runs)
     relabel(runs, labels or {})
     col = Collection(_attach_solo_runs(_dedupe(runs)), trainings, junior)
     col.pick_juniors_once()
@@ -253,13 +262,17 @@ def relabel(runs: list[Run], labels: dict[str, str]) -> None:
 
 
 def _attach_solo_runs(runs: list[Run]) -> list[Run]:
-    """An arm with handoff runs but no solo run gets the solo run its handoff was made with
-    (`--solo-run`, recorded as `solo_run` in the handoff's metrics.json), so its solo and tax show."""
-    arms_with_solo = {r.label for r in runs if r.mode == "solo"}
+    """A handoff is paired with the solo run it was measured against (recorded in its config.json
+    and metrics.json), never with another that merely shares its label: an arm whose solo run is
+    not the recorded one is refused; an arm with handoff runs but no solo run gets the recorded one
+    (e.g. `--solo-run`), so its solo and tax show."""
+    solos = {r.label: r for r in runs if r.mode == "solo"}
     extra = {}
     for r in runs:
         path = r.metrics().get("solo_run") if r.mode == "handoff" else None
-        if r.label in arms_with_solo or r.label in extra or not path:
+        if r.label in solos and path:
+            _check_pairing(r, solos[r.label], path)
+        if r.label in solos or r.label in extra or not path:
             continue
         if not RunFolder(path).is_complete():
             warnings.warn(f"{r.label}: the solo run {path} its handoff names is missing or incomplete", stacklevel=2)
@@ -268,6 +281,21 @@ def _attach_solo_runs(runs: list[Run]) -> list[Run]:
         solo.label = r.label
         extra[r.label] = solo
     return sorted(runs + list(extra.values()), key=lambda r: (r.label, r.mode, r.schedule))
+
+
+def _check_pairing(handoff: Run, solo: Run, recorded: str) -> None:
+    """The arm's solo run is the one `handoff` records (same experiment: same fingerprint)."""
+    want = (handoff.folder.config().get("solo_run") or {}).get("fingerprint")
+    if want is None and (Path(recorded) / "config.json").exists():
+        want = RunFolder(recorded).config().get("fingerprint")
+    if want is None or solo.fingerprint is None:  # unrecorded (older runs), or one arm joined from parts
+        return
+    if solo.fingerprint != want:
+        raise ReportError(
+            f"{handoff.path} was measured against the solo run {recorded}, but its arm {handoff.label!r} has the "
+            f"solo run {solo.path} (another experiment); pass the recorded solo run, or label the runs apart "
+            "(`report --label RUN=NAME`)"
+        )
 
 
 def _dedupe(runs: list[Run]) -> list[Run]:

@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tandem_eval.paths import not_writable
 from tandem_eval.report.collect import Collection, Run
-from tandem_eval.runs import load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
+from tandem_eval.runs import ReportError, load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
 
 MAX_TRACES = 1000
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
@@ -251,8 +252,14 @@ def write_page(
     max_traces: int = MAX_TRACES,
     junior: str | None = None,
 ) -> Path:
-    page = build_page(path, tokenizer_path, max_traces, junior)  # first: it checks `path`
-    out = Path(out) if out else Path(path) / "view.html"
+    target = Path(out) if out else Path(path) / "view.html"
+    if target.is_dir():
+        raise ReportError(f"--out {target} is a folder; pass an HTML file path, e.g. {target / 'view.html'}")
+    reason = not_writable(target.parent) if Path(path).exists() else None  # a missing run: build_page says so
+    if reason:
+        raise ReportError(f"cannot write {target}: {reason}; pass --out FILE somewhere writable")
+    page = build_page(path, tokenizer_path, max_traces, junior)  # it checks `path`
+    out = target
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out

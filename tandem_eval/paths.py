@@ -1,0 +1,57 @@
+"""Paths and names at the boundary: what a run records for a path argument, a label as a folder name,
+and whether a folder can be written, so every command behaves the same from any working directory.
+
+    from tandem_eval.paths import absolute_spec, folder_name, not_writable
+    absolute_spec("ckpt/senior")      # "/home/me/ckpt/senior" (toy:NAME stays as given)
+    folder_name("/tmp/x")             # "tmp-x": --label is a label, never a path
+    not_writable("runs/a/solo")       # None, or "runs/a is not writable"
+
+Standard library only (the CLI imports it before `--help`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # data.benchmarks.LOCAL_SUFFIXES (no pandas import)
+
+
+def absolute_spec(spec: str | None) -> str | None:
+    """A checkpoint argument as a run records it: `toy:NAME` as given, a path made absolute, so that a
+    run made from one working directory is read, resumed and compared the same from any other."""
+    if spec is None or str(spec).startswith("toy:"):
+        return spec
+    return os.path.abspath(os.path.expanduser(str(spec)))
+
+
+def absolute_benchmarks(entries) -> tuple[str, ...]:
+    """--benchmark values as a run records them: local files absolute, registry and set names as given."""
+
+    def one(name: str) -> str:
+        local = Path(name.strip()).suffix.lower() in _LOCAL_SUFFIXES
+        return os.path.abspath(os.path.expanduser(name.strip())) if local else name
+
+    return tuple(",".join(one(part) for part in str(e).split(",")) for e in entries)  # "a.jsonl,b.jsonl" too
+
+
+def folder_name(label: str, default: str = "senior") -> str:
+    """A label as one folder name (runs/<name>): `--label` is a label, never a path, so separators,
+    `..` and other characters outside letters, digits, . _ - become `-`."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(label)).strip("-.") or default
+
+
+def not_writable(path: str | os.PathLike) -> str | None:
+    """Why files cannot be written at `path` (a folder, existing or to be created), or None: the
+    nearest existing folder must be a writable folder. Checked before any work, so that a read-only
+    run folder is one line up front rather than an error after minutes of scoring."""
+    path = Path(path)
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable"
+    return None

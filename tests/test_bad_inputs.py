@@ -442,3 +442,148 @@ def test_a_pipe_in_a_label_keeps_the_markdown_table_columns(world, tmp_path):
     widths = {len(re.split(r"(?<!\\)\|", line)) for line in rows}
     assert len(rows) >= 3 and len(widths) == 1, rows
     assert any(r"a\|b" in line for line in rows)
+
+
+# ==== issue 19 (the boundary): paths, typed parameters, labels; each case one line and exit 2 ============
+# The same contract as CASES above, on a few more files written into the same world.
+CASES_19 = [
+    ("benchmark-lone-surrogate", S + ["--benchmark", "{root}/surrogate.jsonl"], "U+D800"),
+    ("compare-metric-pass-at-0", ["compare", "{good}", "{good}", "--metric", "solo_pass@0"], "K must be"),
+    ("compare-metric-tax-at-0", ["compare", "{good}", "{good}", "--metric", "tax@0"], "K must be"),
+    ("view-out-is-a-folder", ["view", "{good}", "--out", "{root}/empty_dir"], "is a folder"),
+    ("ray-workers-above-the-problems", S + ["--limit", "2", "--ray-workers", "3"], "--ray-workers 3"),
+    ("ray-address-unreachable", S + ["--limit", "2", "--ray-address", "127.0.0.1:1"], "127.0.0.1:1"),
+    ("ray-address-without-port", S + ["--limit", "2", "--ray-address", "somewhere"], "HOST:PORT"),
+]
+
+
+@pytest.fixture(scope="module")
+def world19(world):
+    root, paths = world
+    (root / "surrogate.jsonl").write_text('{"problem": "\\ud800 1+1?", "answer": "2"}\n')
+    return root, paths
+
+
+@pytest.mark.parametrize("name,argv,expect", CASES_19, ids=[c[0] for c in CASES_19])
+def test_boundary_bad_input_is_one_line_exit_2_and_creates_nothing(world19, monkeypatch, name, argv, expect):
+    import time
+
+    start = time.monotonic()
+    test_bad_input_is_one_line_exit_2_and_creates_nothing(world19, monkeypatch, name, argv, expect)
+    assert time.monotonic() - start < 30  # an unreachable Ray address times out in seconds, never hangs
+
+
+def test_an_unwritable_run_folder_is_refused_before_any_work(world, monkeypatch):
+    """regrade, legibility and view on a folder the user cannot write: one line up front (legibility
+    before any model loads). os.access is faked: permission bits do not bind root, who runs CI."""
+    import os
+
+    import tandem_eval.cli_lens as cli_lens
+
+    root, paths = world
+    ro = root / "readonly_run"
+    if not ro.exists():
+        shutil.copytree(paths["good"], ro)
+    real = os.access
+    unwritable = lambda p, mode, **kw: not (mode & os.W_OK and str(ro) in str(p)) and real(p, mode, **kw)  # noqa: E731
+    monkeypatch.setattr(os, "access", unwritable)
+    monkeypatch.setattr(cli_lens, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+    for argv in (
+        ["regrade", str(ro)],
+        ["legibility", "--run", str(ro), "--junior", paths["junior"]],
+        ["view", str(ro)],
+    ):
+        before = _tree(root)
+        result = runner.invoke(app, argv)
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2, (argv, result.stdout, result.stderr, result.exception)
+        assert len(lines) == 1 and "not writable" in lines[0], result.stderr
+        assert _tree(root) == before
+
+
+def test_label_is_a_label_never_a_path(world, monkeypatch, tmp_path):
+    """--label /abs/path without --out: the run goes to runs/<label as one folder name> in the cwd."""
+    _, paths = world
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "elsewhere" / "x"
+    args = S + ["--limit", "1", "--n", "1", "--max-new-tokens", "4", "--label", str(target), "-q"]
+    result = runner.invoke(app, [a.format(**paths) for a in args])
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert not (tmp_path / "elsewhere").exists()
+    (made,) = (tmp_path / "runs").iterdir()
+    assert made.name == str(target).strip("/").replace("/", "-") and (made / "solo" / "COMPLETE").exists()
+
+
+@pytest.mark.parametrize(
+    "arg,expect",
+    [
+        ("seed=abc", "seed=abc: expected an integer"),
+        ("max_length=abc", "max_length=abc: expected an integer"),
+        ("batch_size=-3", "batch_size=-3: must be >= 1"),
+        ("batch_size=auto", "batch_size=auto: expected an integer"),
+        ("allow_vocab_mismatch=no", "allow_vocab_mismatch=no: expected true, false, 1 or 0"),
+        ("add_bos_token=yes", "add_bos_token=yes: expected true, false, 1 or 0"),
+        ("max_gen_toks=0", "max_gen_toks=0: must be >= 1"),
+    ],
+)
+def test_lm_eval_model_args_are_typed_before_any_model_loads(tiny_pair, monkeypatch, arg, expect):
+    import re
+
+    pytest.importorskip("lm_eval")
+    import tandem_eval.integrations.lm_eval_model as lm
+    from tandem_eval.config import ConfigError
+
+    monkeypatch.setattr(lm, "open_engines", lambda *a, **k: pytest.fail("engines opened before the check"))
+    key, value = arg.split("=")
+    with pytest.raises(ConfigError, match=re.escape(expect)):
+        lm.TandemLM(senior=tiny_pair[0], schedule="solo", **{key: value})
+
+
+@pytest.mark.parametrize("value,expected", [("true", True), ("FALSE", False), ("1", True), (0, False), (True, True)])
+def test_lm_eval_booleans_read_as_written(value, expected):
+    pytest.importorskip("lm_eval")
+    from tandem_eval.integrations.lm_eval_model import _bool_arg
+
+    assert _bool_arg("allow_vocab_mismatch", value) is expected
+
+
+def test_held_out_settings_are_checked_before_training(capsys):
+    code, out, err = _train(["--recipe", RECIPE, "--print", "--set", "heldout_ks=[8]", "heldout_n=2"], capsys)
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "heldout_ks must be integers in [1, heldout_n=2], got [8]" in err
+
+
+@pytest.mark.parametrize(
+    "truth,shown", [(True, "bool True"), (float("inf"), "float inf"), ({"v": 1}, "dict {'v': 1}")], ids=str
+)
+def test_build_paper_sets_refuses_a_bool_inf_or_dict_ground_truth(tmp_path, capsys, truth, shown):
+    import pandas as pd
+
+    from tandem_eval.data import build_paper_sets as bps
+    from tandem_eval.data.prompts import INSTRUCTION
+
+    rows = [
+        {"prompt": [{"role": "user", "content": f"p{i}" + INSTRUCTION}], "reward_model": {"ground_truth": truth}}
+        for i in range(30)
+    ]
+    (tmp_path / "repo" / "aime24").mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(tmp_path / "repo" / "aime24" / "test.parquet")
+    code = bps.main([str(tmp_path / "sets"), "--from-repo", str(tmp_path / "repo"), "--sets", "aime24"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: aime24: row 0"), err
+    assert shown in err and "Traceback" not in err
+    assert not (tmp_path / "sets" / "aime24.jsonl").exists()
+
+
+def test_jsonl_with_raw_line_separators_loads_as_written(tmp_path):
+    """build_paper_sets writes JSON with raw U+2028/U+0085 (ensure_ascii=False): lines end at \\n only."""
+    from tandem_eval.data import build_paper_sets as bps
+    from tandem_eval.data.benchmarks import load_benchmarks
+
+    text = "a\u2028b\x85c\x0cd: 1+1?"
+    path = bps._write_jsonl(
+        tmp_path / "seps.jsonl", [{"problem": text, "answer": "2"}, {"problem": "x", "answer": "3"}]
+    )
+    assert "\u2028" in path.read_text(encoding="utf-8")
+    problems = load_benchmarks([str(path)])
+    assert [p.problem for p in problems] == [text, "x"] and [p.answer for p in problems] == ["2", "3"]

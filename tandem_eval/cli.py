@@ -33,8 +33,10 @@ from typer.exceptions import TyperException
 from .cli_common import (
     AllowVocabOpt,
     BenchmarkOpt,
+    ChatTemplateOpt,
     DtypeOpt,
     EngineOpt,
+    JuniorChatTemplateOpt,
     JuniorOpt,
     LabelOpt,
     LimitOpt,
@@ -243,20 +245,6 @@ GraderMismatchOpt = Annotated[
     typer.Option(
         "--allow-grader-mismatch",
         help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
-    ),
-]
-ChatTemplateOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--chat-template",
-        help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
-    ),
-]
-JuniorChatTemplateOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--junior-chat-template",
-        help="A Jinja chat-template file for the junior (used when its tokenizer differs; recorded in the run).",
     ),
 ]
 RayWorkersOpt = Annotated[

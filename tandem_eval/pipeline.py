@@ -38,6 +38,7 @@ from .models import (
     check_vocab,
     load_tokenizer,
     resolve_model,
+    same_weights,
 )
 from .progress import progress_reporter
 from .results import RunFolder, RunFolderError, require_complete, verify_run
@@ -86,8 +87,9 @@ def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
             RunFolder(path).init(cfg)  # raises "holds a different run (diff...)"
 
 
-def _check_model(spec_path: str):
-    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer."""
+def check_model(spec_path: str):
+    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer.
+    Every command that loads a model's weights runs this first (solo, handoff, legibility, drift, lm-eval)."""
     path = resolve_model(spec_path)
     check_checkpoint(path)
     tok = load_tokenizer(path)
@@ -95,7 +97,8 @@ def _check_model(spec_path: str):
     return tok
 
 
-def _check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+def check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+    """The prompt renders with `chat_template` (or the tokenizer's own); errors name `option`."""
     source = f"{option} (the {who}'s template)" if chat_template else f"the {who} checkpoint {spec_path}"
     check_chat_template(tok, chat_template, source, option)
 
@@ -114,13 +117,7 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
                 pass
     if solo_run is not None:
         require_complete(solo_run)
-    tok = _check_model(cfg.senior.path)
-    _check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "--chat-template")
-    if cfg.junior is not None and needs_junior(cfg.schedule):
-        junior_tok = _check_model(cfg.junior.path)
-        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
-        if not same or cfg.junior_chat_template:  # the junior renders its own prompt only with another vocabulary
-            _check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    tok = check_models(cfg)
     problems = load_problems(cfg)
     if not problems:
         raise ConfigError(
@@ -129,6 +126,19 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
         )
     _check_prompt_lengths(cfg, tok, problems)
     return Validated(problems, grader_versions)
+
+
+def check_models(cfg: EvalConfig, junior_too: bool = False):
+    """The senior's (and, when the schedule needs one or `junior_too`, the junior's) checkpoint,
+    tokenizer, vocabulary and chat template; no weights load. Returns the senior's tokenizer."""
+    tok = check_model(cfg.senior.path)
+    check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "--chat-template")
+    if cfg.junior is not None and (junior_too or needs_junior(cfg.schedule)):
+        junior_tok = check_model(cfg.junior.path)
+        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+        if not same or cfg.junior_chat_template:  # the junior renders its own prompt only with another vocabulary
+            check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    return tok
 
 
 def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None:
@@ -170,14 +180,31 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
         if cfg.junior is not None and needs_junior(cfg.schedule):
             junior_path = resolve_model(cfg.junior.path)
             same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
-            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
-            engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
+            if shares_senior_model(cfg):  # self-paired: one set of weights, two engines with their own KV rows
+                log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
+                engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
+            else:
+                log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
+                engines["junior"] = load_engine(
+                    cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype}
+                )
             if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
                 engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
     except BaseException:  # a junior that fails to load must not leave the senior's engine running
         close_engines(engines)
         raise
     return engines
+
+
+def shares_senior_model(cfg: EvalConfig) -> bool:
+    """The HF junior can be the senior's loaded model: same checkpoint (or a byte-identical copy)
+    in the same dtype. vLLM keeps two engines (see README: "Self-paired pairs")."""
+    return (
+        cfg.engine == "hf"
+        and cfg.junior is not None
+        and cfg.junior.dtype == cfg.senior.dtype
+        and same_weights(cfg.senior.path, cfg.junior.path)
+    )
 
 
 def close_engines(engines: dict) -> None:
@@ -259,6 +286,7 @@ def run_eval(
     if existed:
         rf.init(cfg, extra={"grader": checked.grader_versions})  # refuses a folder of another experiment
         if rf.is_complete():
+            log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", cfg.mode, rf.path)
             return rf.verify()  # a reused run must still hold what COMPLETE recorded
     own = engines is None
     engines = engines or open_engines(cfg)  # an engine that fails to load leaves nothing on disk
@@ -454,6 +482,7 @@ def run_handoff(
         solo = verify_run(solo_dir)
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         record = check_solo_reuse(cfg, solo, allow_solo_mismatch, how)
+        log.info("reusing %s %s (checked against the handoff's settings; not regenerated)", how, solo.path)
     else:
         check_out_path(solo_out, solo_config(cfg))  # an unfinished OUT/solo must be the same experiment
     engines = open_engines(cfg)

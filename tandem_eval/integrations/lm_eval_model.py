@@ -13,7 +13,11 @@ senior's tandem_meta.json; needed by every schedule but solo), schedule (solo | 
 sentence | chunk:N | takeover:N | junior-solo; default paragraph), engine (hf | vllm), dtype, seed (trace seeds
 derive from it, the task name, the doc id and the repeat), max_length (prompt + generation; default the
 senior's max_position_embeddings), max_gen_toks (when the task sets none; 256), tensor_parallel_size,
-score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token.
+score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token,
+chat_template (a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior
+has none). The junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior
+template argument. The checkpoints, tokenizers and template are checked before any weights load
+(`pipeline.check_models`, as `tandem-eval solo` does).
 
 Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
 `cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
@@ -52,7 +56,7 @@ from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..models import junior_from_metadata, resolve_model
-from ..pipeline import close_engines, open_engines
+from ..pipeline import check_models, close_engines, open_engines
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -80,6 +84,7 @@ class TandemLM(TemplateLM):
         score_with: str = "senior",
         allow_vocab_mismatch: bool = False,
         add_bos_token: bool = False,
+        chat_template: str | None = None,
         batch_size: int | str | None = 32,
         device: str | None = None,
         **kwargs,
@@ -89,7 +94,8 @@ class TandemLM(TemplateLM):
         if unknown:
             raise ConfigError(
                 f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
-                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, add_bos_token"
+                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
+                "add_bos_token, chat_template"
             )
         if not senior:
             raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
@@ -107,6 +113,9 @@ class TandemLM(TemplateLM):
         self.max_length = int(max_length) if max_length else _max_positions(senior_path)
         self.default_max_gen_toks, self.add_bos_token = int(max_gen_toks), bool(add_bos_token)
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 32  # "auto" is not supported
+        from ..cli import read_chat_template
+
+        template = read_chat_template(Path(chat_template), "chat_template=") if chat_template else None
         self.cfg = EvalConfig(
             senior=ModelSpec(str(senior), dtype),
             junior=ModelSpec(str(junior), dtype) if junior else None,
@@ -117,7 +126,11 @@ class TandemLM(TemplateLM):
             batch_size=self.batch_size,
             tensor_parallel_size=int(tensor_parallel_size),
             allow_vocab_mismatch=bool(allow_vocab_mismatch),
+            chat_template=template,
         )
+        # the up-front checks of `tandem-eval solo`: a truncated safetensors or a pickle-only junior is one
+        # line before any weights load
+        check_models(self.cfg, junior_too=score_with == "junior")
         engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
@@ -146,6 +159,7 @@ class TandemLM(TemplateLM):
         # enable_thinking=False as in tandem-eval's own prompts; templates without the flag ignore it
         return self.tokenizer.apply_chat_template(
             chat_history,
+            chat_template=self.cfg.chat_template,
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=not add_generation_prompt,

@@ -159,3 +159,48 @@ def test_every_option_a_message_names_exists():
             wrong += [f"{path.relative_to(PACKAGE)}:{line}: {o}" for o in named if o not in valid]
     assert seen > 50, seen  # the scan reads the messages (not a vacuous pass)
     assert not wrong, wrong
+
+
+# ---- one legibility unit per column ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def foreign_junior(tmp_path_factory):
+    """A junior with its own (smaller) vocabulary: scored in bits per byte only."""
+    from trainer.tiny import build_model, train_tokenizer
+
+    tok = train_tokenizer(vocab_size=300)
+    path = tmp_path_factory.mktemp("foreign") / "foreign"
+    build_model(tok, seed=5).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+def test_report_over_juniors_of_two_vocabularies_keeps_units_apart(base, foreign_junior, tmp_path):
+    runs = tmp_path / "runs"
+    for label, junior, extra in (("same", base["junior"], []), ("other", foreign_junior, ["--allow-vocab-mismatch"])):
+        res = runner.invoke(
+            app,
+            ["solo", "--senior", base["senior"], "--limit", "2", "--n", "2", "--k", "1,2", "--max-new-tokens", "16",
+             "--out", str(runs / label), "--label", label, "-q"],
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        args = ["legibility", "--run", str(runs / label / "solo"), "--junior", junior, "--n-boot", "20", "-q"]
+        res = runner.invoke(app, [*args, *extra])
+        assert res.exit_code == 0, res.output
+    other = json.loads((runs / "other" / "solo" / "metrics.json").read_text())["lens"]["foreign"]["legibility"]
+    assert (other["primary"], other["unit"]) == ("junior_bpb", "bits/byte") and "junior_nll_mean" not in other
+    res = runner.invoke(app, ["report", str(runs), "--out", str(tmp_path / "r"), "--n-boot", "20", "--no-figures"])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "r" / "table2.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("|"))
+    assert "junior NLL (nats/tok)" in header and "junior NLL (bits/byte)" in header, header
+    rows = pd.read_csv(tmp_path / "r" / "table2.csv")
+    by = rows[rows.scope == "macro"].set_index("senior")
+    assert np.isnan(by.loc["other", "nll"]) and np.isfinite(by.loc["same", "nll"])  # nats/token: same vocab only
+    assert np.isfinite(by.loc[["same", "other"], "bpb"]).all()  # bits/byte: every junior
+    # compare refuses nats/token across vocabularies, and compares bits per byte
+    res = runner.invoke(app, ["compare", str(runs / "same"), str(runs / "other"), "--metric", "junior_nll"])
+    assert res.exit_code == 2 and "junior_bpb" in res.stderr, res.output
+    res = runner.invoke(
+        app, ["compare", str(runs / "same"), str(runs / "other"), "--metric", "junior_bpb", "--n-boot", "20"]
+    )
+    assert res.exit_code == 0 and "bits/byte" in res.stdout, res.output

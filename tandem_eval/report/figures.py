@@ -296,9 +296,10 @@ def fig_tax(table: Table | None):
     return fig
 
 
-def _side_frames(col: Collection, name: str, by_seed: bool = False):
+def _side_frames(col: Collection, name: str, by_seed: bool = False, metric: str | None = None):
     """{arm: (per-sample frame with a `seed` column, source column, solo runs)} for arms whose solo
-    runs have the table, pooled over the arm's seeds (by_seed: one arm per run)."""
+    runs have the table, pooled over the arm's seeds (by_seed: one arm per run). `metric`: default
+    junior_nll (legibility; same-vocabulary juniors only) or kl (drift)."""
     out = {}
     for arm, labels in arm_labels(col, by_seed).items():
         frames, sources, runs = [], [], []
@@ -307,7 +308,8 @@ def _side_frames(col: Collection, name: str, by_seed: bool = False):
             if solo is None:
                 continue
             try:
-                per_sample, source = sample_values(solo, "junior_nll" if name == "legibility" else "kl")
+                metric = metric or ("junior_nll" if name == "legibility" else "kl")
+                per_sample, source = sample_values(solo, metric)
             except LensError:  # no lens table of this kind
                 continue
             if not per_sample.empty:
@@ -342,12 +344,19 @@ def fig_legibility(
 
     juniors = col.pick_juniors_once()
     panels = []
-    for name, ylabel in (("legibility", "junior NLL (nats/token)"), ("drift", "KL(senior ‖ junior) (nats/token)")):
-        frames = _side_frames(col, name, by_seed)
+    # one unit per panel: nats per shared token (same-vocabulary juniors), bits per byte when some
+    # junior has another tokenizer (every junior then, so they compare), KL in nats per token
+    nll, bpb = _side_frames(col, "legibility", by_seed), _side_frames(col, "legibility", by_seed, "junior_bpb")
+    drift = _side_frames(col, "drift", by_seed)
+    for name, ylabel, frames in (
+        ("legibility", "junior NLL (nats/token)", nll),
+        ("legibility", "junior NLL (bits/byte)", bpb if set(bpb) - set(nll) else {}),
+        ("drift", "KL(senior ‖ junior) (nats/token)", drift),
+    ):
         if not frames:
             continue
         panels.append(("dist", name, ylabel, frames))
-        if any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
+        if "bits" not in ylabel and any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
             panels.append(("pos", name, ylabel, frames))
     if not panels:
         return None

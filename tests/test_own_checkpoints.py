@@ -204,3 +204,25 @@ def test_report_over_juniors_of_two_vocabularies_keeps_units_apart(base, foreign
         app, ["compare", str(runs / "same"), str(runs / "other"), "--metric", "junior_bpb", "--n-boot", "20"]
     )
     assert res.exit_code == 0 and "bits/byte" in res.stdout, res.output
+
+
+# ---- a self-paired pair loads its weights once ----------------------------------------------------
+def test_self_paired_junior_shares_the_senior_model(tiny_pair, tmp_path):
+    from run_fixtures import handoff_cfg
+
+    from tandem_eval.models import same_weights
+    from tandem_eval.pipeline import close_engines, open_engines, shares_senior_model
+
+    senior, junior = tiny_pair
+    copy = tmp_path / "copy"
+    shutil.copytree(senior, copy)  # another folder, byte-identical weights: still one model
+    assert same_weights(senior, copy) and not same_weights(senior, junior)
+    for other in (senior, str(copy)):
+        engines = open_engines(handoff_cfg(senior, other))
+        try:
+            s, j = engines["senior"], engines["junior"]
+            assert j.model is s.model and j is not s and j._store is not s._store  # own KV rows each
+        finally:
+            close_engines(engines)
+    assert not shares_senior_model(handoff_cfg(senior, junior))
+    assert not shares_senior_model(handoff_cfg(senior, senior, engine="vllm"))

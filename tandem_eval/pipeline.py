@@ -358,7 +358,14 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
             )
             junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
     pool = cfg.batch_size * (2 if junior is not None else 1)
-    with Grader() as grader, progress_reporter(len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress) as bar:
+    reporter = progress_reporter(
+        len(specs),
+        f"{cfg.mode}:{cfg.schedule}",
+        enabled=progress,
+        live_tokens=live_token_counter([engines["senior"], junior]),
+        budget=cfg.sampling.max_new_tokens,
+    )
+    with Grader() as grader, reporter as bar:
         buffer = []
 
         def flush():
@@ -377,6 +384,16 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
                 flush()
         if buffer:
             flush()
+
+
+def live_token_counter(engines: list) -> Callable[[], int] | None:
+    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
+    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
+    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
+    if not all(isinstance(s, dict) and "generated" in s for s in stats):
+        return None
+    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
+    return lambda: sum(s["generated"] for s in stats) - base
 
 
 def solo_config(cfg: EvalConfig) -> EvalConfig:

@@ -226,3 +226,43 @@ def test_self_paired_junior_shares_the_senior_model(tiny_pair, tmp_path):
             close_engines(engines)
     assert not shares_senior_model(handoff_cfg(senior, junior))
     assert not shares_senior_model(handoff_cfg(senior, senior, engine="vllm"))
+
+
+# ---- progress counts the tokens of live traces ----------------------------------------------------
+def test_progress_counts_live_tokens_and_logs_while_no_trace_finishes(caplog):
+    from tandem_eval.progress import LogProgress
+
+    now, tokens = [0.0], [0]
+    bar = LogProgress(4, "solo:solo", clock=lambda: now[0], live_tokens=lambda: tokens[0], budget=100)
+    with caplog.at_level("INFO", logger="tandem_eval.progress"):
+        now[0], tokens[0] = 10.0, 100
+        bar.tick()  # 10 s: not yet due
+        assert not caplog.records
+        now[0], tokens[0] = 30.0, 300
+        bar.tick()  # no trace finished, but 300 tokens are written: budget 4 x 100, 100 left at 10 tok/s
+        now[0], tokens[0] = 40.0, 400
+        bar.advance(80)  # one trace of 80 finished: expect 4 x 80 = 320 < 400 written, so the ETA is 0
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "solo:solo 0/4 (0%) 10 tok/s, elapsed 0:30, eta 0:10",
+        "solo:solo 1/4 (25%) 10 tok/s, elapsed 0:40, eta 0:00",
+    ]
+
+
+def test_live_token_counter_reads_the_engines_counters():
+    from tandem_eval.pipeline import live_token_counter
+
+    class Engine:
+        def __init__(self):
+            self.stats = {"generated": 5}
+
+    class Bridge:  # a text-level junior: the counter is its inner engine's
+        def __init__(self, inner):
+            self.inner = inner
+
+    s, j = Engine(), Engine()
+    count = live_token_counter([s, Bridge(j), None])
+    s.stats["generated"] += 7
+    j.stats["generated"] += 3
+    assert count() == 10  # counted from the call on: engines are reused by the next run
+    assert live_token_counter([s, object()]) is None  # an engine without a counter (vLLM): finished traces only

@@ -38,6 +38,7 @@ from .cli_common import (
     OutOpt,
     QuietOpt,
     SeniorOpt,
+    ThreadsOpt,
     VerboseOpt,
 )
 
@@ -227,6 +228,7 @@ def legibility_cmd(
     allow_vocab_mismatch: AllowVocabOpt = False,
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ):
@@ -242,7 +244,7 @@ def legibility_cmd(
         allow_vocab_mismatch=allow_vocab_mismatch,
         include_eos=include_eos,
     )
-    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
+    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine, "threads": threads}
     req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template)
     _run_lens("legibility", req, gen, dtype, opts, quiet, verbose)
 
@@ -266,6 +268,7 @@ def drift_cmd(
     label: LabelOpt = None,
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ):
@@ -273,7 +276,7 @@ def drift_cmd(
     from .lens import LensOptions
 
     opts = LensOptions(chunk=chunk, bins=bins, batch_tokens=batch_tokens, n_boot=n_boot, include_eos=include_eos)
-    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
+    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine, "threads": threads}
     req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template)
     _run_lens("drift", req, gen, dtype, opts, quiet, verbose)
 
@@ -328,6 +331,7 @@ def _run_lens(kind: str, req: LensRequest, gen: dict, dtype: str, opts, quiet: b
     from . import lens
     from .cli import setup_logging
     from .lens import LensError
+    from .pipeline import use_threads
 
     setup_logging(verbose, quiet)
     engine = gen["engine"]
@@ -343,6 +347,7 @@ def _run_lens(kind: str, req: LensRequest, gen: dict, dtype: str, opts, quiet: b
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
     max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
     limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
+    use_threads(gen["threads"])
     j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
     s_engine = None
     try:

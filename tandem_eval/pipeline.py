@@ -164,10 +164,31 @@ def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None
         )
 
 
+def use_threads(threads: int | None = None) -> int:
+    """Set torch's CPU threads to `threads` (default: the cores this process may use) and return it;
+    warn when the 1-minute load average already exceeds the cores (another process competes for
+    them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    torch.set_num_threads(threads or cores)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > cores:
+        log.warning(
+            "the 1-minute load average is %.1f on %d cores: other processes compete for them, so this run may be "
+            "several times slower; wait for them, or give each process a share with --threads",
+            load,
+            cores,
+        )
+    return torch.get_num_threads()
+
+
 def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     """Load the senior (and the junior when the schedule needs one) on the configured backend.
 
-    `engine_kw` go to both engines' constructors (e.g. `device` for hf)."""
+    `engine_kw` go to both engines' constructors (e.g. `device` for hf). Sets torch's CPU threads first
+    (cfg.threads, see use_threads)."""
+    use_threads(cfg.threads)
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
@@ -295,7 +316,8 @@ def run_eval(
         with contextlib.ExitStack() as held:
             held.enter_context(rf.lock())  # a second writer stops here, before touching anything
             try:
-                rf.init(cfg, extra={"grader": checked.grader_versions, **(extra or {})})
+                threads = {"threads": _torch_threads()}  # as used (config.threads: as asked; None = every core)
+                rf.init(cfg, extra={"grader": checked.grader_versions, **threads, **(extra or {})})
                 if rf.is_complete():  # finished by another process while this one loaded its engines
                     return rf.verify()
                 _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
@@ -309,6 +331,12 @@ def run_eval(
         if own:
             close_engines(engines)
     return rf
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _missing_dirs(path: Path) -> list[Path]:

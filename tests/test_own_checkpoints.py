@@ -55,7 +55,7 @@ def solo_run(base):
     res = runner.invoke(
         app,
         ["solo", "--senior", base["senior"], "--limit", "2", "--n", "2", "--k", "1,2", "--max-new-tokens", "16",
-         "--out", str(out), "-q"],
+         "--out", str(out), "--threads", "1", "-q"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     return out / "solo"
@@ -148,7 +148,7 @@ def _messages(tree: ast.AST):
 
 def test_every_option_a_message_names_exists():
     valid = _command_options()
-    assert {"--junior-chat-template", "--chat-template", "--model_args"} <= valid
+    assert {"--junior-chat-template", "--chat-template", "--threads", "--model_args"} <= valid
     wrong, seen = [], 0
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.name in OWN_CLI:
@@ -266,3 +266,28 @@ def test_live_token_counter_reads_the_engines_counters():
     j.stats["generated"] += 3
     assert count() == 10  # counted from the call on: engines are reused by the next run
     assert live_token_counter([s, object()]) is None  # an engine without a counter (vLLM): finished traces only
+
+
+# ---- --threads --------------------------------------------------------------------------------------
+def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(solo_run, monkeypatch, caplog):
+    import os
+
+    import torch
+
+    from tandem_eval.config import ConfigError, EvalConfig, ModelSpec
+    from tandem_eval.pipeline import use_threads
+
+    raw = json.loads((solo_run / "config.json").read_text())
+    assert raw["config"]["threads"] == 1 and raw["threads"] == 1  # as asked, and as used
+    cfg = EvalConfig(senior=ModelSpec("x"))
+    assert EvalConfig(senior=ModelSpec("x"), threads=3).fingerprint() == cfg.fingerprint()
+    with pytest.raises(ConfigError, match="--threads"):
+        EvalConfig(senior=ModelSpec("x"), threads=0)
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 0.0, 0.0))
+    try:
+        with caplog.at_level("WARNING", logger="tandem_eval.pipeline"):
+            assert use_threads(1) == 1 == torch.get_num_threads()
+        assert any("load average is 99.0" in r.getMessage() and "--threads" in r.getMessage() for r in caplog.records)
+    finally:
+        torch.set_num_threads(before)

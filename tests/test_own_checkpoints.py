@@ -291,3 +291,43 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
         assert any("load average is 99.0" in r.getMessage() and "--threads" in r.getMessage() for r in caplog.records)
     finally:
         torch.set_num_threads(before)
+
+
+def test_viewer_shows_special_tokens_as_nothing():
+    from tandem_eval.report.view import display_surfaces, trace_segments
+    from trainer.tiny import train_tokenizer
+
+    tok = train_tokenizer()
+    ids = tok.encode("So 3 + 4 = \\boxed{7}.", add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
+    surfaces = display_surfaces(tok, ids)
+    assert len(surfaces) == len(ids) and surfaces[-1] == ""
+    assert "".join(s for _, s in trace_segments(ids, [1] * len(ids), tok)) == "So 3 + 4 = \\boxed{7}."
+
+
+# ---- figures: one colour per run, titles inside the canvas ----------------------------------------
+def test_fig_tax_gives_every_run_its_own_colour_and_keeps_its_title_inside():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from tandem_eval.report import style
+    from tandem_eval.report.figures import fig_tax
+    from tandem_eval.report.tables import COLUMNS, Table
+
+    arms = ["kl-reg", "kl-small", "tandem", "my-tandem", "zz-a", "zz-b", "zz-c", "zz-d", "zz-e"]  # aliases collide
+    assert len(set(style.arm_colors(arms).values())) == len(arms)
+    assert style.arm_colors(arms)["tandem"] == style.arm_color("tandem")  # a reserved name keeps its colour
+    rows = pd.DataFrame(
+        [{"scope": s, "senior": a, "n_problems": 5, "solo": 50.0, "handoff": 40.0, "tax": 10.0 + i,
+          "tax_low": 8.0, "tax_high": 12.0 + i} for s in ("aime", "macro") for i, a in enumerate(arms)]
+    )  # fmt: skip
+    cols = [c for c in COLUMNS if c.key in ("solo", "handoff", "tax")]
+    fig = fig_tax(Table(rows, 4, "a-rather-long-schedule-name:with:arguments" * 3, 2000, cols))
+    bars = {}
+    for patch in fig.axes[0].patches:
+        bars.setdefault(to_hex(patch.get_facecolor()), set()).add(patch.get_x())
+    assert len(bars) == len(arms)  # one colour per run
+    fig.canvas.draw()
+    box, canvas = fig.axes[0].title.get_window_extent(), fig.bbox
+    assert box.x0 >= canvas.x0 and box.x1 <= canvas.x1, (box, canvas)

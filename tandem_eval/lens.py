@@ -152,8 +152,9 @@ def require_shared_vocab(senior_tok, junior_tok) -> None:
     if not vocab_matches(senior_tok, junior_tok):
         raise LensError(
             f"drift needs one shared tokenizer: KL(senior || junior) over different vocabularies is "
-            f"undefined (senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or equal sizes with "
-            "different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per byte) instead"
+            f"undefined (tokenizer vocabularies: senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or "
+            "equal sizes with different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per "
+            "byte) instead"
         )
 
 

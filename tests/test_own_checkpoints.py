@@ -331,3 +331,16 @@ def test_fig_tax_gives_every_run_its_own_colour_and_keeps_its_title_inside():
     fig.canvas.draw()
     box, canvas = fig.axes[0].title.get_window_extent(), fig.bbox
     assert box.x0 >= canvas.x0 and box.x1 <= canvas.x1, (box, canvas)
+
+
+def test_drift_vocabulary_error_names_tokenizer_sizes_not_embedding_rows(solo_run, tmp_path):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from trainer.tiny import TinySize, config_kwargs, train_tokenizer
+
+    tok = train_tokenizer(vocab_size=300)
+    kw = {**config_kwargs(tok, TinySize()), "vocab_size": 320}  # padded embedding rows, as real checkpoints have
+    Qwen3ForCausalLM(Qwen3Config(**kw, head_dim=32)).save_pretrained(tmp_path / "padded")
+    tok.save_pretrained(tmp_path / "padded")
+    res = runner.invoke(app, ["drift", "--run", str(solo_run), "--junior", str(tmp_path / "padded")])
+    assert res.exit_code == 2 and f"junior {len(tok)}" in res.stderr and "320" not in res.stderr, res.stderr

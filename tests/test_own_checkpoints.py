@@ -344,3 +344,37 @@ def test_drift_vocabulary_error_names_tokenizer_sizes_not_embedding_rows(solo_ru
     tok.save_pretrained(tmp_path / "padded")
     res = runner.invoke(app, ["drift", "--run", str(solo_run), "--junior", str(tmp_path / "padded")])
     assert res.exit_code == 2 and f"junior {len(tok)}" in res.stderr and "320" not in res.stderr, res.stderr
+
+
+# ---- lm-eval: the same up-front checks and a senior chat template ----------------------------------
+def test_lm_eval_model_checks_before_loading_and_takes_a_chat_template(base, tmp_path, monkeypatch):
+    pytest.importorskip("lm_eval")
+    import tandem_eval.integrations.lm_eval_model as lm_eval_model
+    from tandem_eval.config import ConfigError
+    from tandem_eval.data.prompts import PromptError
+    from tandem_eval.integrations.lm_eval_model import TandemLM
+    from tandem_eval.models import ModelError
+
+    truncated = tmp_path / "truncated"
+    shutil.copytree(base["junior"], truncated)
+    w = truncated / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    real_open = lm_eval_model.open_engines
+    monkeypatch.setattr(lm_eval_model, "open_engines", lambda *a, **k: pytest.fail("weights loaded before checks"))
+    with pytest.raises(ModelError, match="truncated"):
+        TandemLM(senior=base["senior"], junior=str(truncated))
+    with pytest.raises(ConfigError, match="chat_template="):
+        TandemLM(senior=base["base_senior"], schedule="solo", chat_template=str(tmp_path / "nope.jinja"))
+    monkeypatch.setattr(lm_eval_model, "open_engines", real_open)
+    plain = TandemLM(senior=base["base_senior"], schedule="solo")  # a base senior: fine without the chat format
+    try:
+        with pytest.raises(PromptError, match="chat_template=FILE"):
+            plain.apply_chat_template([{"role": "user", "content": "1+1?"}])
+    finally:
+        plain.close()
+    lm = TandemLM(senior=base["base_senior"], schedule="solo", chat_template=base["template"])
+    try:
+        text = lm.apply_chat_template([{"role": "user", "content": "1+1?"}])
+        assert text == "<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n"
+    finally:
+        lm.close()

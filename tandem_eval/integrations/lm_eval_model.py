@@ -53,10 +53,11 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from tqdm import tqdm
 
 from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
+from ..data.prompts import PromptError
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
-from ..models import junior_from_metadata, resolve_model
-from ..pipeline import check_models, close_engines, open_engines
+from ..models import check_vocab, junior_from_metadata, resolve_model
+from ..pipeline import check_model, check_template, close_engines, open_engines
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -128,9 +129,7 @@ class TandemLM(TemplateLM):
             allow_vocab_mismatch=bool(allow_vocab_mismatch),
             chat_template=template,
         )
-        # the up-front checks of `tandem-eval solo`: a truncated safetensors or a pickle-only junior is one
-        # line before any weights load
-        check_models(self.cfg, junior_too=score_with == "junior")
+        _check_inputs(self.cfg, score_with == "junior" or wants_junior)
         engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
@@ -156,6 +155,11 @@ class TandemLM(TemplateLM):
         return self.tokenizer.encode(string, add_special_tokens=special)
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        if not (self.cfg.chat_template or self.tokenizer.chat_template):
+            raise PromptError(
+                f"--apply_chat_template: the senior {self.cfg.senior.path} has no chat template; add "
+                "chat_template=FILE to --model_args"
+            )
         # enable_thinking=False as in tandem-eval's own prompts; templates without the flag ignore it
         return self.tokenizer.apply_chat_template(
             chat_history,
@@ -288,6 +292,17 @@ class TandemLM(TemplateLM):
             log.warning("engine %s gives no argmax; loglikelihood is_greedy is reported False", engine.name)
             self._warned_greedy = True
         return float(np.sum(lps)), False
+
+
+def _check_inputs(cfg: EvalConfig, junior: bool) -> None:
+    """The up-front checks of `tandem-eval solo` (checkpoint files, safetensors headers, tokenizers,
+    vocabularies), before any weights load; the senior's template only when chat_template= is given
+    (lm-eval renders prompts with it only under --apply_chat_template)."""
+    tok = check_model(cfg.senior.path)
+    if cfg.chat_template:
+        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "chat_template=")
+    if junior and cfg.junior is not None:
+        check_vocab(tok, check_model(cfg.junior.path), cfg.allow_vocab_mismatch, cfg.senior.path, cfg.junior.path)
 
 
 def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:

@@ -201,9 +201,14 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
         if cfg.junior is not None and needs_junior(cfg.schedule):
             junior_path = resolve_model(cfg.junior.path)
             same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
-            if shares_senior_model(cfg):  # self-paired: one set of weights, two engines with their own KV rows
+            if shares_senior_model(cfg) and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
                 log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
                 engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
+            elif shares_senior_model(cfg):
+                # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
+                # the loop credits each finished segment to its trace's current author, not to an engine.
+                log.info("the junior %s is the senior's own model: one vLLM engine serves both", cfg.junior.path)
+                engines["junior"] = engines["senior"]
             else:
                 log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
                 engines["junior"] = load_engine(
@@ -218,18 +223,17 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
 
 
 def shares_senior_model(cfg: EvalConfig) -> bool:
-    """The HF junior can be the senior's loaded model: same checkpoint (or a byte-identical copy)
-    in the same dtype. vLLM keeps two engines (see README: "Self-paired pairs")."""
+    """The junior is the senior's own model: same checkpoint (or a byte-identical copy) in the same
+    dtype. HF: two engines on one loaded model; vLLM: one engine for both roles."""
     return (
-        cfg.engine == "hf"
-        and cfg.junior is not None
+        cfg.junior is not None
         and cfg.junior.dtype == cfg.senior.dtype
         and same_weights(cfg.senior.path, cfg.junior.path)
     )
 
 
 def close_engines(engines: dict) -> None:
-    for e in engines.values():
+    for e in {id(e): e for e in engines.values()}.values():  # a self-paired vLLM engine serves two roles
         e.close()
 
 

@@ -1,6 +1,7 @@
 """Your own checkpoints end to end: base models without a chat template through --chat-template /
---junior-chat-template, error messages that name only options that exist, a self-paired pair loaded
-once, thread control.
+--junior-chat-template (handoff, legibility, drift, lm-eval), error messages that name only options
+that exist, legibility units that never share a column, progress from live tokens, a self-paired
+pair loaded once, --threads, and the smaller report fixes (colours, titles, special tokens).
 
     pytest tests/test_own_checkpoints.py -q
 """
@@ -225,7 +226,39 @@ def test_self_paired_junior_shares_the_senior_model(tiny_pair, tmp_path):
         finally:
             close_engines(engines)
     assert not shares_senior_model(handoff_cfg(senior, junior))
-    assert not shares_senior_model(handoff_cfg(senior, senior, engine="vllm"))
+    from tandem_eval.config import EvalConfig, ModelSpec
+
+    bf16 = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(senior, "bfloat16"), mode="handoff")
+    assert not shares_senior_model(bf16)  # other weights in memory: two loads
+
+
+@pytest.mark.slow
+def test_self_paired_vllm_uses_one_engine_and_reproduces_solo(tiny_pair):
+    """On vLLM the senior's engine serves both roles; the handoff still equals solo trace for trace."""
+    pytest.importorskip("vllm")
+    from run_fixtures import handoff_cfg
+
+    from tandem_eval.config import Sampling
+    from tandem_eval.pipeline import close_engines, open_engines
+    from tandem_eval.schedules import make_schedule
+    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+
+    cfg = handoff_cfg(tiny_pair[0], tiny_pair[0], engine="vllm", batch_size=8, sampling=Sampling(max_new_tokens=48))
+    engines = open_engines(cfg, kv_cache_gib=1 / 16)
+    try:
+        s, j = engines["senior"], engines["junior"]
+        assert j is s
+        tok = s.tokenizer
+        prompts = [tok.encode(f"Tom has {i} pens and buys 3 more. How many?\n\n") for i in range(6)]
+        specs = [TraceSpec(i, tuple(p), trace_seed(0, "q", i), 48) for i, p in enumerate(prompts)]
+        runs = {}
+        for name in ("solo", "paragraph"):
+            traces = cogenerate(specs, s, None if name == "solo" else j, make_schedule(name, tok))
+            runs[name] = sorted(traces, key=lambda t: t.key)
+    finally:
+        close_engines(engines)
+    assert sum(t.n_handoffs for t in runs["paragraph"]) >= 1
+    assert [t.token_ids for t in runs["paragraph"]] == [t.token_ids for t in runs["solo"]]
 
 
 # ---- progress counts the tokens of live traces ----------------------------------------------------

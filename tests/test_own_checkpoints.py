@@ -316,14 +316,14 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
     assert EvalConfig(senior=ModelSpec("x"), threads=3).fingerprint() == cfg.fingerprint()
     with pytest.raises(ConfigError, match="--threads"):
         EvalConfig(senior=ModelSpec("x"), threads=0)
-    before = torch.get_num_threads()
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)  # the session's own thread count stays
     monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 0.0, 0.0))
-    try:
-        with caplog.at_level("WARNING", logger="tandem_eval.pipeline"):
-            assert use_threads(1) == 1 == torch.get_num_threads()
-        assert any("load average is 99.0" in r.getMessage() and "--threads" in r.getMessage() for r in caplog.records)
-    finally:
-        torch.set_num_threads(before)
+    with caplog.at_level("WARNING", logger="tandem_eval.pipeline"):
+        use_threads(1)
+        use_threads(None)
+    assert calls == [1, len(os.sched_getaffinity(0))]  # default: every core this process may use
+    assert sum("load average is 99.0" in r.getMessage() and "--threads" in r.getMessage() for r in caplog.records) == 2
 
 
 def test_viewer_shows_special_tokens_as_nothing():

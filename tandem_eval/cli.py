@@ -33,8 +33,10 @@ from typer.exceptions import TyperException
 from .cli_common import (
     AllowVocabOpt,
     BenchmarkOpt,
+    ChatTemplateOpt,
     DtypeOpt,
     EngineOpt,
+    JuniorChatTemplateOpt,
     JuniorOpt,
     LabelOpt,
     LimitOpt,
@@ -42,6 +44,7 @@ from .cli_common import (
     OutOpt,
     QuietOpt,
     SeniorOpt,
+    ThreadsOpt,
     VerboseOpt,
     fail,
     one_line,
@@ -246,20 +249,6 @@ GraderMismatchOpt = Annotated[
         help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
     ),
 ]
-ChatTemplateOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--chat-template",
-        help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
-    ),
-]
-JuniorChatTemplateOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--junior-chat-template",
-        help="A Jinja chat-template file for the junior (used when its tokenizer differs; recorded in the run).",
-    ),
-]
 RayWorkersOpt = Annotated[
     int | None,
     typer.Option("--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."),
@@ -365,6 +354,7 @@ def solo(
     allow_grader_mismatch: GraderMismatchOpt = False,
     label: LabelOpt = None,
     chat_template: ChatTemplateOpt = None,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     ray_workers: RayWorkersOpt = None,
@@ -392,6 +382,7 @@ def solo(
         num_shards=num_shards,
         shard_index=shard_index,
         allow_grader_mismatch=allow_grader_mismatch,
+        threads=threads,
         label=label,
         chat_template=chat_template,
     )
@@ -451,6 +442,7 @@ def handoff(
     label: LabelOpt = None,
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     ray_workers: RayWorkersOpt = None,
@@ -484,6 +476,7 @@ def handoff(
         num_shards=num_shards,
         shard_index=shard_index,
         allow_grader_mismatch=allow_grader_mismatch,
+        threads=threads,
         allow_vocab_mismatch=allow_vocab_mismatch,
         label=label,
         chat_template=chat_template,

@@ -105,6 +105,30 @@ AllowVocabOpt = Annotated[
         "byte of the CoT text).",
     ),
 ]
+ChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--chat-template",
+        help="A Jinja chat-template file to use instead of the tokenizer's own (recorded in the run).",
+    ),
+]
+JuniorChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--junior-chat-template",
+        help="A Jinja chat-template file for the junior (needed when its tokenizer differs or it has "
+        "no template of its own; recorded).",
+    ),
+]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        min=1,
+        help="CPU threads for torch (default: every core of the machine; recorded in the run, not in its "
+        "fingerprint). Give each of several processes on one machine its share.",
+    ),
+]
 NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples of problems for the CIs.")]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress and no info records; errors and results only.")

@@ -14,8 +14,10 @@ produced (or reused, resumably) under --out first. Computations live in tandem_e
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,15 +26,20 @@ import typer
 from .cli_common import (
     AllowVocabOpt,
     BenchmarkOpt,
+    ChatTemplateOpt,
     DtypeOpt,
     EngineOpt,
+    JuniorChatTemplateOpt,
     JuniorOpt,
     LabelOpt,
     LimitOpt,
     NBootOpt,
     NOpt,
     OutOpt,
+    QuietOpt,
     SeniorOpt,
+    ThreadsOpt,
+    VerboseOpt,
 )
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 
@@ -63,11 +70,9 @@ def _junior_spec(junior: str | None, senior: str) -> str:
     return found
 
 
-def _run_senior(rf) -> str:
-    return rf.config()["config"]["senior"]["path"]
-
-
-def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict, label: str | None = None):
+def _solo_run(
+    run: Path | None, senior: str | None, out: Path | None, gen: dict, label: str | None = None, quiet: bool = False
+):
     """The senior's complete solo run: --run as given, else produced or reused under --out."""
     from .lens import LensError
     from .results import require_complete
@@ -104,7 +109,7 @@ def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict,
     cfg = EvalConfig(senior=ModelSpec(absolute_spec(senior)), mode="solo", schedule="solo", label=label, **fields)
     out = out / "solo" if out else Path("runs") / folder_name(label) / "solo"
     typer.echo(f"solo run of {senior} -> {out} (reused if already there)")
-    return run_eval(cfg, out)
+    return run_eval(cfg, out, progress=not quiet)
 
 
 def _unique_junior_label(rf, explicit: str | None, spec: str, path: Path) -> str:
@@ -157,7 +162,10 @@ def _engine(kind: str, path: Path, dtype: str, max_len: int):
 
 
 @contextlib.contextmanager
-def _progress(total: int, what: str) -> Iterator:
+def _progress(total: int, what: str, quiet: bool = False) -> Iterator:
+    if quiet:
+        yield lambda n: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
@@ -174,7 +182,7 @@ def _print_summary(summary: dict, metric: str, title: str) -> None:
     entry = summary.get(metric)
     if entry is None:
         return
-    unit = "bits/byte" if metric == "junior_bpb" else summary["unit"]
+    unit = summary.get("units", {}).get(metric) or ("bits/byte" if metric == "junior_bpb" else summary["unit"])
     table = Table(title=f"{title} ({unit}; 95% CI over problems)")
     for col in ("group", "all samples", "without truncated", "problems"):
         table.add_column(col)
@@ -215,6 +223,20 @@ IncludeEosOpt = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class LensRequest:
+    """Which CoTs a lens scores and with which junior (the commands' model options)."""
+
+    senior: str | None
+    junior: str | None
+    run: Path | None
+    out: Path | None
+    junior_label: str | None = None
+    label: str | None = None
+    chat_template: Path | None = None  # the senior's, for the solo run made without --run
+    junior_chat_template: Path | None = None
+
+
 def legibility_cmd(
     senior: SeniorOpt = None,
     junior: JuniorOpt = None,
@@ -233,8 +255,14 @@ def legibility_cmd(
     include_eos: IncludeEosOpt = False,
     label: LabelOpt = None,
     allow_vocab_mismatch: AllowVocabOpt = False,
+    chat_template: ChatTemplateOpt = None,
+    junior_chat_template: JuniorChatTemplateOpt = None,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ):
-    """Legibility: the junior's per-token NLL (nats/token) of the senior's solo CoTs. Lower = more legible."""
+    """Legibility: the junior's per-token NLL (nats/token; bits/byte for a junior with another tokenizer)
+    of the senior's solo CoTs. Lower = more legible."""
     from .lens import LensOptions
 
     opts = LensOptions(
@@ -245,8 +273,9 @@ def legibility_cmd(
         allow_vocab_mismatch=allow_vocab_mismatch,
         include_eos=include_eos,
     )
-    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
-    _run_lens("legibility", senior, junior, run, out, gen, dtype, opts, junior_label, label)
+    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine, "threads": threads}
+    req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template)
+    _run_lens("legibility", req, gen, dtype, opts, quiet, verbose)
 
 
 def drift_cmd(
@@ -266,48 +295,50 @@ def drift_cmd(
     junior_label: JuniorLabelOpt = None,
     include_eos: IncludeEosOpt = False,
     label: LabelOpt = None,
+    chat_template: ChatTemplateOpt = None,
+    junior_chat_template: JuniorChatTemplateOpt = None,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ):
     """Drift: KL(senior || junior) of next-token distributions along the senior's solo CoTs (nats/token)."""
     from .lens import LensOptions
 
     opts = LensOptions(chunk=chunk, bins=bins, batch_tokens=batch_tokens, n_boot=n_boot, include_eos=include_eos)
-    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
-    _run_lens("drift", senior, junior, run, out, gen, dtype, opts, junior_label, label)
+    gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine, "threads": threads}
+    req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template)
+    _run_lens("drift", req, gen, dtype, opts, quiet, verbose)
 
 
-def _run_lens(
-    kind: str,
-    senior: str | None,
-    junior: str | None,
-    run: Path | None,
-    out: Path | None,
-    gen: dict,
-    dtype: str,
-    opts,
-    junior_label: str | None,
-    label: str | None,
-) -> None:
-    """Score the senior's solo CoTs (`run`, else a solo run made from `gen` under `out`) with the junior."""
+def _check_inputs(kind: str, req: LensRequest, engine: str, opts):
+    """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
+    tokenizers, vocabularies, chat templates). Returns (senior spec, junior spec, opts with the
+    templates, senior tokenizer); the solo run's own settings are checked again by run_eval."""
     from . import lens
+    from .cli import read_chat_template
     from .lens import LensError
     from .models import load_tokenizer
+    from .pipeline import check_model, check_template
     from .results import require_complete
 
-    if run is None and senior is None:
+    if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
-    senior_spec = senior or _run_senior(require_complete(run))
-    junior_spec = _junior_spec(junior, senior_spec)
-    junior_path = _model_path(junior_spec, "junior")
-    rf = _solo_run(run, senior, out, gen, label)
-    reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
-    if reason:
-        raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
-    jlabel = _unique_junior_label(rf, junior_label, junior_spec, junior_path)
-    senior_path = _model_path(senior_spec, "senior")
-    samples = rf.load_samples()
-    if samples.empty:
-        raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
-    senior_tok, junior_tok = (load_tokenizer(p) for p in (senior_path, junior_path))
+    senior_template = read_chat_template(req.chat_template, "--chat-template")
+    junior_template = read_chat_template(req.junior_chat_template, "--junior-chat-template")
+    if req.run is not None:
+        run_cfg = require_complete(req.run).config()["config"]
+        if senior_template is not None and senior_template != run_cfg.get("chat_template"):
+            raise LensError(
+                f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "
+                "the template recorded in its config.json; drop --chat-template (or drop --run)"
+            )
+        senior_template = run_cfg.get("chat_template")
+    senior_spec = req.senior or run_cfg["senior"]["path"]  # recorded absolute (paths.absolute_spec)
+    junior_spec = _junior_spec(req.junior, senior_spec)
+    junior_tok = check_model(junior_spec)
+    # the senior's weights load for exact KL and for a new solo run; legibility of --run needs its tokenizer
+    loads_senior = req.run is None or (kind == "drift" and engine == "hf")
+    senior_tok = check_model(senior_spec) if loads_senior else load_tokenizer(_model_path(senior_spec, "senior"))
     if not lens.vocab_matches(senior_tok, junior_tok):
         if kind == "drift":
             lens.require_shared_vocab(senior_tok, junior_tok)
@@ -316,16 +347,45 @@ def _run_lens(
                 "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in bits "
                 "per byte of the CoT text instead of nats per shared token"
             )
+    if req.run is None:
+        check_template(senior_tok, senior_template, "senior", senior_spec, "--chat-template")
+    opts = dataclasses.replace(opts, senior_chat_template=senior_template, junior_chat_template=junior_template)
+    if lens.junior_renders_prompt(senior_tok, junior_tok, opts):  # else it reads the stored prompt ids
+        check_template(junior_tok, junior_template, "junior", junior_spec, "--junior-chat-template")
+    return senior_spec, junior_spec, opts, senior_tok
+
+
+def _run_lens(kind: str, req: LensRequest, gen: dict, dtype: str, opts, quiet: bool, verbose: bool) -> None:
+    """Score the senior's solo CoTs (`req.run`, else a solo run made from `gen` under `req.out`) with the junior."""
+    from . import lens
+    from .cli import setup_logging
+    from .lens import LensError
+    from .pipeline import use_threads
+
+    setup_logging(verbose, quiet)
+    engine = gen["engine"]
+    senior_spec, junior_spec, opts, senior_tok = _check_inputs(kind, req, engine, opts)
+    junior_path = _model_path(junior_spec, "junior")
+    gen = {**gen, "chat_template": opts.senior_chat_template}
+    rf = _solo_run(req.run, req.senior, req.out, gen, req.label, quiet)
+    reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
+    if reason:
+        raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
+    jlabel = _unique_junior_label(rf, req.junior_label, junior_spec, junior_path)
+    senior_path = _model_path(senior_spec, "senior")
+    samples = rf.load_samples()
+    if samples.empty:
+        raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
     max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
     limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
-    engine = gen["engine"]
+    use_threads(gen["threads"])
     j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
     s_engine = None
     try:
         if kind == "drift" and engine == "hf":
             s_engine = _engine("hf", senior_path, dtype, max_len)
-        with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs") as advance:
+        with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs", quiet) as advance:
             if kind == "legibility":
                 per_sample = lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
             else:
@@ -336,20 +396,32 @@ def _run_lens(
         for e in (j_engine, s_engine):
             if e is not None:
                 e.close()
+    where = {"junior": str(junior_path.resolve()), "senior": str(senior_path), "engine": engine}
+    _store(kind, rf, per_sample, opts, jlabel, where)
+
+
+def _store(kind: str, rf, per_sample, opts, jlabel: str, where: dict) -> None:
+    """The lens table (recorded in COMPLETE) and its summary in metrics.json; the summary printed."""
+    from . import lens
+
     extra = {
-        "junior": str(junior_path.resolve()),
+        **where,
         "junior_label": jlabel,
         "include_eos": opts.include_eos,
         "scope": "CoT tokens" + (" including the final EOS" if opts.include_eos else " without the final EOS"),
-        "senior": str(senior_path),
-        "engine": engine,
         "chunk": opts.chunk,
         "temperature": 1.0,
         "logprobs": "raw logits, sliced to the tokenizer vocabulary",
+        "junior_chat_template": "custom" if opts.junior_chat_template else "tokenizer's own",
     }
     if kind == "legibility":
         matched = bool(per_sample["vocab_match"].all())
         extra.update(
+            # one unit per metric: nats per (shared) token only when the vocabularies match
+            unit="nats/token" if matched else "bits/byte",
+            units={"junior_nll_mean": "nats/token", "junior_bpb": "bits/byte"}
+            if matched
+            else {"junior_bpb": "bits/byte"},
             vocab_match=matched,
             allow_vocab_mismatch=opts.allow_vocab_mismatch,
             primary="junior_nll_mean" if matched else "junior_bpb",

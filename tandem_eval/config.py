@@ -112,6 +112,9 @@ class EvalConfig:
     chat_template: str | None = None  # Jinja template text replacing the senior tokenizer's own
     group: str | None = None  # macro group of a single local benchmark file (--group)
     junior_chat_template: str | None = None  # the same for the junior (used when its vocabulary differs)
+    # torch CPU threads (--threads; None = the machine's cores). Out of the fingerprint: the thread
+    # count changes speed, not samples, so a run resumes or is reused under any --threads.
+    threads: int | None = None
 
     def __post_init__(self):
         if self.mode == "handoff" and self.junior is None:
@@ -136,6 +139,8 @@ class EvalConfig:
         ):
             if not _integer(value) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value}")
+        if self.threads is not None and (not _integer(self.threads) or self.threads < 1):
+            raise ConfigError(f"--threads must be an integer >= 1 (omit it for every core), got {self.threads}")
         if self.limit is not None and (not _integer(self.limit) or self.limit < 1):
             raise ConfigError(f"--limit must be an integer >= 1 (omit it for every problem), got {self.limit}")
         if not self.benchmarks:
@@ -154,7 +159,7 @@ def fingerprint_of(config: dict) -> str:
     """EvalConfig.fingerprint of a config dict as stored in config.json (run folders recompute it
     from the stored dict, so older runs without later-added keys still verify)."""
     d = dict(config)
-    for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label"):
+    for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label", "threads"):
         d.pop(k, None)
     for key in ("chat_template", "junior_chat_template", "group"):
         if d.get(key) is None:  # absent = the default; keeps older runs' fingerprints

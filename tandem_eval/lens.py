@@ -70,6 +70,10 @@ class LensOptions:
     seed: int = 0
     alpha: float = 0.05
     include_eos: bool = False  # score the final EOS token too (the paper scores the text without it)
+    # Jinja chat templates replacing the tokenizers' own: the senior's is the one its solo run was
+    # rendered with (config.json), the junior's --junior-chat-template (a base junior has none)
+    senior_chat_template: str | None = None
+    junior_chat_template: str | None = None
 
 
 # ---- where lens outputs live ---------------------------------------------------------------
@@ -148,8 +152,9 @@ def require_shared_vocab(senior_tok, junior_tok) -> None:
     if not vocab_matches(senior_tok, junior_tok):
         raise LensError(
             f"drift needs one shared tokenizer: KL(senior || junior) over different vocabularies is "
-            f"undefined (senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or equal sizes with "
-            "different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per byte) instead"
+            f"undefined (tokenizer vocabularies: senior {len(senior_tok)} tokens, junior {len(junior_tok)}, or "
+            "equal sizes with different ids); use `tandem-eval legibility --allow-vocab-mismatch` (bits per "
+            "byte) instead"
         )
 
 
@@ -157,18 +162,26 @@ def _ids(x) -> list[int]:
     return [] if x is None else np.asarray(x, dtype=np.int64).tolist()
 
 
-def junior_prompts(samples: pd.DataFrame, senior_tok, junior_tok) -> list[list[int]]:
+def junior_renders_prompt(senior_tok, junior_tok, opts: LensOptions = LensOptions()) -> bool:
+    """False when the stored (senior's) prompt ids are exactly the junior's chat prefix: same
+    vocabulary and same effective chat template (an override, else the tokenizer's own)."""
+    senior = opts.senior_chat_template or senior_tok.chat_template
+    junior = opts.junior_chat_template or junior_tok.chat_template
+    return not (vocab_matches(senior_tok, junior_tok) and senior == junior)
+
+
+def junior_prompts(samples: pd.DataFrame, senior_tok, junior_tok, opts: LensOptions = LensOptions()) -> list[list[int]]:
     """The junior's chat prefix for each sample's problem. Same vocabulary and chat template as
     the senior: the stored prompt ids are exactly that. Otherwise render the problem text (a
-    `problem` column, or the benchmark reloaded by name) with the junior's template."""
-    same = vocab_matches(senior_tok, junior_tok) and senior_tok.chat_template == junior_tok.chat_template
-    if same:
+    `problem` column, or the benchmark reloaded by name) with the junior's template
+    (opts.junior_chat_template, else its tokenizer's own)."""
+    if not junior_renders_prompt(senior_tok, junior_tok, opts):
         return [_ids(p) for p in samples["prompt_ids"]]
     from .data.prompts import prompt_ids
 
     texts = samples["problem"] if "problem" in samples else _problem_texts(samples)
     cache: dict[str, list[int]] = {}
-    return [cache.setdefault(t, prompt_ids(junior_tok, t)) for t in texts]
+    return [cache.setdefault(t, prompt_ids(junior_tok, t, chat_template=opts.junior_chat_template)) for t in texts]
 
 
 def _problem_texts(samples: pd.DataFrame) -> list[str]:
@@ -406,7 +419,7 @@ def legibility(
             "bits per byte of the CoT text instead of nats per shared token"
         )
     out = _base(samples, opts.include_eos)
-    prompts = junior_prompts(samples, senior_tok, jtok)
+    prompts = junior_prompts(samples, senior_tok, jtok, opts)
     texts, no_eos = _cot_text_ids(samples, senior_tok)
     conts = cot_ids(samples, opts.include_eos) if matched else [jtok.encode(t, add_special_tokens=False) for t in texts]
     lps = token_logprobs(junior, prompts, conts, opts, progress)
@@ -448,7 +461,7 @@ def drift(
     require_shared_vocab(stok, jtok)
     out = _base(samples, opts.include_eos)
     conts = cot_ids(samples, opts.include_eos)
-    prompts = junior_prompts(samples, stok, jtok)
+    prompts = junior_prompts(samples, stok, jtok, opts)
     if senior is not None and _is_hf(senior) and _is_hf(junior):
         res = exact_kl(senior, junior, prompts, conts, opts, progress, [_ids(p) for p in samples["prompt_ids"]])
         kl, rev = [r["kl"] for r in res], [r["kl_reverse"] for r in res]

@@ -7,6 +7,7 @@ vocabulary-identity check that evaluation and training share.
     check_checkpoint(path)                        # config.json + weights headers, no weights loaded
     check_vocab(senior_tok, junior_tok, allow_mismatch=False)
     same = check_pair(senior_path, junior_path)   # the same, from paths (used by the trainer)
+    one_model = same_weights(senior_path, junior_path)  # a self-paired pair: load the weights once
 
 Every check here reads only small files (config.json, tokenizer files, safetensors headers), so it
 runs in about a second before any engine loads; failures are ModelError with a one-line message.
@@ -212,6 +213,31 @@ def check_pair(senior, junior, allow_mismatch: bool = False) -> bool:
     check_embedding_rows(s_path, s_tok)
     check_embedding_rows(j_path, j_tok)
     return check_vocab(s_tok, j_tok, allow_mismatch, senior=str(senior), junior=str(junior))
+
+
+def _weight_files(path: Path) -> list[Path]:
+    return sorted(f for pattern in ("*.safetensors", "*.bin") for f in Path(path).glob(pattern))
+
+
+def _sha256(file: Path) -> str:
+    import hashlib
+
+    with open(file, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def same_weights(a: str | Path, b: str | Path) -> bool:
+    """Two checkpoints are one model: the same resolved folder, or a copy of it (equal config.json
+    and weight files of equal names, sizes and SHA-256; hashed only when names and sizes agree)."""
+    a, b = resolve_model(a).resolve(), resolve_model(b).resolve()
+    if a == b:
+        return True
+    if read_model_config(a) != read_model_config(b):
+        return False
+    fa, fb = _weight_files(a), _weight_files(b)
+    if not fa or [(f.name, f.stat().st_size) for f in fa] != [(f.name, f.stat().st_size) for f in fb]:
+        return False
+    return all(_sha256(x) == _sha256(y) for x, y in zip(fa, fb))
 
 
 def check_chat_template(tokenizer, chat_template: str | None, source: str, option: str) -> list[int]:

@@ -16,6 +16,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from .models import (
     check_vocab,
     load_tokenizer,
     resolve_model,
+    same_weights,
 )
 from .paths import not_writable
 from .progress import progress_reporter
@@ -82,8 +84,9 @@ def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
             RunFolder(path).init(cfg)  # raises "holds a different run (diff...)"
 
 
-def _check_model(spec_path: str):
-    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer."""
+def check_model(spec_path: str):
+    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer.
+    Every command that loads a model's weights runs this first (solo, handoff, legibility, drift, lm-eval)."""
     path = resolve_model(spec_path)
     check_checkpoint(path)
     tok = load_tokenizer(path)
@@ -91,7 +94,8 @@ def _check_model(spec_path: str):
     return tok
 
 
-def _check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+def check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+    """The prompt renders with `chat_template` (or the tokenizer's own); errors name `option`."""
     source = f"{option} (the {who}'s template)" if chat_template else f"the {who} checkpoint {spec_path}"
     check_chat_template(tok, chat_template, source, option)
 
@@ -110,13 +114,7 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
                 pass
     if solo_run is not None:
         require_complete(solo_run)
-    tok = _check_model(cfg.senior.path)
-    _check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "--chat-template")
-    if cfg.junior is not None and needs_junior(cfg.schedule):
-        junior_tok = _check_model(cfg.junior.path)
-        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
-        if not same or cfg.junior_chat_template:  # the junior renders its own prompt only with another vocabulary
-            _check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    tok = check_models(cfg)
     problems = load_problems(cfg)
     if not problems:
         raise ConfigError(
@@ -125,6 +123,19 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
         )
     _check_prompt_lengths(cfg, tok, problems)
     return Validated(problems, grader_versions)
+
+
+def check_models(cfg: EvalConfig, junior_too: bool = False):
+    """The senior's (and, when the schedule needs one or `junior_too`, the junior's) checkpoint,
+    tokenizer, vocabulary and chat template; no weights load. Returns the senior's tokenizer."""
+    tok = check_model(cfg.senior.path)
+    check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "--chat-template")
+    if cfg.junior is not None and (junior_too or needs_junior(cfg.schedule)):
+        junior_tok = check_model(cfg.junior.path)
+        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+        if not same or cfg.junior_chat_template:  # the junior renders its own prompt only with another vocabulary
+            check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    return tok
 
 
 def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None:
@@ -150,10 +161,31 @@ def _check_prompt_lengths(cfg: EvalConfig, tok, problems: list[Problem]) -> None
         )
 
 
+def use_threads(threads: int | None = None) -> int:
+    """Set torch's CPU threads to `threads` (default: the cores this process may use) and return it;
+    warn when the 1-minute load average already exceeds the cores (another process competes for
+    them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    torch.set_num_threads(threads or cores)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > cores:
+        log.warning(
+            "the 1-minute load average is %.1f on %d cores: other processes compete for them, so this run may be "
+            "several times slower; wait for them, or give each process a share with --threads",
+            load,
+            cores,
+        )
+    return torch.get_num_threads()
+
+
 def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     """Load the senior (and the junior when the schedule needs one) on the configured backend.
 
-    `engine_kw` go to both engines' constructors (e.g. `device` for hf)."""
+    `engine_kw` go to both engines' constructors (e.g. `device` for hf). Sets torch's CPU threads first
+    (cfg.threads, see use_threads)."""
+    use_threads(cfg.threads)
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
@@ -166,8 +198,19 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
         if cfg.junior is not None and needs_junior(cfg.schedule):
             junior_path = resolve_model(cfg.junior.path)
             same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
-            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
-            engines["junior"] = load_engine(cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype})
+            if shares_senior_model(cfg) and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
+                log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
+                engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
+            elif shares_senior_model(cfg):
+                # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
+                # the loop credits each finished segment to its trace's current author, not to an engine.
+                log.info("the junior %s is the senior's own model: one vLLM engine serves both", cfg.junior.path)
+                engines["junior"] = engines["senior"]
+            else:
+                log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
+                engines["junior"] = load_engine(
+                    cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype}
+                )
             if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
                 engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
     except BaseException:  # a junior that fails to load must not leave the senior's engine running
@@ -176,8 +219,18 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     return engines
 
 
+def shares_senior_model(cfg: EvalConfig) -> bool:
+    """The junior is the senior's own model: same checkpoint (or a byte-identical copy) in the same
+    dtype. HF: two engines on one loaded model; vLLM: one engine for both roles."""
+    return (
+        cfg.junior is not None
+        and cfg.junior.dtype == cfg.senior.dtype
+        and same_weights(cfg.senior.path, cfg.junior.path)
+    )
+
+
 def close_engines(engines: dict) -> None:
-    for e in engines.values():
+    for e in {id(e): e for e in engines.values()}.values():  # a self-paired vLLM engine serves two roles
         e.close()
 
 
@@ -255,6 +308,7 @@ def run_eval(
     if existed:
         rf.init(cfg, extra={"grader": checked.grader_versions})  # refuses a folder of another experiment
         if rf.is_complete():
+            log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", cfg.mode, rf.path)
             return rf.verify()  # a reused run must still hold what COMPLETE recorded
     own = engines is None
     engines = engines or open_engines(cfg)  # an engine that fails to load leaves nothing on disk
@@ -263,7 +317,8 @@ def run_eval(
         with contextlib.ExitStack() as held:
             held.enter_context(rf.lock())  # a second writer stops here, before touching anything
             try:
-                rf.init(cfg, extra={"grader": checked.grader_versions, **(extra or {})})
+                threads = {"threads": _torch_threads()}  # as used (config.threads: as asked; None = every core)
+                rf.init(cfg, extra={"grader": checked.grader_versions, **threads, **(extra or {})})
                 if rf.is_complete():  # finished by another process while this one loaded its engines
                     return rf.verify()
                 _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
@@ -277,6 +332,12 @@ def run_eval(
         if own:
             close_engines(engines)
     return rf
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _missing_dirs(path: Path) -> list[Path]:
@@ -326,7 +387,14 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
             )
             junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
     pool = cfg.batch_size * (2 if junior is not None else 1)
-    with Grader() as grader, progress_reporter(len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress) as bar:
+    reporter = progress_reporter(
+        len(specs),
+        f"{cfg.mode}:{cfg.schedule}",
+        enabled=progress,
+        live_tokens=live_token_counter([engines["senior"], junior]),
+        budget=cfg.sampling.max_new_tokens,
+    )
+    with Grader() as grader, reporter as bar:
         buffer = []
 
         def flush():
@@ -345,6 +413,16 @@ def _generate(cfg, rf, problems, engines, progress, flush_every, on_flush) -> No
                 flush()
         if buffer:
             flush()
+
+
+def live_token_counter(engines: list) -> Callable[[], int] | None:
+    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
+    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
+    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
+    if not all(isinstance(s, dict) and "generated" in s for s in stats):
+        return None
+    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
+    return lambda: sum(s["generated"] for s in stats) - base
 
 
 def solo_config(cfg: EvalConfig) -> EvalConfig:
@@ -450,6 +528,7 @@ def run_handoff(
         solo = verify_run(solo_dir)
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         record = check_solo_reuse(cfg, solo, allow_solo_mismatch, how)
+        log.info("reusing %s %s (checked against the handoff's settings; not regenerated)", how, solo.path)
     else:
         check_out_path(solo_out, solo_config(cfg))  # an unfinished OUT/solo must be the same experiment
     engines = open_engines(cfg)

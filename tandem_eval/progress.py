@@ -1,12 +1,20 @@
 """Progress of a long generation: a live bar on a terminal, periodic one-line log records otherwise.
 
+Speed and ETA count the tokens generated so far by every trace, finished or still being written
+(`live_tokens`, read from the engines' counters; an engine without one counts finished traces only):
+a run of 40 long traces has a true tok/s and ETA before its first trace ends. The ETA assumes every
+trace is as long as the finished ones on average (the token budget until one finishes):
+
+    eta = (traces x tokens per trace - tokens so far) / (tokens so far / elapsed)
+
 When stderr is not a terminal (output redirected to a file, a batch job), rich's bar would appear
 only at the end and a 10-minute run would look hung; instead one INFO line is logged through
-`logging` every `every_s` seconds or every `every_frac` of the work, whichever comes first:
+`logging` every `every_s` seconds (from a timer thread, so also while no trace finishes) and
+every `every_frac` of the traces:
 
     12:00:31 INFO solo:solo 120/800 (15%) 340 tok/s, elapsed 0:31, eta 2:56
 
-    with progress_reporter(total, "solo:solo") as bar:
+    with progress_reporter(total, "solo:solo", live_tokens=counter, budget=3000) as bar:
         bar.advance(n_tokens)          # once per finished trace
 """
 
@@ -15,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -27,6 +36,39 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+class Rate:
+    """Traces done, tokens so far (live traces included) and the token-based rate and ETA."""
+
+    def __init__(
+        self,
+        total: int,
+        live_tokens: Callable[[], int] | None = None,
+        budget: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.total, self.live_tokens, self.budget, self.clock = total, live_tokens, budget, clock
+        self.done = self.finished_tokens = 0
+        self.t0 = clock()
+
+    def add(self, n_tokens: int) -> None:
+        self.done += 1
+        self.finished_tokens += n_tokens
+
+    def tokens(self) -> int:
+        live = self.live_tokens() if self.live_tokens is not None else 0
+        return max(live, self.finished_tokens)  # an engine counter never lags the finished traces
+
+    def numbers(self, now: float | None = None) -> tuple[float, float, float]:
+        """(elapsed s, tokens/s, eta s; NaN when unknown)."""
+        elapsed = max((self.clock() if now is None else now) - self.t0, 1e-9)
+        tokens = self.tokens()
+        per_trace = self.finished_tokens / self.done if self.done else self.budget
+        if not tokens or per_trace is None:
+            return elapsed, tokens / elapsed, float("nan")
+        expected = max(self.total * per_trace, tokens) if self.done < self.total else tokens
+        return elapsed, tokens / elapsed, (expected - tokens) / (tokens / elapsed)
+
+
 class LogProgress:
     """Logs `label done/total (pct) tok/s, elapsed, eta` every `every_s` seconds or `every_frac`."""
 
@@ -37,39 +79,73 @@ class LogProgress:
         every_s: float = 30.0,
         every_frac: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
+        live_tokens: Callable[[], int] | None = None,
+        budget: int | None = None,
     ):
         self.total, self.label, self.every_s, self.clock = total, label, every_s, clock
+        self.rate = Rate(total, live_tokens, budget, clock)
         self.step = max(1, int(total * every_frac))
-        self.done = self.tokens = 0
-        self.t0 = self.last_t = clock()
+        self.last_t = self.rate.t0
         self.last_done = 0
+        self._lock = threading.Lock()  # advance (the loop) and tick (the timer thread) both log
+
+    @property
+    def done(self) -> int:
+        return self.rate.done
 
     def advance(self, n_tokens: int = 0) -> None:
-        self.done += 1
-        self.tokens += n_tokens
-        now = self.clock()
-        if self.done >= self.total or now - self.last_t >= self.every_s or self.done - self.last_done >= self.step:
-            self.last_t, self.last_done = now, self.done
-            log.info("%s", self.line(now))
+        with self._lock:
+            self.rate.add(n_tokens)
+            now = self.clock()
+            due = self.done - self.last_done >= self.step or now - self.last_t >= self.every_s
+            if self.done >= self.total or due:
+                self._log(now)
+
+    def tick(self) -> None:
+        """Log if `every_s` passed since the last line (called by the timer thread)."""
+        with self._lock:
+            now = self.clock()
+            if now - self.last_t >= self.every_s and self.done < self.total:
+                self._log(now)
+
+    def _log(self, now: float) -> None:
+        self.last_t, self.last_done = now, self.done
+        log.info("%s", self.line(now))
 
     def line(self, now: float) -> str:
-        elapsed = max(now - self.t0, 1e-9)
-        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        elapsed, tps, eta = self.rate.numbers(now)
         pct = 100 * self.done / max(self.total, 1)
         return (
-            f"{self.label} {self.done}/{self.total} ({pct:.0f}%) {self.tokens / elapsed:.0f} tok/s, "
+            f"{self.label} {self.done}/{self.total} ({pct:.0f}%) {tps:.0f} tok/s, "
             f"elapsed {_clock(elapsed)}, eta {_clock(eta) if eta == eta else '?'}"
         )
 
 
+@contextlib.contextmanager
+def _ticking(bar: LogProgress) -> Iterator[LogProgress]:
+    """Run bar.tick() every second in a daemon thread while the block runs."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(1.0):
+            bar.tick()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        thread.join()
+
+
 class _RichProgress:
-    def __init__(self, bar, task):
-        self.bar, self.task, self.tokens, self.t0 = bar, task, 0, time.monotonic()
+    def __init__(self, bar, task, rate: Rate):
+        self.bar, self.task, self.rate = bar, task, rate
 
     def advance(self, n_tokens: int = 0) -> None:
-        self.tokens += n_tokens
-        tps = self.tokens / max(time.monotonic() - self.t0, 1e-9)
-        self.bar.update(self.task, advance=1, tps=f"{tps:.0f}")
+        self.rate.add(n_tokens)
+        self.bar.update(self.task, advance=1)
 
 
 class _NoProgress:
@@ -77,25 +153,42 @@ class _NoProgress:
         pass
 
 
+def _rate_column(rate: Rate):
+    """A rich column showing live tok/s and the token-based ETA (rich refreshes it several times a second)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            _, tps, eta = rate.numbers()
+            return Text(f"{tps:.0f} tok/s, eta {_clock(eta) if eta == eta else '?'}")
+
+    return RateColumn()
+
+
 @contextlib.contextmanager
-def progress_reporter(total: int, label: str, enabled: bool = True, stream=None) -> Iterator:
-    """A rich bar on stderr when it is a terminal, LogProgress otherwise, nothing when disabled."""
+def progress_reporter(
+    total: int,
+    label: str,
+    enabled: bool = True,
+    stream=None,
+    live_tokens: Callable[[], int] | None = None,
+    budget: int | None = None,
+) -> Iterator:
+    """A rich bar on stderr when it is a terminal, LogProgress otherwise, nothing when disabled.
+    `live_tokens`: tokens generated so far by all traces; `budget`: max new tokens per trace."""
     stream = stream or sys.stderr
     if not enabled:
         yield _NoProgress()
         return
     if not (hasattr(stream, "isatty") and stream.isatty()):
-        yield LogProgress(total, label)
+        with _ticking(LogProgress(total, label, live_tokens=live_tokens, budget=budget)) as bar:
+            yield bar
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = [
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[tps]} tok/s"),
-        TimeRemainingColumn(),
-    ]
+    rate = Rate(total, live_tokens, budget)
+    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), _rate_column(rate)]
     with Progress(*columns, console=Console(file=stream), transient=False) as bar:
-        yield _RichProgress(bar, bar.add_task("gen", total=total, tps="-"))
+        yield _RichProgress(bar, bar.add_task("gen", total=total), rate)

@@ -390,6 +390,12 @@ def sample_values(run: Run, metric: str, exclude_truncated: bool = False) -> tup
             df = df.assign(junior_nll_mean=df["junior_nll_sum"] / df["n_tokens"].replace(0, np.nan))
     if column not in df.columns:
         raise LensError(f"{run.path}: its {name} table has no {column} column; rerun `tandem-eval {name}`")
+    if metric == "junior_nll" and "vocab_match" in df.columns and not df["vocab_match"].astype(bool).all():
+        # nats per token of another tokenizer: not the unit of a same-vocabulary junior's NLL
+        raise LensError(
+            f"{run.path}: its junior has another tokenizer, so its NLL is per junior token, not comparable with "
+            "nats per shared token; use junior_bpb (bits per byte) for juniors with different vocabularies"
+        )
     out = df[["benchmark", "problem_id", "group"]].assign(value=pd.to_numeric(df[column], errors="coerce"))
     return out.dropna(subset=["value"]), source
 

@@ -284,6 +284,26 @@ CASES = [
     ("solo-run-not-a-run-folder", H + ["--solo-run", "{root}/empty_dir"], "not a run folder"),
     ("handoff-temperature-nan", H + ["--temperature", "nan"], "--temperature"),
     ("handoff-out-is-a-file", H + ["--out", "{root}/a_file"], "is a file"),
+    # ---- legibility / drift: the junior is checked before any weights load, as in solo/handoff -----
+    ("legibility-junior-truncated-weights", ["legibility", "--run", "{good}", "--junior", "{truncated}"], "truncated"),
+    ("drift-junior-truncated-weights", ["drift", "--run", "{good}", "--junior", "{truncated}"], "truncated"),
+    ("drift-junior-config-empty", ["drift", "--run", "{good}", "--junior", "{cfg_empty}"], "model_type"),
+    (
+        "legibility-base-junior-without-chat-template",
+        ["legibility", "--run", "{good}", "--junior", "{no_chat}"],
+        "--junior-chat-template",
+    ),
+    ("drift-base-junior-without-chat-template", ["drift", "--run", "{good}", "--junior", "{no_chat}"], "--junior-chat"),
+    (
+        "legibility-junior-chat-template-syntax-error",
+        ["legibility", "--run", "{good}", "--junior", "{junior}", "--junior-chat-template", "{root}/syntax.jinja"],
+        "--junior-chat-template",
+    ),
+    (
+        "drift-junior-chat-template-raises",
+        ["drift", "--run", "{good}", "--junior", "{no_chat}", "--junior-chat-template", "{root}/raises.jinja"],
+        "--junior-chat-template",
+    ),
     # ---- other commands --------------------------------------------------------------------------
     ("merge-without-shards", ["merge", "{root}/empty_dir"], "shard"),
     ("unknown-command", ["evaluate"], "evaluate"),

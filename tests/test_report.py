@@ -179,7 +179,7 @@ def test_other_figures_axes(col):
     assert [t.get_text() for t in tax.axes[0].get_xticklabels()] == ["bench_a\nn=6", "bench_b\nn=5", "Macro\nn=11"]
     assert tax.legends and not tax.axes[0].get_legend()  # the legend sits below the axes, inside the canvas
     leg = figures.fig_legibility(col, n_boot=200)
-    titles = [ax.get_title() for ax in _visible(leg)]
+    titles = [" ".join(ax.get_title().split()) for ax in _visible(leg)]  # titles wrap to the axes width
     assert all("n=" in t for t in titles) and sum("junior junior" in t for t in titles) == 2  # junior named
     ylabels = [ax.get_ylabel() for ax in _visible(leg)]
     assert ylabels.count("junior NLL (nats/token)") == 2 and sum("KL" in y for y in ylabels) == 2

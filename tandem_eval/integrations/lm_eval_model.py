@@ -13,7 +13,11 @@ senior's tandem_meta.json; needed by every schedule but solo), schedule (solo | 
 sentence | chunk:N | takeover:N | junior-solo; default paragraph), engine (hf | vllm), dtype, seed (trace seeds
 derive from it, the task name, the doc id and the repeat), max_length (prompt + generation; default the
 senior's max_position_embeddings), max_gen_toks (when the task sets none; 256), tensor_parallel_size,
-score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token.
+score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token,
+chat_template (a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior
+has none). The junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior
+template argument. The checkpoints, tokenizers and template are checked before any weights load
+(`pipeline.check_models`, as `tandem-eval solo` does).
 
 Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
 `cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
@@ -49,10 +53,11 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from tqdm import tqdm
 
 from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
+from ..data.prompts import PromptError
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
-from ..models import junior_from_metadata, resolve_model
-from ..pipeline import close_engines, open_engines
+from ..models import check_vocab, junior_from_metadata, resolve_model
+from ..pipeline import check_model, check_template, close_engines, open_engines
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -80,6 +85,7 @@ class TandemLM(TemplateLM):
         score_with: str = "senior",
         allow_vocab_mismatch: bool = False,
         add_bos_token: bool = False,
+        chat_template: str | None = None,
         batch_size: int | str | None = 32,
         device: str | None = None,
         **kwargs,
@@ -89,7 +95,8 @@ class TandemLM(TemplateLM):
         if unknown:
             raise ConfigError(
                 f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
-                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, add_bos_token"
+                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
+                "add_bos_token, chat_template"
             )
         if not senior:
             raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
@@ -114,6 +121,9 @@ class TandemLM(TemplateLM):
         self.max_length = max_length or _max_positions(senior_path)
         self.default_max_gen_toks, self.add_bos_token = max_gen_toks, add_bos_token
         self.batch_size = batch_size
+        from ..cli import read_chat_template
+
+        template = read_chat_template(Path(chat_template), "chat_template=") if chat_template else None
         self.cfg = EvalConfig(
             senior=ModelSpec(str(senior), dtype),
             junior=ModelSpec(str(junior), dtype) if junior else None,
@@ -124,7 +134,9 @@ class TandemLM(TemplateLM):
             batch_size=self.batch_size,
             tensor_parallel_size=tensor_parallel_size,
             allow_vocab_mismatch=allow_vocab_mismatch,
+            chat_template=template,
         )
+        _check_inputs(self.cfg, score_with == "junior" or wants_junior)
         engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
@@ -150,9 +162,15 @@ class TandemLM(TemplateLM):
         return self.tokenizer.encode(string, add_special_tokens=special)
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        if not (self.cfg.chat_template or self.tokenizer.chat_template):
+            raise PromptError(
+                f"--apply_chat_template: the senior {self.cfg.senior.path} has no chat template; add "
+                "chat_template=FILE to --model_args"
+            )
         # enable_thinking=False as in tandem-eval's own prompts; templates without the flag ignore it
         return self.tokenizer.apply_chat_template(
             chat_history,
+            chat_template=self.cfg.chat_template,
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=not add_generation_prompt,
@@ -307,6 +325,17 @@ def _int_arg(name: str, value, minimum: int | None = None) -> int:
     if minimum is not None and number < minimum:
         raise ConfigError(f"model_args {name}={value}: must be >= {minimum}")
     return number
+
+
+def _check_inputs(cfg: EvalConfig, junior: bool) -> None:
+    """The up-front checks of `tandem-eval solo` (checkpoint files, safetensors headers, tokenizers,
+    vocabularies), before any weights load; the senior's template only when chat_template= is given
+    (lm-eval renders prompts with it only under --apply_chat_template)."""
+    tok = check_model(cfg.senior.path)
+    if cfg.chat_template:
+        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "chat_template=")
+    if junior and cfg.junior is not None:
+        check_vocab(tok, check_model(cfg.junior.path), cfg.allow_vocab_mismatch, cfg.senior.path, cfg.junior.path)
 
 
 def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:

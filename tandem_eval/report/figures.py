@@ -197,8 +197,9 @@ def _mark_degenerate(ax, values, n_problems: int | None = None) -> None:
         )
 
 
-def _legend(fig, arms: list[str], modes: list[str] | None = None) -> None:
-    handles = [Line2D([], [], color=style.arm_color(a), linewidth=3, label=a) for a in arms]
+def _legend(fig, arms: list[str], modes: list[str] | None = None, colors: dict | None = None) -> None:
+    colors = colors or style.arm_colors(arms)
+    handles = [Line2D([], [], color=colors[a], linewidth=3, label=a) for a in arms]
     for m in modes or []:
         handles.append(Line2D([], [], color="black", label=style.MODE_LABEL[m], **style.MODE_LINE[m]))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6 if len(handles) <= 8 else 4))
@@ -228,12 +229,13 @@ def fig_passk(
         return None
     with style.paper():
         scopes = _scopes(curves["scope"])
+        colors = style.arm_colors(curves["senior"].unique())  # no two arms share a colour
         fig, axes = _panels(len(scopes))
         for ax, scope in zip(axes, scopes):
             part = curves[curves["scope"] == scope]
             for (arm, mode), line in part.groupby(["senior", "mode"], sort=True):
                 line = line.sort_values("k")
-                color = style.arm_color(arm)
+                color = colors[arm]
                 ax.plot(line["k"], line["estimate"], color=color, **style.MODE_LINE[mode])
                 ax.fill_between(
                     line["k"],
@@ -249,11 +251,12 @@ def fig_passk(
             ax.minorticks_off()
             seeds = sorted(part["n_seeds"].unique()) if "n_seeds" in part and len(part) else [1]
             over = f"; means over {'≤' if len(seeds) > 1 else ''}{seeds[-1]} seeds" if seeds[-1] > 1 else ""
-            ax.set_title(f"{'Macro' if scope == MACRO else scope} (n={_n_problems(col, scope)}{over}; bands ±1 SE)")
+            style.title(ax, f"{'Macro' if scope == MACRO else scope} (n={_n_problems(col, scope)}{over}; bands ±1 SE)")
             _mark_degenerate(ax, part["estimate"], _n_problems(col, scope))
             ax.set_xlabel("k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
-        _legend(fig, sorted(curves["senior"].unique()), sorted(curves["mode"].unique(), key=["solo", "handoff"].index))
+        modes = sorted(curves["mode"].unique(), key=["solo", "handoff"].index)
+        _legend(fig, sorted(curves["senior"].unique()), modes, colors)
     return fig
 
 
@@ -264,6 +267,7 @@ def fig_tax(table: Table | None):
     rows = table.rows.dropna(subset=["tax"])
     scopes = _scopes(rows["scope"])
     arms = sorted(rows["senior"].unique())
+    colors = style.arm_colors(arms)  # no two bars' arms share a colour
     width = 0.8 / len(arms)
     with style.paper():
         many = len(arms) > 6  # e.g. one label per seed: a wider figure, the legend in columns
@@ -277,7 +281,7 @@ def fig_tax(table: Table | None):
                 x,
                 part["tax"],
                 width,
-                color=style.arm_color(arm),
+                color=colors[arm],
                 label=arm,
                 yerr=np.nan_to_num(err),
                 capsize=2,
@@ -288,7 +292,7 @@ def fig_tax(table: Table | None):
         ax.set_xticks(np.arange(len(scopes)), [f"{'Macro' if s == MACRO else s}\nn={int(n.get(s, 0))}" for s in scopes])
         ax.set_xlabel("benchmark (n = problems)")
         ax.set_ylabel(f"communication tax@{table.k} (points)")
-        ax.set_title(f"solo − handoff pass@{table.k} ({table.schedule}); error bars: 95% CI")
+        style.title(ax, f"solo − handoff pass@{table.k} ({table.schedule}); error bars: 95% CI")
         values = pd.concat([rows["solo"], rows["handoff"]]) if {"solo", "handoff"} <= set(rows) else rows["tax"]
         _mark_degenerate(ax, values, int(n.max()) if len(n) else None)
         # below the axes, inside the canvas (constrained layout makes room), whatever the number of arms
@@ -296,9 +300,10 @@ def fig_tax(table: Table | None):
     return fig
 
 
-def _side_frames(col: Collection, name: str, by_seed: bool = False):
+def _side_frames(col: Collection, name: str, by_seed: bool = False, metric: str | None = None):
     """{arm: (per-sample frame with a `seed` column, source column, solo runs)} for arms whose solo
-    runs have the table, pooled over the arm's seeds (by_seed: one arm per run)."""
+    runs have the table, pooled over the arm's seeds (by_seed: one arm per run). `metric`: default
+    junior_nll (legibility; same-vocabulary juniors only) or kl (drift)."""
     out = {}
     for arm, labels in arm_labels(col, by_seed).items():
         frames, sources, runs = [], [], []
@@ -307,7 +312,8 @@ def _side_frames(col: Collection, name: str, by_seed: bool = False):
             if solo is None:
                 continue
             try:
-                per_sample, source = sample_values(solo, "junior_nll" if name == "legibility" else "kl")
+                metric = metric or ("junior_nll" if name == "legibility" else "kl")
+                per_sample, source = sample_values(solo, metric)
             except LensError:  # no lens table of this kind
                 continue
             if not per_sample.empty:
@@ -342,12 +348,19 @@ def fig_legibility(
 
     juniors = col.pick_juniors_once()
     panels = []
-    for name, ylabel in (("legibility", "junior NLL (nats/token)"), ("drift", "KL(senior ‖ junior) (nats/token)")):
-        frames = _side_frames(col, name, by_seed)
+    # one unit per panel: nats per shared token (same-vocabulary juniors), bits per byte when some
+    # junior has another tokenizer (every junior then, so they compare), KL in nats per token
+    nll, bpb = _side_frames(col, "legibility", by_seed), _side_frames(col, "legibility", by_seed, "junior_bpb")
+    drift = _side_frames(col, "drift", by_seed)
+    for name, ylabel, frames in (
+        ("legibility", "junior NLL (nats/token)", nll),
+        ("legibility", "junior NLL (bits/byte)", bpb if set(bpb) - set(nll) else {}),
+        ("drift", "KL(senior ‖ junior) (nats/token)", drift),
+    ):
         if not frames:
             continue
         panels.append(("dist", name, ylabel, frames))
-        if any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
+        if "bits" not in ylabel and any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
             panels.append(("pos", name, ylabel, frames))
     if not panels:
         return None
@@ -357,6 +370,7 @@ def fig_legibility(
         fig, axes = _panels(len(panels), ncols=2, panel_h=1.9)
         for ax, (kind, name, ylabel, frames) in zip(axes, panels):
             arms = sorted(frames)
+            colors = style.arm_colors(arms)
             what = "legibility" if name == "legibility" else "drift"
             if kind == "dist":
                 data = pd.concat([f.assign(senior=arm) for arm, (f, _, _) in frames.items()], ignore_index=True)
@@ -367,7 +381,7 @@ def fig_legibility(
                     hue="senior",
                     order=arms,
                     hue_order=arms,
-                    palette={a: style.arm_color(a) for a in arms},
+                    palette=colors,
                     cut=0,
                     inner="quartile",
                     linewidth=0.6,
@@ -388,9 +402,10 @@ def fig_legibility(
                 ax.set_xticks(range(len(arms)), labels)
                 sources = sorted({s for _, s, _ in frames.values()})
                 n_problems = max(len(frames[a][0][["benchmark", "problem_id"]].drop_duplicates()) for a in arms)
-                ax.set_title(
+                style.title(
+                    ax,
                     f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"
-                    f"n={n_problems} problems; ◆ mean over problems, 95% CI"
+                    f"n={n_problems} problems; ◆ mean over problems, 95% CI",
                 )
                 ax.set_xlabel("senior")
                 _mark_degenerate(ax, data["value"], n_problems)
@@ -403,9 +418,9 @@ def fig_legibility(
                     n_samples = max(n_samples, len(arrays))
                     curve = position_curve(arrays, bins)
                     x = (np.arange(bins) + 0.5) / bins * 100
-                    ax.plot(x, curve, color=style.arm_color(arm), label=arm, marker="o")
+                    ax.plot(x, curve, color=colors[arm], label=arm, marker="o")
                 per_token = "−log p_junior" if name == "legibility" else "exact KL"
-                ax.set_title(f"per position ({per_token} per token; n={n_samples} CoTs; token-pooled means, no CI)")
+                style.title(ax, f"per position ({per_token} per token; n={n_samples} CoTs; token-pooled means, no CI)")
                 ax.set_xlabel("relative position in CoT (%)")
                 ax.legend(loc="best")
             ax.set_ylabel(ylabel)
@@ -488,6 +503,7 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
     n = len(keys) + (not evals.empty)
     if n == 0:
         return None
+    colors = style.arm_colors([*arms, *evals.get("senior", [])])
     with style.paper():
         fig, axes = _panels(n, ncols=min(n, 3))
         for ax, (key, label) in zip(axes, keys):
@@ -496,7 +512,7 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
                 d = _log_curves(trainings, key)
                 if d is None:
                     continue
-                color = style.arm_color(arm)
+                color = colors[arm]
                 several = int(d["n"].max()) > 1
                 seeds = max(seeds, len(trainings))
                 if several:  # min–max over seeds
@@ -512,9 +528,9 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
                     ax.plot(d["step"], d["mean"], color=color, marker=".")
             n_steps = max((int(t.log["step"].nunique()) for t in logs), default=0)
             if seeds > 1:  # two lines: the panels are narrow
-                ax.set_title(f"n={n_steps} steps, ≤{seeds} seeds/arm\n(mean; band = min–max; no CI)")
+                style.title(ax, f"n={n_steps} steps, ≤{seeds} seeds/arm\n(mean; band = min–max; no CI)")
             else:
-                ax.set_title(f"n={n_steps} steps (trainer log, per-step values; no CI)")
+                style.title(ax, f"n={n_steps} steps (trainer log, per-step values; no CI)")
             ax.set_xlabel("training step")
             ax.set_ylabel(label)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -525,7 +541,7 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
             ax = axes[-1]
             for arm, d in evals.groupby("senior", sort=True):
                 d = d.sort_values("step")
-                color = style.arm_color(arm)
+                color = colors[arm]
                 ax.plot(d["step"], d["estimate"], color=color, marker="o")
                 ax.fill_between(
                     d["step"], d["estimate"] - d["se"], d["estimate"] + d["se"], color=color, alpha=0.18, linewidth=0
@@ -535,7 +551,7 @@ def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, se
             n = max((len(r.per_problem([1])) for t in col.trainings for r in t.evals), default=0)
             seeds = int(evals["n_seeds"].max())
             over = f"; means over {seeds} seeds" if seeds > 1 else ""
-            ax.set_title(f"held-out macro (n={n} problems{over}; bands ±1 SE)")
+            style.title(ax, f"held-out macro (n={n} problems{over}; bands ±1 SE)")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             _mark_degenerate(ax, evals["estimate"], n)
         _legend(fig, sorted(set(arms) | set(evals["senior"])))
@@ -568,11 +584,12 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED
     if data.empty:
         return None
     labels_of = arm_labels(col, by_seed)
+    colors = style.arm_colors(data["senior"].unique())
     with style.paper():
         fig, ax = plt.subplots(figsize=style.size(1), layout="constrained")
         for arm, d in data.groupby("senior", sort=True):
             d = d.sort_values("takeover")
-            color = style.arm_color(arm)
+            color = colors[arm]
             err = np.vstack([d["estimate"] - d["low"], d["high"] - d["estimate"]])
             ax.errorbar(
                 d["takeover"],
@@ -592,7 +609,7 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED
         ax.set_xlabel("takeover point N (senior paragraphs, then junior)")
         ax.set_ylabel(f"pass@{k} (%)")
         n = _n_problems(col, MACRO)
-        ax.set_title(f"handoff dose curve, macro (n={n} problems; dotted: solo; bars: 95% CI)")
+        style.title(ax, f"handoff dose curve, macro (n={n} problems; dotted: solo; bars: 95% CI)")
         _mark_degenerate(ax, data["estimate"], n)
         ax.legend(loc="best")
     return fig

@@ -84,6 +84,35 @@ def arm_color(label: str) -> str:
     return FALLBACK_COLORS[zlib.crc32(key.encode()) % len(FALLBACK_COLORS)]
 
 
+def arm_colors(arms) -> dict[str, str]:
+    """The colours of the arms of one figure: each arm's fixed colour (arm_color), except that no two
+    arms share one. When two names map to one colour (an alias such as "kl" in both, or a hash
+    collision), the arm with the exact reserved name keeps it (else the first by name) and the other
+    gets the first colour nobody uses, so the assignment depends only on the set of arms."""
+    order = sorted(set(map(str, arms)), key=lambda a: (a.lower() not in ARM_COLORS, a))
+    palette = [*ARM_COLORS.values(), *FALLBACK_COLORS, *plt.get_cmap("tab20").colors]
+    out: dict[str, str] = {}
+    for arm in order:
+        color = arm_color(arm)
+        if color in out.values():
+            color = next(c for c in palette if c not in out.values())
+        out[arm] = color
+    return out
+
+
+def title(ax, text: str) -> None:
+    """ax.set_title with each line wrapped to the axes' width, so a long title is never clipped at
+    the figure's edge (about 0.55 em per character)."""
+    import textwrap
+
+    from matplotlib.font_manager import FontProperties
+
+    points = FontProperties(size=plt.rcParams["axes.titlesize"]).get_size_in_points()
+    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    chars = max(20, int(width_pt / (0.55 * points)))
+    ax.set_title("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+
+
 def size(columns: float = 1, aspect: float = 0.7) -> tuple[float, float]:
     """(width, height) in inches for a figure `columns` paper columns wide (1 or 2)."""
     width = COLUMN_WIDTH_IN if columns <= 1 else FULL_WIDTH_IN

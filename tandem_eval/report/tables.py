@@ -47,7 +47,8 @@ COLUMNS = [
     Column("handoff", "handoff pass@{k}", "%", "max", 1),
     Column("retention", "retention@{k}", "%", "max", 1),
     Column("tax", "tax@{k}", "pts", "min", 1),
-    Column("nll", "junior NLL", "nats/tok", "min", 3),
+    Column("nll", "junior NLL", "nats/tok", "min", 3),  # same-vocabulary juniors only
+    Column("bpb", "junior NLL", "bits/byte", "min", 3),  # any junior; shown when some junior has another vocabulary
     Column("kl_exact", "KL exact", "nats/tok", "min", 3),
     Column("kl_k3", "KL k3 (MC)", "nats/tok", "min", 3),
     Column("kl_k1", "KL k1 (MC)", "nats/tok", "min", 3),
@@ -132,6 +133,7 @@ def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int
         if run is not None and not any(metric in c for c in cells.values()):
             put(metric, passk_cis(run, k, n_boot, seed))
     put("nll", side_cis(solo, "junior_nll", n_boot, seed))
+    put("bpb", side_cis(solo, "junior_bpb", n_boot, seed))
     for estimator in DRIFT_ESTIMATORS:
         put(estimator, side_cis(solo, estimator, n_boot, seed))
     return cells
@@ -177,7 +179,7 @@ def _seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
         for metric, runs in (("solo", solos), ("handoff", hands)):
             if runs:
                 put(metric, scoped_ci(frame(runs, f"pass@{k}"), "value", n_boot, seed, cluster="seed"))
-    for metric, key in (("junior_nll", "nll"), *((e, e) for e in DRIFT_ESTIMATORS)):
+    for metric, key in (("junior_nll", "nll"), ("junior_bpb", "bpb"), *((e, e) for e in DRIFT_ESTIMATORS)):
         values = frame(solos, metric) if solos else None
         if values is not None and len(values.dropna()):
             put(key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))
@@ -313,7 +315,7 @@ def table2(
     df = pd.DataFrame(rows)
     if df.empty:
         raise ValueError("no arm has a solo or handoff run to tabulate")
-    df = _drop_unneeded_mc(df)
+    df = _drop_unneeded_bpb(_drop_unneeded_mc(df))
     df["n_problems"] = df["scope"].map(sizes).fillna(0).astype(int)
     df["_order"] = (df["scope"] == MACRO).astype(int)
     df = df.sort_values(["_order", "scope", "senior"], kind="stable").drop(columns="_order")
@@ -322,6 +324,15 @@ def table2(
     groups = sorted(set(df["scope"]) - {MACRO})
     shown = {a: j for a, j in juniors.items() if a in pairs}
     return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups)
+
+
+def _drop_unneeded_bpb(df: pd.DataFrame) -> pd.DataFrame:
+    """Legibility in bits per byte only when some senior's junior has another vocabulary (it has no
+    nats-per-token value); then every senior's bits per byte are shown, in their own column."""
+    lacks_nll = (df["bpb"].notna() & df["nll"].isna()).groupby(df["senior"]).any()
+    if not lacks_nll.any():
+        df[["bpb", "bpb_low", "bpb_high"]] = np.nan
+    return df
 
 
 def _drop_unneeded_mc(df: pd.DataFrame) -> pd.DataFrame:
@@ -384,10 +395,16 @@ def _caption(t: Table) -> str:
         parts.append(t.note)
     parts.append("tax = solo − handoff (points, lower is better); retention = handoff / solo")
     keys = {c.key for c in t.columns}
-    if keys & {"nll", *DRIFT_ESTIMATORS}:
+    if keys & {"nll", "bpb", *DRIFT_ESTIMATORS}:
         parts.append(f"lens outputs of {_junior_text(t.juniors)}, scored on the senior's solo CoTs")
     if "nll" in keys:
         parts.append("junior NLL = the junior's mean per-token negative log-likelihood of the senior's solo CoTs")
+    if "bpb" in keys:
+        parts.append(
+            "junior NLL (bits/byte) = the junior's negative log-likelihood of the CoT text per UTF-8 byte, the "
+            "one unit that compares juniors with different tokenizers; nats/tok is shown only for juniors sharing "
+            "the senior's vocabulary"
+        )
     if "kl_exact" in keys:
         parts.append("KL exact = KL(senior ‖ junior) per token, exact over the vocabulary")
     if keys & set(MC_ESTIMATORS):

@@ -71,6 +71,15 @@ def token_surfaces(pieces: list[str | None]) -> list[str]:
     return out
 
 
+def display_surfaces(tokenizer, token_ids) -> list[str]:
+    """token_surfaces of a trace, with special tokens (`<|im_end|>`, EOS, ...) shown as nothing: they
+    end turns, they are not text (decode with skip_special_tokens, as the stored `text`, drops them too)."""
+    ids = [int(t) for t in token_ids]
+    special = set(getattr(tokenizer, "all_special_ids", None) or [])
+    surfaces = token_surfaces(tokenizer.convert_ids_to_tokens(ids))
+    return ["" if t in special else s for t, s in zip(ids, surfaces)]
+
+
 POST_HANDOFF = 5  # junior tokens right after a handoff whose surprise is outlined and summarised
 
 
@@ -139,7 +148,7 @@ def _mode(run: Run) -> str:
 
 def trace_segments(token_ids, author_mask, tokenizer) -> list[tuple[str, str]]:
     """A trace as (author, text) segments, author "senior" or "junior" (for notebooks and printing)."""
-    surfaces = token_surfaces(tokenizer.convert_ids_to_tokens([int(t) for t in token_ids]))
+    surfaces = display_surfaces(tokenizer, token_ids)
     segments: list[tuple[str, str]] = []
     for text, a in zip(surfaces, author_mask):
         who = "senior" if int(a) else "junior"
@@ -186,7 +195,7 @@ def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
             "a": "".join("1" if a else "0" for a in mask),
         }
         if tokenizer is not None and len(ids) == len(mask):
-            row["tok"] = token_surfaces(tokenizer.convert_ids_to_tokens(ids))
+            row["tok"] = display_surfaces(tokenizer, ids)
             nll = surprise.get((r.benchmark, str(r.problem_id), int(r.sample_idx)))
             own = getattr(r, "logprobs", None)
             if nll is not None and len(ids) - 1 <= len(nll) <= len(ids):  # the lens may leave out the final EOS

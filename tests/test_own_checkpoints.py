@@ -123,7 +123,9 @@ def _command_options() -> set[str]:
                     out |= argparse_opts(sub)
         return out
 
-    return names | argparse_opts(HarnessCLI()._parser)
+    # options of other programs that a message tells the user to run (`ray start --head`)
+    others = {"--head"}
+    return names | argparse_opts(HarnessCLI()._parser) | others
 
 
 def _messages(tree: ast.AST):

@@ -348,9 +348,10 @@ class HFEngine:
         self._live: dict[Hashable, _Live] = {}
         # cheap counters for benchmarks: forwards, rows fed (sum over forwards), real tokens fed,
         # query slots (packed tokens, short feeds' padding included), tokens generated, catch-up
-        # tokens (fed on a trace's return beyond the one token a decode step feeds), row swaps
+        # tokens (fed on a trace's return beyond the one token a decode step feeds), row swaps, and
+        # forwards that had to gather non-contiguous rows (0 unless rows the engine does not own are fed)
         self.stats = dict.fromkeys(
-            ("forwards", "rows", "tokens_fed", "query_slots", "generated", "catchup", "swaps"), 0
+            ("forwards", "rows", "tokens_fed", "query_slots", "generated", "catchup", "swaps", "gathers"), 0
         )
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
@@ -455,6 +456,7 @@ class HFEngine:
         length = max(len(r.tokens) + (q_short if i in short else len(f)) for i, (r, f) in enumerate(zip(rows, feeds)))
         self._store.ensure(max(len(self._owner), max(r.slot for r in rows) + 1), length)
         self._compact([rows[i] for i in short])
+        short.sort(key=lambda i: rows[i].slot)  # query block r reads store row first + r
         if not self.model.config._attn_implementation.startswith(ATTENTION):  # another engine closed
             self._original_attention = _switch_attention(self.model)
         ctx = _Rows(
@@ -486,6 +488,7 @@ class HFEngine:
         st["rows"] += len(rows)
         st["tokens_fed"] += sum(map(len, feeds))
         st["query_slots"] += len(ids)
+        st["gathers"] += ctx.n_short > 1 and not ctx.short_view  # rows not compacted: a per-layer copy
         return self._logits(hidden[torch.tensor(last, device=self.device)])[:, : self.vocab_size]
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,9 @@ the same tiny models, engine, batch size and prompts in one process; each is rep
 of the repeats is kept (these machines are noisy; rounds interleave the modes and a warm-up round is
 discarded), and ratios are to solo on the same backend.
 
-Besides tokens/s (machine-dependent), each row reports machine-independent counts: engine steps
+Besides tokens/s and its ratio to solo (machine-dependent), and the same ratio in tokens per CPU
+second of this process (`cpu x`; with --threads 1 it counts no time spent waiting for a core, so
+it holds on a busy shared machine), each row reports machine-independent counts: engine steps
 (model forward calls; one per step on both backends) per generated token, both models together;
 for HF, mean rows per forward from the engine's counters; handoffs per trace; and catch-up tokens
 per handoff (the tokens the other model wrote that a model prefills when a trace comes back).
@@ -113,11 +115,12 @@ def benchmark_prompts(tok, benchmark: str) -> list[tuple[int, ...]]:
 
 class Counted:
     """An engine that counts its steps (one model forward each) and the catch-up tokens it is
-    handed: the tokens added to a trace by the other model since this engine last finished a
-    segment of it. Backend-independent, so HF and vLLM are counted alike."""
+    handed: the generated tokens it has not seen (written by the other model since this engine
+    last finished a segment of the trace, or since the prompt). Backend-independent, so HF and
+    vLLM are counted alike. `prompts`: trace key -> prompt length, shared by both engines."""
 
-    def __init__(self, engine):
-        self.engine, self.steps, self.catchup = engine, 0, 0
+    def __init__(self, engine, prompts: dict):
+        self.engine, self.steps, self.catchup, self._prompts = engine, 0, 0, prompts
         self._seen: dict = {}  # trace key -> trace length after this engine's last segment
         self._lens: dict = {}  # trace key -> context length of its live request
 
@@ -125,8 +128,8 @@ class Counted:
         return getattr(self.engine, name)
 
     def submit(self, request) -> None:
-        if request.key in self._seen:
-            self.catchup += len(request.token_ids) - self._seen[request.key]
+        self._prompts.setdefault(request.key, len(request.token_ids))
+        self.catchup += len(request.token_ids) - self._seen.get(request.key, self._prompts[request.key])
         self._lens[request.key] = len(request.token_ids)
         self.engine.submit(request)
 
@@ -146,16 +149,18 @@ def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, po
     """-> dict of tok/s, tokens, forwards per token, catch-up tokens per handoff, handoffs per trace."""
     sched = make_schedule(schedule, senior.tokenizer)
     pool = batch if schedule == "solo" else pool_factor * batch
-    s, j = Counted(senior), Counted(junior)
-    t0 = time.perf_counter()
+    shared: dict = {}
+    s, j = Counted(senior, shared), Counted(junior, shared)
+    t0, c0 = time.perf_counter(), time.process_time()
     traces = list(
         cogenerate(specs(senior.tokenizer, n, tokens, prompts), s, None if schedule == "solo" else j, sched, pool)
     )
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     total = sum(len(t.token_ids) for t in traces)
     handoffs = sum(t.n_handoffs for t in traces)
     return {
         "tps": total / elapsed,
+        "cpu_tps": total / cpu,  # tokens per CPU second: robust to other processes on a shared machine
         "tokens": total,
         "fpt": (s.steps + j.steps) / max(total, 1),
         "catchup": (s.catchup + j.catchup) / handoffs if handoffs else 0.0,
@@ -167,7 +172,7 @@ def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, po
 def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, tokens: int, batch: int):
     """Both models forward every token of every trace; the schedule's author's logits are sampled."""
     sched = make_schedule(schedule, senior.tokenizer)
-    total, handoffs, t0 = 0, 0, time.perf_counter()
+    total, handoffs, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
     all_specs = specs(senior.tokenizer, n, tokens)
     for a in range(0, n, batch):  # lockstep runs fixed batches: all traces advance together
         group = all_specs[a : a + batch]
@@ -191,8 +196,16 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
                 e.release(("ls", s.key))
         handoffs += sum(st.handoffs for st in states)
     tps = total / (time.perf_counter() - t0)
+    cpu_tps = total / (time.process_time() - c0)
     forwards = 2 * tokens * -(-n // batch)  # both models, every step of every batch
-    return {"tps": tps, "tokens": total, "fpt": forwards / total, "catchup": 0.0, "handoffs": handoffs / n}
+    return {
+        "tps": tps,
+        "cpu_tps": cpu_tps,
+        "tokens": total,
+        "fpt": forwards / total,
+        "catchup": 0.0,
+        "handoffs": handoffs / n,
+    }
 
 
 def _new_row(engine: HFEngine, key) -> _Row:
@@ -289,17 +302,19 @@ def main() -> None:
                 res = fn()
                 if round_ and res["tps"] > best[name]["tps"]:
                     best[name] = res
-    base = {name.rsplit(" ", 1)[0]: r["tps"] for name, r in best.items() if name.endswith(" solo")}
+    base = {name.rsplit(" ", 1)[0]: r for name, r in best.items() if name.endswith(" solo")}
     print(
-        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'fwd/token':>11}{'rows/fwd':>10}{'handoffs':>10}{'catchup':>9}"
+        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'handoffs':>10}"
+        f"{'catchup':>9}"
         f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={t}, batch={b}, "
         f"best of {args.repeats})"
     )
     for name, r in best.items():
         rows = f"{r['rows']:>10.1f}" if r.get("rows") is not None else f"{'-':>10}"
+        b = base[name.rsplit(" ", 1)[0]]
         print(
-            f"{name:<28}{r['tps']:>9.1f}{r['tps'] / base[name.rsplit(' ', 1)[0]]:>8.2f}{r['fpt']:>11.3f}{rows}"
-            f"{r['handoffs']:>10.1f}{r['catchup']:>9.1f}"
+            f"{name:<28}{r['tps']:>9.1f}{r['tps'] / b['tps']:>8.2f}{r['cpu_tps'] / b['cpu_tps']:>7.2f}"
+            f"{r['fpt']:>11.3f}{rows}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
         )
 
 

@@ -130,21 +130,29 @@ class _RowStore:
 
 class _Rows:
     """One packed engine forward, shared by every attention layer. The model sees one sequence
-    [1, T]: first the `n_short` short feeds, each padded to `q_short` queries, their rows at slots
-    `short_slots` (contiguous after `_compact`, so their keys are a view of the store); then each long
-    feed whole, `long` = [(slot, start, n)], attending to its own row (a view too). Row r's query j sits
-    at absolute position start_r + j; keys 0..start_r + j of its row are visible."""
+    [1, T] of real tokens only: first the short feeds (`short_lens[r]` tokens each, at most
+    MERGE_TOKENS), their rows at slots `short_slots` (contiguous after `_compact`, so their keys are a
+    view of the store), attended together with their queries padded to `q_short` inside attention
+    only; then each long feed, `long` = [(slot, start, n)], attending to its own row (a view too).
+    Row r's query j sits at absolute position start_r + j; keys 0..start_r + j of its row are visible."""
 
-    def __init__(self, store: _RowStore, short_slots: list[int], short_starts: list[int], q_short: int, long, device):
-        self.store, self.n_short, self.q_short, self.long = store, len(short_slots), q_short, long
-        j = torch.arange(q_short, device=device)
+    def __init__(self, store: _RowStore, short_slots: list[int], short_starts: list[int], short_lens, long, device):
+        self.store, self.n_short, self.long = store, len(short_slots), long
+        self.q_short = max(short_lens, default=0)
+        self.n_short_tokens = sum(short_lens)
+        j = torch.arange(self.q_short, device=device)
         self.short_pos = torch.tensor(short_starts, device=device, dtype=torch.long)[:, None] + j[None, :]
         self.short_len = int(self.short_pos.max()) + 1 if short_slots else 0
         a = short_slots[0] if short_slots else 0
         self.short_view = short_slots == list(range(a, a + len(short_slots)))  # else gather (rows not compacted)
         self.short_slots = torch.tensor(short_slots, device=device, dtype=torch.long)
-        pos = [self.short_pos.flatten()] + [torch.arange(st, st + n, device=device) for _, st, n in long]
-        slot = [self.short_slots.repeat_interleave(q_short)] + [
+        real = torch.tensor(
+            [n > i for n in short_lens for i in range(self.q_short)], device=device, dtype=torch.bool
+        ).view(-1)
+        # where each packed short token sits in the padded [R * q_short] grid (None: no padding)
+        self.grid = None if bool(real.all()) else real.nonzero().view(-1)
+        pos = [self.short_pos.flatten()[real]] + [torch.arange(st, st + n, device=device) for _, st, n in long]
+        slot = [self.short_slots.repeat_interleave(self.q_short)[real]] + [
             torch.full((n,), sl, device=device, dtype=torch.long) for sl, _, n in long
         ]
         self.pos, self.slot = torch.cat(pos), torch.cat(slot)  # [T]: each query's position and row
@@ -158,14 +166,20 @@ class _Rows:
         outs = []
         if self.n_short:
             R, q, L = self.n_short, self.q_short, self.short_len
-            qs = query[0, :, : R * q].unflatten(1, (R, q)).transpose(0, 1)  # [R, H, q, D]
+            qs = query[0, :, : self.n_short_tokens]  # [H, tokens, D]
+            if self.grid is not None:  # pad queries to q per row (padding sits after real queries)
+                padded = qs.new_zeros((qs.shape[0], R * q, qs.shape[2]))
+                padded[:, self.grid] = qs
+                qs = padded
+            qs = qs.unflatten(1, (R, q)).transpose(0, 1)  # [R, H, q, D]
             if self.short_view:
                 a = int(self.short_slots[0])
                 ks, vs = k_full[a : a + R, :, :L], v_full[a : a + R, :, :L]
             else:
                 ks, vs = k_full[self.short_slots, :, :L], v_full[self.short_slots, :, :L]
-            outs.append(_attend(qs, ks, vs, self._mask(None, window), scaling, softcap).flatten(0, 1))
-        offset = self.n_short * self.q_short
+            out = _attend(qs, ks, vs, self._mask(None, window), scaling, softcap).flatten(0, 1)
+            outs.append(out if self.grid is None else out[self.grid])
+        offset = self.n_short_tokens
         for i, (slot, start, n) in enumerate(self.long):
             ql = query[:, :, offset : offset + n]
             kl, vl = k_full[slot : slot + 1, :, : start + n], v_full[slot : slot + 1, :, : start + n]
@@ -176,8 +190,8 @@ class _Rows:
     def _mask(self, part: int | None, window: int | None) -> torch.Tensor:
         """Bool [R, 1, q, length] for the short block (part None) or long feed `part`: a query sees
         keys at positions <= its own, and with a sliding window only the last `window` of them
-        (transformers' rule: kv > q - window). Padding queries sit after every real query of their
-        row, so the keys they write stay hidden from real ones (and are overwritten later)."""
+        (transformers' rule: kv > q - window). Padding queries (short block) sit after their row's
+        real queries; they write no keys and their outputs are dropped."""
         if (part, window) not in self._masks:
             if part is None:
                 pos = self.short_pos
@@ -346,13 +360,11 @@ class HFEngine:
         self._rows: dict[Hashable, _Row] = {}
         self._owner: dict[int, _Row] = {}  # slot -> the row held there (absent: free)
         self._live: dict[Hashable, _Live] = {}
-        # cheap counters for benchmarks: forwards, rows fed (sum over forwards), real tokens fed,
-        # query slots (packed tokens, short feeds' padding included), tokens generated, catch-up
-        # tokens (fed on a trace's return beyond the one token a decode step feeds), row swaps, and
-        # forwards that had to gather non-contiguous rows (0 unless rows the engine does not own are fed)
-        self.stats = dict.fromkeys(
-            ("forwards", "rows", "tokens_fed", "query_slots", "generated", "catchup", "swaps", "gathers"), 0
-        )
+        # cheap counters for benchmarks: forwards, rows fed (sum over forwards), tokens fed, tokens
+        # generated, catch-up tokens (fed on a trace's return beyond the one token a decode step
+        # feeds), row swaps, and forwards that had to gather non-contiguous rows (0 unless rows the
+        # engine does not own are fed)
+        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers"), 0)
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
 
@@ -463,15 +475,12 @@ class HFEngine:
             self._store,
             [rows[i].slot for i in short],
             [len(rows[i].tokens) for i in short],
-            q_short,
+            [len(feeds[i]) for i in short],
             [(rows[i].slot, len(rows[i].tokens), len(feeds[i])) for i in long],
             self.device,
         )
         ids, last = [], [0] * len(rows)
-        for i in short:  # short feeds right-padded to q_short (padding queries come after real ones)
-            last[i] = len(ids) + len(feeds[i]) - 1
-            ids += feeds[i] + [0] * (q_short - len(feeds[i]))
-        for i in long:
+        for i in short + long:  # real tokens only: short feeds are padded inside attention, not here
             last[i] = len(ids) + len(feeds[i]) - 1
             ids += feeds[i]
         hidden = self._decoder(
@@ -487,7 +496,6 @@ class HFEngine:
         st["forwards"] += 1
         st["rows"] += len(rows)
         st["tokens_fed"] += sum(map(len, feeds))
-        st["query_slots"] += len(ids)
         st["gathers"] += ctx.n_short > 1 and not ctx.short_view  # rows not compacted: a per-layer copy
         return self._logits(hidden[torch.tensor(last, device=self.device)])[:, : self.vocab_size]
 

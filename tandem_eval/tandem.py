@@ -6,6 +6,12 @@ loop iteration steps each engine once, so both models serve whichever traces are
 (continuous batching) instead of alternating in rounds that wait for the longest segment. When a
 trace comes back to a model, the engine catches up on the tokens it missed in one prefill.
 
+With a full pool (more traces than two batches, as in any large evaluation) an engine holding
+fewer than half the pool's traces waits while the other runs a full batch: its traces pile up
+as the other model's turns end, so both models run full forwards instead of one of them running
+part-empty ones at every step. When neither holds half (the pool's tail, or fewer traces than the
+pool), both step. Which engine steps when never changes a trace's tokens.
+
 Per-trace randomness: the sampling seed and the schedule's Bernoulli draws both derive from the
 trace seed (see `trace_seed`), so a trace is reproducible whatever else shares its batch. No I/O.
 
@@ -15,6 +21,7 @@ trace seed (see `trace_seed`), so a trace is reproducible whatever else shares i
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -104,9 +111,10 @@ def cogenerate(
                 submit(lv)
             if not live:
                 return
-            for engine in {id(e): e for e in engines.values() if e is not None}.values():
-                if not engine.has_work():
-                    continue
+            ready = [e for e in {id(e): e for e in engines.values() if e is not None}.values() if e.has_work()]
+            held = Counter(id(engines[lv.state.author]) for lv in live.values())
+            full = [e for e in ready if held[id(e)] >= pool_size / 2]
+            for engine in full if len(ready) > 1 and full else ready:
                 for comp in engine.step():
                     lv = live[comp.key]
                     if _absorb(lv, comp, schedule, engine):

@@ -82,6 +82,43 @@ def test_catch_up_after_foreign_tokens_equals_fresh_generation(setup):
     assert max(abs(a - b) for a, b in zip(out[0].logprobs, fresh.logprobs)) < 1e-4
 
 
+def test_traces_changing_hands_are_served_from_contiguous_rows_in_one_forward_per_step(tiny_pair, setup):
+    """Half the traces park (the other model's turn) while the rest come back with catch-ups of 2,
+    9 and 30 tokens (30 > prefill_tokens: chunked): the returning rows are swapped into contiguous
+    slots (no gather), every step is one forward, and the tokens equal a fresh engine's."""
+    _, _, prompts = setup
+    engine = HFEngine(tiny_pair[0], GREEDY, max_batch=8, prefill_tokens=24)
+    firsts = generate_keep(engine, {i: (prompts[i % len(prompts)] + [5] * i, 3) for i in range(6)})
+    foreign = {1: [11, 42], 3: [7] * 9, 4: list(range(30, 60))}
+    ctx = {k: prompts[k % len(prompts)] + [5] * k + firsts[k] + f for k, f in foreign.items()}
+    before = dict(engine.stats)
+    steps = 0
+    for k, c in ctx.items():
+        engine.submit(Request(k, c, 5))
+    out = {}
+    while engine.has_work():
+        steps += 1
+        out.update({c.key: c for c in engine.step()})
+    assert engine.stats["forwards"] - before["forwards"] == steps
+    assert engine.stats["swaps"] > before["swaps"] and engine.stats["gathers"] == 0
+    assert engine.stats["catchup"] - before["catchup"] == sum(map(len, foreign.values()))
+    fresh = HFEngine(tiny_pair[0], GREEDY, max_batch=8)
+    for k, c in ctx.items():
+        [ref] = generate(fresh, [Request(k, c, 5)])
+        assert out[k].token_ids == ref.token_ids
+        assert max(abs(a - b) for a, b in zip(out[k].logprobs, ref.logprobs)) < 1e-4
+
+
+def generate_keep(engine, todo: dict) -> dict:
+    """Run {key: (prompt, n)} to completion without releasing the rows: {key: new token ids}."""
+    for k, (p, n) in todo.items():
+        engine.submit(Request(k, p, n))
+    done = {}
+    while engine.has_work():
+        done.update({c.key: c.token_ids for c in engine.step()})
+    return done
+
+
 def test_sampling_depends_only_on_seed_and_position(tiny_pair):
     engine = HFEngine(tiny_pair[0], Sampling(temperature=1.0, top_p=1.0, top_k=0), max_batch=3)
     p = engine.tokenizer.encode("Tom has")

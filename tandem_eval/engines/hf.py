@@ -1,10 +1,16 @@
 """HF transformers engine: the reference backend (CPU default), with continuous batching.
 
-Each engine owns one model and a KV row store with one row per live trace. A step runs at most two
-forward passes: one "catch-up" prefill for traces that arrived with several unseen tokens (their
-prompt, or the tokens the other model wrote since this model last saw the trace) and one decode
-pass for traces that need a single token. Traces join and leave between steps, so neither model
-waits for the other's stragglers.
+Each engine owns one model and a KV row store with one row per trace it has seen. A step runs one
+forward pass over up to `max_batch` traces, packed into a single sequence: traces that need one
+token (decode) or a few (a short catch-up) side by side with prefills of any length (a prompt, or
+the paragraph the other model wrote since this model last saw the trace: the "catch-up"), the
+longest split over steps (chunked prefill). Traces join and leave between steps, so neither model
+waits for the other's stragglers, and a catch-up never costs a forward of its own.
+
+The rows of the short feeds are kept in contiguous slots of the store (`_compact` swaps the rows of
+traces that just came back into the front slots, about one row copy per handoff), so attention
+reads their keys as a view; each long feed attends to its own row, also a view. No step gathers
+the cache of non-contiguous rows.
 
 Rows have different lengths, so generation bypasses transformers' cache and mask logic, through
 public APIs only: the model's attention runs a function registered with transformers'
@@ -12,7 +18,7 @@ public APIs only: the model's attention runs a function registered with transfor
 with `use_cache=False`, explicit per-row `position_ids` (RoPE) and a `_Rows` context passed as the
 `tandem_rows` keyword, which transformers hands to every attention layer. With it, attention
 writes the forward's new keys/values into the row store at each row's own positions (keyed by
-`module.layer_idx`, shapes taken from the keys, so layers may differ), gathers each row's past and
+`module.layer_idx`, shapes taken from the keys, so layers may differ), reads each row's past and
 attends with a causal mask built from those positions, a sliding window when the layer passes
 `sliding_window`, logit soft-capping when it passes `softcap`, and grouped-query heads. Without
 the context (teacher forcing, the trainer's own training forward on the same model object) it is
@@ -28,6 +34,7 @@ engine checks once that its row path reproduces the model's own forward.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +49,7 @@ from ..models import ModelError
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 from .sampling import sample_at_positions
 
-MERGE_TOKENS = 4  # catch-ups this short join the decode forward
-PREFILL_PATIENCE = 4  # steps a long catch-up may wait for others to batch with
+MERGE_TOKENS = 4  # feeds this short share one batched, padded attention call (decode, word handoffs)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ATTENTION = "tandem_rows"  # registered attention names: ATTENTION + "_" + the model's original
 _LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
@@ -105,6 +111,15 @@ class _RowStore:
                 cache[i] = grown
         self.rows, self.length = new_rows, new_len
 
+    def swap(self, a: int, b: int, length: int) -> None:
+        """Exchange the first `length` positions of rows a and b in every layer."""
+        if length <= 0:
+            return
+        src, dst = torch.tensor([b, a]), torch.tensor([a, b])
+        for cache in (self.k, self.v):
+            for t in cache.values():
+                t[dst, :, :length] = t[src, :, :length]  # the right side is a copy: a safe swap
+
     def layer(self, idx: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if idx not in self.k:
             shape = (self.rows, like.shape[1], self.length, like.shape[3])
@@ -114,40 +129,81 @@ class _RowStore:
 
 
 class _Rows:
-    """One engine forward, shared by every attention layer: rows `slots` [R] are fed queries at
-    absolute positions `pos` [R, q] (padding included); keys 0..length-1 of each row are visible."""
+    """One packed engine forward, shared by every attention layer. The model sees one sequence
+    [1, T] of real tokens only: first the short feeds (`short_lens[r]` tokens each, at most
+    MERGE_TOKENS), their rows at slots `short_slots` (contiguous after `_compact`, so their keys are a
+    view of the store), attended together with their queries padded to `q_short` inside attention
+    only; then each long feed, `long` = [(slot, start, n)], attending to its own row (a view too).
+    Row r's query j sits at absolute position start_r + j; keys 0..start_r + j of its row are visible."""
 
-    def __init__(self, store: _RowStore, slots: torch.Tensor, pos: torch.Tensor, length: int):
-        self.store, self.slots, self.pos, self.length = store, slots, pos, length
-        first = int(slots[0])
-        # Contiguous rows (the common solo case) are a view, not a gather copy.
-        self.contiguous = bool(torch.equal(slots, torch.arange(first, first + len(slots), device=slots.device)))
-        self._masks: dict[int | None, torch.Tensor] = {}
+    def __init__(self, store: _RowStore, short_slots: list[int], short_starts: list[int], short_lens, long, device):
+        self.store, self.n_short, self.long = store, len(short_slots), long
+        self.q_short = max(short_lens, default=0)
+        self.n_short_tokens = sum(short_lens)
+        j = torch.arange(self.q_short, device=device)
+        self.short_pos = torch.tensor(short_starts, device=device, dtype=torch.long)[:, None] + j[None, :]
+        self.short_len = int(self.short_pos.max()) + 1 if short_slots else 0
+        a = short_slots[0] if short_slots else 0
+        self.short_view = short_slots == list(range(a, a + len(short_slots)))  # else gather (rows not compacted)
+        self.short_slots = torch.tensor(short_slots, device=device, dtype=torch.long)
+        real = torch.tensor(
+            [n > i for n in short_lens for i in range(self.q_short)], device=device, dtype=torch.bool
+        ).view(-1)
+        # where each packed short token sits in the padded [R * q_short] grid (None: no padding)
+        self.grid = None if bool(real.all()) else real.nonzero().view(-1)
+        pos = [self.short_pos.flatten()[real]] + [torch.arange(st, st + n, device=device) for _, st, n in long]
+        slot = [self.short_slots.repeat_interleave(self.q_short)[real]] + [
+            torch.full((n,), sl, device=device, dtype=torch.long) for sl, _, n in long
+        ]
+        self.pos, self.slot = torch.cat(pos), torch.cat(slot)  # [T]: each query's position and row
+        self._masks: dict[tuple, torch.Tensor] = {}
 
-    def kv(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write this forward's keys/values [R, H, q, D] at each row's positions; return [R, H, length, D]."""
-        out = []
-        for full, new in zip(self.store.layer(layer, key), (key, value)):
-            # rows x positions advanced indexing wants [R, q, H, D]
-            full[self.slots[:, None], :, self.pos] = new.transpose(1, 2).to(full.dtype)
-            if self.contiguous:
-                a = int(self.slots[0])
-                out.append(full[a : a + len(self.slots), :, : self.length])
+    def attend(self, layer: int, query, key, value, window: int | None, scaling, softcap) -> torch.Tensor:
+        """Write this forward's keys/values ([1, Hkv, T, D]) into the store, attend; return [1, T, H, D]."""
+        k_full, v_full = self.store.layer(layer, key)
+        for full, new in ((k_full, key), (v_full, value)):
+            full[self.slot, :, self.pos] = new[0].transpose(0, 1).to(full.dtype)  # [T, Hkv, D] at (row, pos)
+        outs = []
+        if self.n_short:
+            R, q, L = self.n_short, self.q_short, self.short_len
+            qs = query[0, :, : self.n_short_tokens]  # [H, tokens, D]
+            if self.grid is not None:  # pad queries to q per row (padding sits after real queries)
+                padded = qs.new_zeros((qs.shape[0], R * q, qs.shape[2]))
+                padded[:, self.grid] = qs
+                qs = padded
+            qs = qs.unflatten(1, (R, q)).transpose(0, 1)  # [R, H, q, D]
+            if self.short_view:
+                a = int(self.short_slots[0])
+                ks, vs = k_full[a : a + R, :, :L], v_full[a : a + R, :, :L]
             else:
-                out.append(full[self.slots, :, : self.length])
-        return out[0], out[1]
+                ks, vs = k_full[self.short_slots, :, :L], v_full[self.short_slots, :, :L]
+            out = _attend(qs, ks, vs, self._mask(None, window), scaling, softcap).flatten(0, 1)
+            outs.append(out if self.grid is None else out[self.grid])
+        offset = self.n_short_tokens
+        for i, (slot, start, n) in enumerate(self.long):
+            ql = query[:, :, offset : offset + n]
+            kl, vl = k_full[slot : slot + 1, :, : start + n], v_full[slot : slot + 1, :, : start + n]
+            outs.append(_attend(ql, kl, vl, self._mask(i, window), scaling, softcap)[0])
+            offset += n
+        return torch.cat(outs)[None]
 
-    def mask(self, window: int | None) -> torch.Tensor:
-        """Bool [R, 1, q, length]: query (r, j) sees keys at positions <= its own, and with a sliding
-        window only the last `window` of them (transformers' rule: kv > q - window). Padding
-        queries sit after every real query, so the keys they write stay hidden from real ones."""
-        if window not in self._masks:
-            keys = torch.arange(self.length, device=self.pos.device)[None, None, :]
-            allowed = keys <= self.pos[:, :, None]
+    def _mask(self, part: int | None, window: int | None) -> torch.Tensor:
+        """Bool [R, 1, q, length] for the short block (part None) or long feed `part`: a query sees
+        keys at positions <= its own, and with a sliding window only the last `window` of them
+        (transformers' rule: kv > q - window). Padding queries (short block) sit after their row's
+        real queries; they write no keys and their outputs are dropped."""
+        if (part, window) not in self._masks:
+            if part is None:
+                pos = self.short_pos
+            else:
+                _, start, n = self.long[part]
+                pos = torch.arange(start, start + n, device=self.pos.device)[None]
+            keys = torch.arange(int(pos.max()) + 1, device=pos.device)[None, None, :]
+            allowed = keys <= pos[:, :, None]
             if window is not None:
-                allowed &= keys > self.pos[:, :, None] - window
-            self._masks[window] = allowed[:, None]
-        return self._masks[window]
+                allowed &= keys > pos[:, :, None] - window
+            self._masks[(part, window)] = allowed[:, None]
+        return self._masks[(part, window)]
 
 
 def _attend(query, key, value, mask, scaling, softcap, dropout: float = 0.0, training: bool = False):
@@ -202,8 +258,7 @@ def _row_attention(original: str):
         **kwargs,
     ):
         if tandem_rows is not None:
-            key, value = tandem_rows.kv(module.layer_idx, key, value)
-            return _attend(query, key, value, tandem_rows.mask(sliding_window), scaling, softcap), None
+            return tandem_rows.attend(module.layer_idx, query, key, value, sliding_window, scaling, softcap), None
         if original == "eager" or (original == "sdpa" and softcap is not None):
             return _attend(query, key, value, attention_mask, scaling, softcap, dropout, module.training), None
         return ALL_ATTENTION_FUNCTIONS[original](
@@ -254,10 +309,9 @@ class _Row:
 class _Live:
     req: Request
     row: _Row
-    pending: list[int]  # tokens to feed in the next forward
+    pending: list[int]  # tokens to feed next (a long one over several forwards)
     new_tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    waited: int = 0  # steps spent waiting for a catch-up prefill
 
 
 class HFEngine:
@@ -304,11 +358,13 @@ class HFEngine:
         # attention ignores it (it masks from positions).
         self._no_mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)
         self._rows: dict[Hashable, _Row] = {}
-        self._free: list[int] = []
+        self._owner: dict[int, _Row] = {}  # slot -> the row held there (absent: free)
         self._live: dict[Hashable, _Live] = {}
-        # cheap counters for benchmarks: forwards, rows fed (sum over forwards), real tokens fed,
-        # padded query slots (rows x longest feed) and tokens generated
-        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "query_slots", "generated"), 0)
+        # cheap counters for benchmarks: forwards, rows fed (sum over forwards), tokens fed, tokens
+        # generated, catch-up tokens (fed on a trace's return beyond the one token a decode step
+        # feeds), row swaps, and forwards that had to gather non-contiguous rows (0 unless rows the
+        # engine does not own are fed)
+        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers"), 0)
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
 
@@ -318,14 +374,14 @@ class HFEngine:
             raise ValueError(f"trace {request.key!r} already has a live request")
         if request.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
-        row = self._rows.get(request.key)
-        if row is None:
-            row = self._rows[request.key] = _Row(self._alloc())
+        row = self._rows.get(request.key) or self._new_row(request.key)
         ctx = request.token_ids
         keep = len(row.tokens)
         if ctx[:keep] != row.tokens:  # not an extension of what we cached: recompute
             keep = 0
         keep = min(keep, len(ctx) - 1)  # the last token is always fed to get fresh logits
+        if keep:
+            self.stats["catchup"] += len(ctx) - keep - 1
         del row.tokens[keep:]
         self._live[request.key] = _Live(request, row, list(ctx[keep:]))
 
@@ -336,12 +392,12 @@ class HFEngine:
         self._live.pop(key, None)
         row = self._rows.pop(key, None)
         if row is not None:
-            self._free.append(row.slot)
+            del self._owner[row.slot]
 
     def close(self) -> None:
         self._live.clear()
         self._rows.clear()
-        self._free.clear()
+        self._owner.clear()
         self._store = _RowStore(rows=max(8, self.max_batch))
         if self._original_attention is not None:  # hand the (trainer's) model back as it came
             self.model.set_attn_implementation(self._original_attention)
@@ -349,81 +405,99 @@ class HFEngine:
 
     @torch.inference_mode()
     def step(self) -> list[Completion]:
-        """One decode forward over up to max_batch traces, plus (sometimes) one batched prefill.
+        """One packed forward over up to max_batch traces (oldest requests first): decode rows,
+        short catch-ups and prefills together, so a catch-up costs no forward of its own.
 
-        Short catch-ups (<= MERGE_TOKENS unseen tokens, e.g. a word-schedule handoff) ride in the
-        decode forward, padded. Long ones (a prompt, a paragraph the other model wrote) are
-        prefilled together once enough of them wait, or when one has waited PREFILL_PATIENCE
-        steps, or when nothing else is runnable: on small models a forward costs about the same
-        whatever its size, so fewer, fuller forwards mean more tokens per second.
+        Prefill tokens per forward are capped by `prefill_tokens`: a feed that does not fit is fed in
+        chunks over the next steps and samples once its last chunk is in.
         """
-        live = list(self._live.values())
-        short = [lv for lv in live if len(lv.pending) <= MERGE_TOKENS][: self.max_batch]
-        long = [lv for lv in live if len(lv.pending) > MERGE_TOKENS]
-        for lv in long:
-            lv.waited += 1
-        groups = [short] if short else []
-        if long and (
-            not short or len(long) >= max(1, self.max_batch // 4) or max(lv.waited for lv in long) >= PREFILL_PATIENCE
-        ):
-            groups = self._chunks(long[: self.max_batch]) + groups
-        done = []
-        for group in groups:
-            logits = self._forward([lv.row for lv in group], [lv.pending for lv in group])
-            done += self._sample(group, logits)
-        return done
+        group = list(self._live.values())[: self.max_batch]
+        short = [lv for lv in group if len(lv.pending) <= MERGE_TOKENS]
+        budget = self.prefill_tokens - len(short) * max((len(lv.pending) for lv in short), default=0)
+        feeds = {id(lv): lv.pending for lv in short}
+        for lv in group:
+            if len(lv.pending) > MERGE_TOKENS and (budget > 0 or not feeds):
+                feeds[id(lv)] = lv.pending[: max(budget, 1)]
+                budget -= len(feeds[id(lv)])
+        fed = [lv for lv in group if id(lv) in feeds]
+        logits = self._forward([lv.row for lv in fed], [feeds[id(lv)] for lv in fed])
+        whole = []
+        for i, lv in enumerate(fed):
+            n = len(feeds[id(lv)])
+            if n < len(lv.pending):  # a chunk of a long prefill: more next step, nothing to sample yet
+                lv.pending = lv.pending[n:]
+            else:
+                whole.append(i)
+        return self._sample([fed[i] for i in whole], logits[whole]) if whole else []
 
     # ---- internals ------------------------------------------------------------------------
-    def _alloc(self) -> int:
-        if self._free:
-            return self._free.pop()
-        slot = len(self._rows) + len(self._free)
-        used = {r.slot for r in self._rows.values()}
-        while slot in used:
-            slot += 1
-        return slot
+    def _new_row(self, key: Hashable) -> _Row:
+        """A row for trace `key` in the lowest free slot."""
+        slot = next(s for s in itertools.count() if s not in self._owner)
+        row = self._rows[key] = self._owner[slot] = _Row(slot)
+        return row
 
-    def _chunks(self, group: list[_Live]) -> list[list[_Live]]:
-        """Split prefill rows so each padded forward stays under `prefill_tokens`."""
-        group = sorted(group, key=lambda lv: len(lv.pending))
-        out, cur = [], []
-        for lv in group:
-            if cur and (len(cur) + 1) * len(lv.pending) > self.prefill_tokens:
-                out.append(cur)
-                cur = []
-            cur.append(lv)
-        return out + ([cur] if cur else [])
+    def _compact(self, rows: list[_Row]) -> None:
+        """Move `rows` into slots 0..len(rows)-1, swapping with whatever holds those slots, so one
+        view of the store holds their keys. Only rows that changed hands since the last forward move
+        (about one swap per handoff), instead of a gather of every row's cache in every layer of
+        every forward. Rows the engine does not own (its self-check) are left where they are."""
+        n = len(rows)
+        if any(self._owner.get(r.slot) is not r for r in rows):
+            return
+        inside = {r.slot for r in rows if r.slot < n}
+        holes = (s for s in range(n) if s not in inside)
+        for r in rows:
+            if r.slot < n:
+                continue
+            hole, old = next(holes), r.slot
+            other = self._owner.pop(hole, None)
+            self._store.swap(hole, old, max(len(r.tokens), len(other.tokens) if other else 0))
+            del self._owner[old]
+            if other is not None:
+                other.slot, self._owner[old] = old, other
+            r.slot, self._owner[hole] = hole, r
+            self.stats["swaps"] += 1
 
     def _forward(self, rows: list[_Row], feeds: list[list[int]]) -> torch.Tensor:
-        """Feed `feeds[i]` after `rows[i]`'s cached tokens; return last-position logits [R, V]."""
-        R, q = len(rows), max(len(f) for f in feeds)
-        starts = torch.tensor([len(r.tokens) for r in rows], device=self.device)
-        ids = torch.zeros((R, q), dtype=torch.long, device=self.device)
-        for i, f in enumerate(feeds):
-            ids[i, : len(f)] = torch.tensor(f)
-        j = torch.arange(q, device=self.device)
-        pos = starts[:, None] + j[None, :]  # [R, q] absolute positions (right padding included)
-        length = int(starts.max()) + q
-        self._store.ensure(max(r.slot for r in rows) + 1, length)
-        slots = torch.tensor([r.slot for r in rows], device=self.device)
+        """Feed `feeds[i]` after `rows[i]`'s cached tokens in one packed forward; return each feed's
+        last-position logits [R, V], in `rows` order."""
+        short = [i for i, f in enumerate(feeds) if len(f) <= MERGE_TOKENS]
+        long = [i for i, f in enumerate(feeds) if len(f) > MERGE_TOKENS]
+        q_short = max((len(feeds[i]) for i in short), default=0)
+        length = max(len(r.tokens) + (q_short if i in short else len(f)) for i, (r, f) in enumerate(zip(rows, feeds)))
+        self._store.ensure(max(len(self._owner), max(r.slot for r in rows) + 1), length)
+        self._compact([rows[i] for i in short])
+        short.sort(key=lambda i: rows[i].slot)  # query block r reads store row first + r
         if not self.model.config._attn_implementation.startswith(ATTENTION):  # another engine closed
             self._original_attention = _switch_attention(self.model)
+        ctx = _Rows(
+            self._store,
+            [rows[i].slot for i in short],
+            [len(rows[i].tokens) for i in short],
+            [len(feeds[i]) for i in short],
+            [(rows[i].slot, len(rows[i].tokens), len(feeds[i])) for i in long],
+            self.device,
+        )
+        ids, last = [], [0] * len(rows)
+        for i in short + long:  # real tokens only: short feeds are padded inside attention, not here
+            last[i] = len(ids) + len(feeds[i]) - 1
+            ids += feeds[i]
         hidden = self._decoder(
-            input_ids=ids,
+            input_ids=torch.tensor([ids], device=self.device),
             attention_mask=self._no_mask,
-            position_ids=pos,
+            position_ids=ctx.pos[None],
             use_cache=False,
-            tandem_rows=_Rows(self._store, slots, pos, length),
-        ).last_hidden_state
-        last = torch.tensor([len(f) - 1 for f in feeds], device=self.device)
+            tandem_rows=ctx,
+        ).last_hidden_state[0]
         for r, f in zip(rows, feeds):
             r.tokens.extend(f)
         st = self.stats
         st["forwards"] += 1
-        st["rows"] += R
+        st["rows"] += len(rows)
         st["tokens_fed"] += sum(map(len, feeds))
-        st["query_slots"] += R * q
-        return self._logits(hidden[torch.arange(R), last])[:, : self.vocab_size]
+        st["gathers"] += ctx.n_short > 1 and not ctx.short_view  # rows not compacted: a per-layer copy
+        return self._logits(hidden[torch.tensor(last, device=self.device)])[:, : self.vocab_size]
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits from final hidden states, with the output processing some families apply

@@ -120,6 +120,7 @@ def _benchmark_files(root: Path) -> None:
 def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
     """Complete synthetic run folders (tests/run_fixtures.py, no generation), each damaged one way
     after COMPLETE was written; plus shard outputs merge must refuse and a folder another process holds."""
+    import fcntl
     import os
     import socket
 
@@ -173,8 +174,9 @@ def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
 
     held = root / "locked" / "solo"  # a folder a live process (this one) is writing
     held.mkdir(parents=True)
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}
-    (held / ".lock").write_text(json.dumps(me))
+    fd = os.open(held / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held until the test process exits (the fd is never closed)
+    os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}).encode())
     out["locked"] = str(held.parent)
     return out
 

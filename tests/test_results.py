@@ -6,11 +6,6 @@ tests/test_pipeline.py. Run: .venv/bin/python -m pytest tests/test_results.py -q
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import pandas as pd
 import pytest
@@ -164,53 +159,6 @@ def test_merge_refuses_a_truncated_shard_and_merges_good_ones(tmp_path):
     _drop_rows(parts[1].samples_path, 1)
     msg = _one_line_exit_2(["merge", str(tmp_path)])
     assert "shard-1-of-2/solo/samples.parquet was changed or truncated" in msg
-
-
-# ---- the writer lock -----------------------------------------------------------------------------
-def test_held_lock_is_refused_naming_the_holder(tmp_path):
-    rf = RunFolder(tmp_path / "run")
-    code = (
-        "import sys, time; from tandem_eval.results import RunFolder\n"
-        f"with RunFolder({str(rf.path)!r}).lock():\n    print('held', flush=True); time.sleep(30)\n"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunFolderError, match=f"PID {holder.pid} on {socket.gethostname()}") as e:
-            with rf.lock():
-                pass
-        assert str(rf.lock_path) in str(e.value)  # how to break it
-    finally:
-        holder.kill()
-        holder.wait()
-    with rf.lock():  # its holder is dead now: the stale lock is broken
-        assert json.loads(rf.lock_path.read_text())["pid"] == os.getpid()
-    assert not rf.lock_path.exists()
-
-
-def test_stale_lock_of_dead_process_is_broken(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    rf = RunFolder(tmp_path / "run")
-    rf.path.mkdir()
-    rf.lock_path.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "then"}))
-    with rf.lock():
-        assert json.loads(rf.lock_path.read_text())["pid"] == os.getpid()
-    rf.lock_path.write_text(json.dumps({"pid": dead.pid, "host": "another-host", "started": "then"}))
-    with pytest.raises(RunFolderError, match="another-host"):  # a PID of another host cannot be checked
-        with rf.lock(wait_s=0.3):
-            pass
-
-
-def test_lock_in_same_process_is_exclusive(tmp_path):
-    rf = RunFolder(tmp_path / "run")
-    with rf.lock():
-        t0 = time.monotonic()
-        with pytest.raises(RunFolderError, match=f"PID {os.getpid()}"):
-            with RunFolder(rf.path).lock(wait_s=0.4):
-                pass
-        assert time.monotonic() - t0 >= 0.4
-    assert not rf.lock_path.exists()
 
 
 # ---- solo reuse by handoff -----------------------------------------------------------------------

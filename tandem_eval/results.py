@@ -48,7 +48,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, to_dict
+from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, inputs_diff, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class RunFolder:
         if self.config_path.exists():
             old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
             if old["fingerprint"] != cfg.fingerprint():
-                diff = _diff(old["config"], to_dict(cfg))
+                diff = config_diff(old["config"], to_dict(cfg))
                 raise RunFolderError(
                     f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
                 )
@@ -585,11 +585,12 @@ def _table_record(path: Path) -> dict:
             f"{path} is not a readable parquet file ({type(e).__name__}: truncated or damaged); restore it, or "
             "delete the run folder and rerun the command that wrote it"
         ) from None
-    digest = hashlib.sha256()
+    return {"rows": int(rows), "sha256": sha256_file(path)}
+
+
+def sha256_file(path: Path) -> str:
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return {"rows": int(rows), "sha256": digest.hexdigest()}
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _read_parquet(path: Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
@@ -628,9 +629,12 @@ def _same_file(fd: int, path: Path) -> bool:
     return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
 
 
-def _diff(old: dict, new: dict) -> str:
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k != "label")
-    return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3]) or "different fingerprint"
+def config_diff(old: dict, new: dict) -> str:
+    """The first differences between two stored configs, changed benchmark files named first."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
+    parts = inputs_diff(old.get("inputs"), new.get("inputs"))
+    parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
+    return ", ".join(parts[:3]) or "different fingerprint"
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:

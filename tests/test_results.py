@@ -220,3 +220,96 @@ def test_allowed_solo_mismatch_is_recorded_in_the_handoff_run(tiny_pair, tmp_pat
     assert record["allow_solo_mismatch"] is True and record["path"] == str(solo.path.resolve())
     assert any(d.startswith("senior (") for d in record["differs"]) and "seed (0 vs 5)" in record["differs"]
     assert tax["macro"]["pass@1"]["n_problems"] == 1
+
+
+# ---- inputs by content: an edited benchmark file is another run -----------------------------------
+def _bench(path, n_rows, edit=""):
+    rows = [{"problem": f"What is {i} + {i}?{edit}", "answer": str(2 * i)} for i in range(n_rows)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_solo(tiny_pair):
+    """A cheap solo config on a local benchmark file (1 sample of 4 tokens per problem) and its engines."""
+    from tandem_eval.config import Sampling
+    from tandem_eval.pipeline import open_engines
+
+    cfg = EvalConfig(senior=ModelSpec(tiny_pair[0]), n=1, ks=(1,), sampling=Sampling(max_new_tokens=4), batch_size=8)
+    engines = open_engines(cfg)
+    yield cfg, engines
+    for e in engines.values():
+        e.close()
+
+
+def _on(cfg, bench, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cfg, benchmarks=(str(bench),), **kw)
+
+
+def test_resume_after_the_benchmark_file_changed_is_refused_naming_it(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), run = tiny_solo, tmp_path / "o" / "solo"
+    bench = _bench(tmp_path / "b.jsonl", 6)
+    cfg = _on(cfg, bench)
+
+    class Killed(Exception):
+        pass
+
+    def kill(n):
+        raise Killed
+
+    with pytest.raises(Killed):
+        run_eval(cfg, run, engines, progress=False, flush_every=2, on_flush=kill)
+    shards = sorted((run / "shards").iterdir())
+    assert len(shards) == 1
+    _bench(bench, 6, edit=" (edited)")
+    with pytest.raises(RunFolderError, match=f"benchmark file {bench} \\(content changed"):
+        run_eval(cfg, run, engines, progress=False, flush_every=2)
+    assert sorted((run / "shards").iterdir()) == shards  # nothing mixed in
+    msg = _one_line_exit_2(
+        [
+            "solo",
+            "--senior",
+            cfg.senior.path,
+            "--benchmark",
+            str(bench),
+            "--n",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+        ]
+    )
+    assert f"benchmark file {bench}" in msg
+    _bench(bench, 6)  # the original content again: the run resumes and finishes with one version only
+    rf = run_eval(cfg, run, engines, progress=False)
+    assert len(rf.load_samples()) == 6 and not rf.load_samples().problem.str.contains("edited").any()
+
+
+def test_merge_refuses_shards_that_saw_different_problem_lists(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 6)
+    for i, rows in ((0, 6), (1, 10)):  # the file grew between the shards
+        _bench(bench, rows)
+        run_eval(_on(cfg, bench, num_shards=2, shard_index=i), tmp_path / "m" / f"shard-{i}-of-2" / "solo", engines)
+    msg = _one_line_exit_2(["merge", str(tmp_path / "m")])
+    assert f"benchmark file {bench} (content changed" in msg
+    assert not (tmp_path / "m" / "solo").exists()
+
+
+def test_solo_reuse_refuses_a_solo_run_of_an_edited_benchmark(tiny_pair, tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (solo_cfg_, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 2)
+    solo = run_eval(_on(solo_cfg_, bench), tmp_path / "solo", engines, progress=False)
+    _bench(bench, 2, edit=" (edited)")
+    cfg = _on(handoff_cfg(tiny_pair[0], tiny_pair[1], n=1, ks=(1,), sampling=solo_cfg_.sampling), bench)
+    with pytest.raises(RunFolderError, match=f"differs in benchmark file {bench} \\(content changed"):
+        run_handoff(cfg, tmp_path / "out", solo_run=solo.path, progress=False)
+    assert not (tmp_path / "out").exists()

@@ -69,10 +69,10 @@ def _run_senior(rf) -> str:
 def _solo_run(run: Path | None, senior: str | None, out: Path | None, gen: dict, label: str | None = None):
     """The senior's complete solo run: --run as given, else produced or reused under --out."""
     from .lens import LensError
-    from .results import require_complete
+    from .results import verify_run
 
     if run is not None:
-        rf = require_complete(run)
+        rf = verify_run(run, allow_unrecorded=True)  # this command rewrites (or --adopt records) its own table
         cfg = rf.config()["config"]
         if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
             raise LensError(
@@ -174,6 +174,14 @@ JuniorLabelOpt = Annotated[
         help="Name of the junior's outputs (RUN/lens/LABEL/); default: the junior checkpoint's folder name.",
     ),
 ]
+AdoptOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adopt",
+        help="Record the table an interrupted run of this command wrote but did not record, as it is "
+        "(checked: one row per sample), instead of scoring again.",
+    ),
+]
 IncludeEosOpt = Annotated[
     bool,
     typer.Option(
@@ -200,6 +208,7 @@ def legibility_cmd(
     include_eos: IncludeEosOpt = False,
     label: LabelOpt = None,
     allow_vocab_mismatch: AllowVocabOpt = False,
+    adopt: AdoptOpt = False,
 ):
     """Legibility: the junior's per-token NLL (nats/token) of the senior's solo CoTs. Lower = more legible."""
     from .lens import LensOptions
@@ -213,7 +222,7 @@ def legibility_cmd(
         include_eos=include_eos,
     )
     gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
-    _run_lens("legibility", senior, junior, run, out, gen, dtype, opts, junior_label, label)
+    _run_lens("legibility", senior, junior, run, out, gen, dtype, opts, junior_label, label, adopt)
 
 
 def drift_cmd(
@@ -233,13 +242,14 @@ def drift_cmd(
     junior_label: JuniorLabelOpt = None,
     include_eos: IncludeEosOpt = False,
     label: LabelOpt = None,
+    adopt: AdoptOpt = False,
 ):
     """Drift: KL(senior || junior) of next-token distributions along the senior's solo CoTs (nats/token)."""
     from .lens import LensOptions
 
     opts = LensOptions(chunk=chunk, bins=bins, batch_tokens=batch_tokens, n_boot=n_boot, include_eos=include_eos)
     gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine}
-    _run_lens("drift", senior, junior, run, out, gen, dtype, opts, junior_label, label)
+    _run_lens("drift", senior, junior, run, out, gen, dtype, opts, junior_label, label, adopt)
 
 
 def _run_lens(
@@ -253,16 +263,17 @@ def _run_lens(
     opts,
     junior_label: str | None,
     label: str | None,
+    adopt: bool = False,
 ) -> None:
-    """Score the senior's solo CoTs (`run`, else a solo run made from `gen` under `out`) with the junior."""
+    """Score the senior's solo CoTs (`run`, else a solo run made from `gen` under `out`) with the junior;
+    adopt: record the table an earlier run of this command wrote but did not record, instead."""
     from . import lens
     from .lens import LensError
-    from .models import load_tokenizer
-    from .results import require_complete
+    from .results import check_write_target, verify_run
 
     if run is None and senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
-    senior_spec = senior or _run_senior(require_complete(run))
+    senior_spec = senior or _run_senior(verify_run(run, allow_unrecorded=True))
     junior_spec = _junior_spec(junior, senior_spec)
     junior_path = _model_path(junior_spec, "junior")
     jlabel = lens.junior_label(junior_label or junior_spec)
@@ -271,35 +282,13 @@ def _run_lens(
     samples = rf.load_samples()
     if samples.empty:
         raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
-    senior_tok, junior_tok = (load_tokenizer(p) for p in (senior_path, junior_path))
-    if not lens.vocab_matches(senior_tok, junior_tok):
-        if kind == "drift":
-            lens.require_shared_vocab(senior_tok, junior_tok)
-        if not opts.allow_vocab_mismatch:
-            raise LensError(
-                "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in bits "
-                "per byte of the CoT text instead of nats per shared token"
-            )
-    # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
-    max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
-    limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
+    table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
+    check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
+    if adopt:
+        per_sample = _adopted(rf, table, samples)
+    else:
+        per_sample = _score(kind, samples, senior_path, junior_path, gen["engine"], dtype, opts)
     engine = gen["engine"]
-    j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
-    s_engine = None
-    try:
-        if kind == "drift" and engine == "hf":
-            s_engine = _engine("hf", senior_path, dtype, max_len)
-        with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs") as advance:
-            if kind == "legibility":
-                per_sample = lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
-            else:
-                per_sample = lens.drift(
-                    samples, j_engine, senior=s_engine, senior_tok=senior_tok, opts=opts, progress=advance
-                )
-    finally:
-        for e in (j_engine, s_engine):
-            if e is not None:
-                e.close()
     extra = {
         "junior": str(junior_path),
         "junior_label": jlabel,
@@ -325,13 +314,74 @@ def _run_lens(
         metrics, curves = lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
     summary = lens.summarize(per_sample, metrics, curves, opts, extra)
     # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
-    path = rf.write_table(f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet", per_sample)
+    if adopt:
+        rf.register_table(table)
+        path = rf.path / table
+    else:
+        path = rf.write_table(table, per_sample)
     by_junior = rf.metrics().get("lens", {})
     by_junior.setdefault(jlabel, {})[kind] = summary  # other juniors' and kinds' entries stay
     rf.update_metrics({"lens": by_junior})
     primary = extra.get("primary", "kl_exact" if "kl_exact" in summary else "kl_k1")
     _print_summary(summary, primary, f"{kind} ({jlabel}): {primary}")
     typer.echo(f"wrote {path} and {rf.metrics_path} [lens.{jlabel}.{kind}]")
+
+
+def _score(kind: str, samples, senior_path: Path, junior_path: Path, engine: str, dtype: str, opts):
+    """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT."""
+    from . import lens
+    from .lens import LensError
+    from .models import load_tokenizer
+
+    senior_tok, junior_tok = (load_tokenizer(p) for p in (senior_path, junior_path))
+    if not lens.vocab_matches(senior_tok, junior_tok):
+        if kind == "drift":
+            lens.require_shared_vocab(senior_tok, junior_tok)
+        if not opts.allow_vocab_mismatch:
+            raise LensError(
+                "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in bits "
+                "per byte of the CoT text instead of nats per shared token"
+            )
+    # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
+    max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
+    limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
+    j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
+    s_engine = None
+    try:
+        if kind == "drift" and engine == "hf":
+            s_engine = _engine("hf", senior_path, dtype, max_len)
+        with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs") as advance:
+            if kind == "legibility":
+                per_sample = lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
+            else:
+                per_sample = lens.drift(
+                    samples, j_engine, senior=s_engine, senior_tok=senior_tok, opts=opts, progress=advance
+                )
+    finally:
+        for e in (j_engine, s_engine):
+            if e is not None:
+                e.close()
+    return per_sample
+
+
+def _adopted(rf, table: str, samples):
+    """--adopt: the table a lens command wrote but did not record (it was stopped in between), checked
+    to hold one row per sample of this run, to be recorded as it is instead of scored again."""
+    from .lens import LensError
+    from .results import _read_parquet
+
+    path = rf.path / table
+    if not path.exists():
+        raise LensError(f"--adopt: {path} does not exist; run the command without --adopt to compute it")
+    per_sample = _read_parquet(path, None, "run the command without --adopt to compute it again")
+    key = ["benchmark", "problem_id", "sample_idx"]
+    have = sorted(map(tuple, per_sample[key].astype(str).values.tolist()))
+    if have != sorted(map(tuple, samples[key].astype(str).values.tolist())):
+        raise LensError(
+            f"--adopt: {path} does not hold one row per sample of {rf.path}; run the command without --adopt to "
+            "compute it again"
+        )
+    return per_sample
 
 
 def compare_cmd(

@@ -313,3 +313,41 @@ def test_solo_reuse_refuses_a_solo_run_of_an_edited_benchmark(tiny_pair, tiny_so
     with pytest.raises(RunFolderError, match=f"differs in benchmark file {bench} \\(content changed"):
         run_handoff(cfg, tmp_path / "out", solo_run=solo.path, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+# ---- unrecorded tables: a lens command stopped between writing and recording --------------------
+def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted(tiny_pair, tmp_path, monkeypatch):
+    senior, junior = tiny_pair
+    solo = write_run(tmp_path / "solo", solo_cfg(senior, n=4, ks=(1, 2)), FLAGS)
+    args = ["legibility", "--run", str(solo.path), "--junior", junior, "--junior-label", "jr", "--n-boot", "50"]
+
+    def killed(self, name):
+        raise KeyboardInterrupt  # the table is on disk, COMPLETE does not record it yet
+
+    with monkeypatch.context() as m:
+        m.setattr(RunFolder, "register_table", killed)
+        assert runner.invoke(app, args).exit_code != 0
+    table = solo.path / "lens" / "jr" / "legibility.parquet"
+    assert table.exists() and "lens/jr/legibility.parquet" not in json.loads(solo.done_path.read_text())["tables"]
+    for reader in (
+        ["compare", str(solo.path), str(solo.path), "--metric", "junior_nll"],
+        ["report", str(solo.path), "--out", str(tmp_path / "rep"), "--no-figures"],
+        ["view", str(solo.path), "--out", str(tmp_path / "v.html")],
+    ):
+        assert "legibility.parquet is not recorded in" in _one_line_exit_2(reader)
+    # The rerun rewrites and records it; --adopt records the table as it is, without scoring.
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert verify_run(solo.path) and "lens/jr/legibility.parquet" in json.loads(solo.done_path.read_text())["tables"]
+    rec = json.loads(solo.done_path.read_text())
+    del rec["tables"]["lens/jr/legibility.parquet"]
+    solo.done_path.write_text(json.dumps(rec))
+    with monkeypatch.context() as m:
+        m.setattr("tandem_eval.cli_lens._score", lambda *a: pytest.fail("--adopt must not score"))
+        result = runner.invoke(app, [*args, "--adopt"])
+    assert result.exit_code == 0, result.output
+    assert verify_run(solo.path) and "jr" in RunFolder(solo.path).metrics()["lens"]
+    pd.read_parquet(table).iloc[:3].to_parquet(table, index=False)  # not one row per sample: not adoptable
+    rec["tables"].pop("lens/jr/legibility.parquet", None)
+    solo.done_path.write_text(json.dumps(rec))
+    assert "does not hold one row per sample" in _one_line_exit_2([*args, "--adopt"])

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.report.collect import Collection, Run
+from tandem_eval.results import atomic_write_text, check_write_target
 from tandem_eval.runs import load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
 
 MAX_TRACES = 1000
@@ -253,8 +254,9 @@ def write_page(
 ) -> Path:
     page = build_page(path, tokenizer_path, max_traces, junior)  # first: it checks `path`
     out = Path(out) if out else Path(path) / "view.html"
+    check_write_target(out)  # never through a planted link
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    atomic_write_text(out, page)
     return out
 
 

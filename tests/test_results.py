@@ -351,3 +351,56 @@ def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted
     rec["tables"].pop("lens/jr/legibility.parquet", None)
     solo.done_path.write_text(json.dumps(rec))
     assert "does not hold one row per sample" in _one_line_exit_2([*args, "--adopt"])
+
+
+def test_an_empty_complete_on_an_unfinished_run_resumes(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), run = tiny_solo, tmp_path / "run"
+    cfg = _on(cfg, _bench(tmp_path / "b.jsonl", 4))
+
+    def kill(n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(cfg, run, engines, progress=False, flush_every=2, on_flush=kill)
+    (run / "COMPLETE").write_text("")  # a marker with nothing in it, e.g. from a crash while writing it
+    with pytest.raises(RunFolderError, match="incomplete"):
+        verify_run(run)
+    rf = run_eval(cfg, run, engines, progress=False)
+    assert len(verify_run(rf.path).load_samples()) == 4
+
+
+def test_a_marker_without_records_is_checked_and_its_repair_resumes(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), run = tiny_solo, tmp_path / "run"
+    cfg = _on(cfg, _bench(tmp_path / "b.jsonl", 4))
+    full = run_eval(cfg, run, engines, progress=False).load_samples()
+    kept = full[full.problem_id != full.problem_id.iloc[0]]
+    kept.to_parquet(run / "samples.parquet", index=False)
+    (run / "COMPLETE").write_text("2026-11-30T04:27:21+0000\n")  # an older marker over 3 of 4 problems
+    with pytest.raises(RunFolderError, match=r"records no tables .* delete .*COMPLETE and rerun") as e:
+        verify_run(run)
+    assert "3 samples of 3 problems, metrics.json counts 4 of 4" in str(e.value)
+    (run / "COMPLETE").unlink()  # the repair the message names
+    rf = run_eval(cfg, run, engines, progress=False)
+    pd.testing.assert_frame_equal(verify_run(rf.path).load_samples(), full)
+
+
+def test_no_table_is_written_through_a_link(solo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (solo.path / "lens").symlink_to(outside)
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0]})
+    with pytest.raises(RunFolderError, match="outside the run folder"):
+        solo.write_table("lens/jr/drift.parquet", table)
+    assert list(outside.iterdir()) == []
+    (solo.path / "lens").unlink()
+    victim = tmp_path / "victim.json"
+    victim.write_text("{}")
+    solo.metrics_path.unlink()
+    solo.metrics_path.symlink_to(victim)
+    with pytest.raises(RunFolderError, match="symbolic link"):
+        solo.update_metrics({"x": 1})
+    assert victim.read_text() == "{}"

@@ -396,9 +396,16 @@ class RunFolder:
                     f"COMPLETE records {want.get('rows') if isinstance(want, dict) else want}; content hash "
                     f"differs); {regen}"
                 )
-        self._check_expected_rows(cfg, rec["tables"][self.samples_path.name]["rows"])
+        rows = rec["tables"][self.samples_path.name]["rows"]
+        self._check_expected_rows(cfg, rows)
         self._check_unrecorded(set(rec["tables"]), allow_unrecorded)
-        self.metrics()  # not hashed (lens commands add keys), but every reader and writer needs it to parse
+        # metrics.json is not hashed (lens commands and handoff add keys), but its counts must be the table's
+        n_samples = self.metrics().get("n_samples")
+        if n_samples is not None and n_samples != rows:
+            raise RunFolderError(
+                f"{self.metrics_path} counts {n_samples} samples, samples.parquet holds {rows}: it was edited; "
+                f"restore it, or {self._repair()}"
+            )
         self._verified = True
         return self
 

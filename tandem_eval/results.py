@@ -347,7 +347,7 @@ class RunFolder:
             "it holds and generating what is missing"
         )
 
-    def verify(self, complete: bool = True, allow_unrecorded: bool = False) -> RunFolder:
+    def verify(self, complete: bool = True, allow_unrecorded: bool = False, _rewriting: str = "") -> RunFolder:
         """Refuse (RunFolderError, one line) a folder whose config.json or tables changed.
 
         complete=True also requires the run to be finished. Tables recorded in COMPLETE must exist, be
@@ -356,7 +356,8 @@ class RunFolder:
         (a lens command stopped between writing and recording it) is refused, unless allow_unrecorded
         (the writers: a lens command rerun rewrites it, `--adopt` records it). A marker without records
         (legacy timestamp, or empty) is accepted only when samples.parquet holds every sample the run's
-        settings and metrics.json imply."""
+        settings and metrics.json imply. `_rewriting` (register_table) is the table being rewritten: its
+        old record and new content are not compared."""
         if not self.config_path.exists():
             raise RunFolderError(
                 f"{self.path} is not a run folder (no config.json); pass a folder written by tandem-eval solo/handoff"
@@ -385,6 +386,8 @@ class RunFolder:
         if self.samples_path.name not in rec["tables"]:
             raise RunFolderError(f"{self.done_path} does not record samples.parquet; {self._repair()}")
         for name, want in sorted(rec["tables"].items()):
+            if name == _rewriting:
+                continue
             path = self.path / name
             regen = "restore it, or delete the run folder and rerun the command that wrote it"
             if not path.exists():
@@ -398,7 +401,7 @@ class RunFolder:
                 )
         rows = rec["tables"][self.samples_path.name]["rows"]
         self._check_expected_rows(cfg, rows)
-        self._check_unrecorded(set(rec["tables"]), allow_unrecorded)
+        self._check_unrecorded(set(rec["tables"]) | {_rewriting}, allow_unrecorded)
         # metrics.json is not hashed (lens commands and handoff add keys), but its counts must be the table's
         n_samples = self.metrics().get("n_samples")
         if n_samples is not None and n_samples != rows:
@@ -494,11 +497,13 @@ class RunFolder:
         path = Path(name) if Path(name).is_absolute() else self.path / name
         check_write_target(path, self.path)
         rel = path.resolve().relative_to(self.path.resolve()).as_posix()
+        if rel == self.samples_path.name:  # only finalize seals the samples: an edited table is never re-sealed
+            raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
         if not self.is_complete():
             raise RunFolderError(f"{self.path} is incomplete (no COMPLETE marker); finish the run before adding {rel}")
         with self.lock(wait_s=30):
             self._verified = False  # another process may have changed the folder since this one verified it
-            self.verify(allow_unrecorded=True)  # never re-seal a folder that is already damaged
+            self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
             rec = self.complete_record()
             if rec is None:  # a marker without records, checked by verify: seal what passed its checks
                 fp = self.config()["fingerprint"]

@@ -123,6 +123,17 @@ def test_legacy_complete_marker_is_accepted_and_sealed_on_first_table(solo):
     assert set(rec["tables"]) == {"samples.parquet", "lens/jr/legibility.parquet"}
 
 
+def test_a_rewritten_lens_table_is_recorded_again_but_samples_never_are(solo):
+    table = pd.DataFrame({"benchmark": ["tiny"] * 2, "problem_id": ["tiny/0000"] * 2, "sample_idx": [0, 1]})
+    solo.write_table("lens/jr/drift.parquet", table)
+    RunFolder(solo.path).write_table("lens/jr/drift.parquet", table.iloc[:1])  # a rerun, by a fresh process
+    assert json.loads(solo.done_path.read_text())["tables"]["lens/jr/drift.parquet"]["rows"] == 1
+    assert verify_run(solo.path)
+    _drop_rows(solo.samples_path)
+    with pytest.raises(RunFolderError, match="cannot be registered again"):
+        RunFolder(solo.path).register_table("samples.parquet")
+
+
 def test_registered_lens_table_is_verified(solo):
     table = pd.DataFrame({"benchmark": ["tiny"] * 3, "problem_id": ["tiny/0000"] * 3, "sample_idx": [0, 1, 2]})
     path = solo.write_table("lens/jr/drift.parquet", table)

@@ -411,7 +411,10 @@ def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
             if not _same_checkpoint(a.get("path"), b.get("path")):
                 diffs.append(f"senior ({a.get('path')} vs {b.get('path')})")
         elif key == "inputs":
-            diffs += inputs_diff(a, b)
+            if a is None:  # a solo run from before inputs were hashed: the rest must match, its files cannot
+                log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
+            else:
+                diffs += inputs_diff(a, b)
         elif isinstance(a, dict) and isinstance(b, dict):
             diffs += [
                 f"{key}.{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)

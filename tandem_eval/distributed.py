@@ -107,7 +107,7 @@ def run_on_ray(
         raise ConfigError("--ray-workers/--ray-address choose the shards themselves; drop --num-shards/--shard-index")
     from .pipeline import check_solo_reuse, validate
 
-    validate(cfg, (), solo_run)  # the single-process checks, in the driver, before any task starts
+    cfg = validate(cfg, (), solo_run).cfg  # the single-process checks, in the driver, before any task starts
     record = None
     if solo_run is not None and cfg.mode == "handoff":
         record = check_solo_reuse(cfg, verify_run(solo_run), allow_solo_mismatch, "--solo-run")

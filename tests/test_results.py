@@ -6,6 +6,7 @@ tests/test_pipeline.py. Run: .venv/bin/python -m pytest tests/test_results.py -q
 """
 
 import json
+import sys
 
 import pandas as pd
 import pytest
@@ -328,6 +329,11 @@ def test_solo_reuse_refuses_a_solo_run_of_an_edited_benchmark(tiny_pair, tiny_so
 
 # ---- unrecorded tables: a lens command stopped between writing and recording --------------------
 def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted(tiny_pair, tmp_path, monkeypatch):
+    import logging
+
+    # An earlier command's log handler may hold a closed CliRunner stream (the lens commands add none).
+    for h in [h for h in logging.getLogger("tandem_eval").handlers if getattr(h, "tandem_cli", False)]:
+        monkeypatch.setattr(h, "stream", sys.stderr)
     senior, junior = tiny_pair
     solo = write_run(tmp_path / "solo", solo_cfg(senior, n=4, ks=(1, 2)), FLAGS)
     args = ["legibility", "--run", str(solo.path), "--junior", junior, "--junior-label", "jr", "--n-boot", "50"]

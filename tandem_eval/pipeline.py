@@ -410,11 +410,8 @@ def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
                 diffs.append(f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})")
             if not _same_checkpoint(a.get("path"), b.get("path")):
                 diffs.append(f"senior ({a.get('path')} vs {b.get('path')})")
-        elif key == "inputs":
-            if a is None:  # a solo run from before inputs were hashed: the rest must match, its files cannot
-                log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
-            else:
-                diffs += inputs_diff(a, b)
+        elif key == "inputs":  # nothing for a run from before inputs were hashed (check_solo_reuse warns)
+            diffs += inputs_diff(a, b)
         elif isinstance(a, dict) and isinstance(b, dict):
             diffs += [
                 f"{key}.{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
@@ -447,6 +444,8 @@ def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how
             f"{'; '.join(diffs)}. Pass the matching solo run (or a new --out), or --allow-solo-mismatch to use it "
             "anyway"
         )
+    if solo.config()["config"].get("inputs") is None:
+        log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
     return {
         "path": str(solo.path.resolve()),
         "fingerprint": solo.config()["fingerprint"],

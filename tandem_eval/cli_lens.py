@@ -75,10 +75,10 @@ def _solo_run(
 ):
     """The senior's complete solo run: --run as given, else produced or reused under --out."""
     from .lens import LensError
-    from .results import require_complete
+    from .results import verify_run
 
     if run is not None:
-        rf = require_complete(run)
+        rf = verify_run(run, allow_unrecorded=True)  # this command rewrites (or --adopt records) its own table
         cfg = rf.config()["config"]
         if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
             raise LensError(
@@ -215,6 +215,14 @@ JuniorLabelOpt = Annotated[
         help="Name of the junior's outputs (RUN/lens/LABEL/); default: the junior checkpoint's folder name.",
     ),
 ]
+AdoptOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adopt",
+        help="Record the table an interrupted run of this command wrote but did not record, as it is "
+        "(checked: one row per sample), instead of scoring again.",
+    ),
+]
 IncludeEosOpt = Annotated[
     bool,
     typer.Option(
@@ -235,6 +243,7 @@ class LensRequest:
     label: str | None = None
     chat_template: Path | None = None  # the senior's, for the solo run made without --run
     junior_chat_template: Path | None = None
+    adopt: bool = False  # record a table an earlier run wrote but did not record, instead of scoring
 
 
 def legibility_cmd(
@@ -260,6 +269,7 @@ def legibility_cmd(
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
+    adopt: AdoptOpt = False,
 ):
     """Legibility: the junior's per-token NLL (nats/token; bits/byte for a junior with another tokenizer)
     of the senior's solo CoTs. Lower = more legible."""
@@ -274,7 +284,7 @@ def legibility_cmd(
         include_eos=include_eos,
     )
     gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine, "threads": threads}
-    req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template)
+    req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template, adopt)
     _run_lens("legibility", req, gen, dtype, opts, quiet, verbose)
 
 
@@ -300,13 +310,14 @@ def drift_cmd(
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
+    adopt: AdoptOpt = False,
 ):
     """Drift: KL(senior || junior) of next-token distributions along the senior's solo CoTs (nats/token)."""
     from .lens import LensOptions
 
     opts = LensOptions(chunk=chunk, bins=bins, batch_tokens=batch_tokens, n_boot=n_boot, include_eos=include_eos)
     gen = {"benchmarks": tuple(benchmark), "n": n, "limit": limit, "engine": engine, "threads": threads}
-    req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template)
+    req = LensRequest(senior, junior, run, out, junior_label, label, chat_template, junior_chat_template, adopt)
     _run_lens("drift", req, gen, dtype, opts, quiet, verbose)
 
 
@@ -319,14 +330,14 @@ def _check_inputs(kind: str, req: LensRequest, engine: str, opts):
     from .lens import LensError
     from .models import load_tokenizer
     from .pipeline import check_model, check_template
-    from .results import require_complete
+    from .results import verify_run
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
     senior_template = read_chat_template(req.chat_template, "--chat-template")
     junior_template = read_chat_template(req.junior_chat_template, "--junior-chat-template")
     if req.run is not None:
-        run_cfg = require_complete(req.run).config()["config"]
+        run_cfg = verify_run(req.run, allow_unrecorded=True).config()  # its own table may be unrecorded["config"]
         if senior_template is not None and senior_template != run_cfg.get("chat_template"):
             raise LensError(
                 f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "
@@ -361,6 +372,7 @@ def _run_lens(kind: str, req: LensRequest, gen: dict, dtype: str, opts, quiet: b
     from .cli import setup_logging
     from .lens import LensError
     from .pipeline import use_threads
+    from .results import check_write_target
 
     setup_logging(verbose, quiet)
     engine = gen["engine"]
@@ -372,38 +384,28 @@ def _run_lens(kind: str, req: LensRequest, gen: dict, dtype: str, opts, quiet: b
     if reason:
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
     jlabel = _unique_junior_label(rf, req.junior_label, junior_spec, junior_path)
+    table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
+    check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
     senior_path = _model_path(senior_spec, "senior")
     samples = rf.load_samples()
     if samples.empty:
         raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
-    # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
-    max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
-    limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
-    use_threads(gen["threads"])
-    j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
-    s_engine = None
-    try:
-        if kind == "drift" and engine == "hf":
-            s_engine = _engine("hf", senior_path, dtype, max_len)
-        with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs", quiet) as advance:
-            if kind == "legibility":
-                per_sample = lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
-            else:
-                per_sample = lens.drift(
-                    samples, j_engine, senior=s_engine, senior_tok=senior_tok, opts=opts, progress=advance
-                )
-    finally:
-        for e in (j_engine, s_engine):
-            if e is not None:
-                e.close()
+    if req.adopt:
+        per_sample = _adopted(rf, table, samples)
+    else:
+        use_threads(gen["threads"])
+        per_sample = _score(kind, samples, (senior_path, junior_path, senior_tok), engine, dtype, opts, quiet)
     where = {"junior": str(junior_path.resolve()), "senior": str(senior_path), "engine": engine}
-    _store(kind, rf, per_sample, opts, jlabel, where)
+    _store(kind, rf, per_sample, opts, (table, req.adopt), where)
 
 
-def _store(kind: str, rf, per_sample, opts, jlabel: str, where: dict) -> None:
-    """The lens table (recorded in COMPLETE) and its summary in metrics.json; the summary printed."""
+def _store(kind: str, rf, per_sample, opts, target: tuple[str, bool], where: dict) -> None:
+    """The lens table `target` = (path in the run, adopted: already written) recorded in COMPLETE, and its
+    summary in metrics.json; the summary printed."""
     from . import lens
 
+    table, adopted = target
+    jlabel = Path(table).parent.name
     extra = {
         **where,
         "junior_label": jlabel,
@@ -433,13 +435,65 @@ def _store(kind: str, rf, per_sample, opts, jlabel: str, where: dict) -> None:
         metrics, curves = lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
     summary = lens.summarize(per_sample, metrics, curves, opts, extra)
     # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
-    path = rf.write_table(f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet", per_sample)
+    if adopted:
+        rf.register_table(table)
+        path = rf.path / table
+    else:
+        path = rf.write_table(table, per_sample)
     by_junior = rf.metrics().get("lens", {})
     by_junior.setdefault(jlabel, {})[kind] = summary  # other juniors' and kinds' entries stay
     rf.update_metrics({"lens": by_junior})
     primary = extra.get("primary", "kl_exact" if "kl_exact" in summary else "kl_k1")
     _print_summary(summary, primary, f"{kind} ({jlabel}): {primary}")
     typer.echo(f"wrote {path} and {rf.metrics_path} [lens.{jlabel}.{kind}]")
+
+
+def _score(kind: str, samples, models: tuple, engine: str, dtype: str, opts, quiet: bool):
+    """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
+    models = (senior path, junior path, senior tokenizer)."""
+    from . import lens
+
+    senior_path, junior_path, senior_tok = models
+    # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
+    max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
+    limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
+    j_engine = _engine(engine, junior_path, dtype, min(max_len, limit - 8))
+    s_engine = None
+    try:
+        if kind == "drift" and engine == "hf":
+            s_engine = _engine("hf", senior_path, dtype, max_len)
+        with _progress(len(samples), f"{kind}: {junior_path.name} reads {len(samples)} CoTs", quiet) as advance:
+            if kind == "legibility":
+                per_sample = lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
+            else:
+                per_sample = lens.drift(
+                    samples, j_engine, senior=s_engine, senior_tok=senior_tok, opts=opts, progress=advance
+                )
+    finally:
+        for e in (j_engine, s_engine):
+            if e is not None:
+                e.close()
+    return per_sample
+
+
+def _adopted(rf, table: str, samples):
+    """--adopt: the table a lens command wrote but did not record (it was stopped in between), checked
+    to hold one row per sample of this run, to be recorded as it is instead of scored again."""
+    from .lens import LensError
+    from .results import _read_parquet
+
+    path = rf.path / table
+    if not path.exists():
+        raise LensError(f"--adopt: {path} does not exist; run the command without --adopt to compute it")
+    per_sample = _read_parquet(path, None, "run the command without --adopt to compute it again")
+    key = ["benchmark", "problem_id", "sample_idx"]
+    have = sorted(map(tuple, per_sample[key].astype(str).values.tolist()))
+    if have != sorted(map(tuple, samples[key].astype(str).values.tolist())):
+        raise LensError(
+            f"--adopt: {path} does not hold one row per sample of {rf.path}; run the command without --adopt to "
+            "compute it again"
+        )
+    return per_sample
 
 
 def compare_cmd(

@@ -88,6 +88,18 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class Inputs:
+    """What a run read, by content: the SHA-256 of every benchmark file (as the run names it) and of
+    the resolved problem list before sharding (benchmark, group, id, problem, answer of each problem,
+    in order), so an edited file or a changed hub dataset is another run, and every shard of one run
+    provably saw the same problems. Filled in by tandem_eval.pipeline.validate."""
+
+    files: tuple[tuple[str, str], ...] = ()  # (benchmark file, its SHA-256); hub datasets have none
+    problems: str = ""  # SHA-256 of the resolved problem list
+    n_problems: int = 0
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Everything that determines the samples of one run folder."""
 
@@ -115,6 +127,7 @@ class EvalConfig:
     # torch CPU threads (--threads; None = the machine's cores). Out of the fingerprint: the thread
     # count changes speed, not samples, so a run resumes or is reused under any --threads.
     threads: int | None = None
+    inputs: Inputs | None = None  # the benchmarks' content (pipeline.validate fills it in; None: not hashed)
 
     def __post_init__(self):
         if self.mode == "handoff" and self.junior is None:
@@ -161,10 +174,30 @@ def fingerprint_of(config: dict) -> str:
     d = dict(config)
     for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label", "threads"):
         d.pop(k, None)
-    for key in ("chat_template", "junior_chat_template", "group"):
+    for key in ("chat_template", "junior_chat_template", "group", "inputs"):
         if d.get(key) is None:  # absent = the default; keeps older runs' fingerprints
             d.pop(key, None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
+    """How two runs' recorded inputs (config.json's "inputs") differ, naming each changed file; nothing
+    when either was not hashed (a run from before content hashes: its callers warn)."""
+    if old == new or not old or not new:
+        return []
+    a, b = dict(map(tuple, old.get("files", []))), dict(map(tuple, new.get("files", [])))
+    out = [
+        f"benchmark file {f} (content changed: sha256 {a[f][:12]} -> {b[f][:12]})"
+        for f in sorted(a.keys() & b.keys())
+        if a[f] != b[f]
+    ]
+    out += [f"benchmark file {f} (only in one run)" for f in sorted(a.keys() ^ b.keys())]
+    if not out and old.get("problems") != new.get("problems"):
+        out.append(
+            f"the resolved problem list ({old.get('n_problems')} vs {new.get('n_problems')} problems; a hub dataset "
+            "or the benchmark registry changed)"
+        )
+    return out
 
 
 def to_dict(obj) -> dict:

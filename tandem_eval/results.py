@@ -8,7 +8,7 @@ Layout of one run (a solo or handoff evaluation of one senior):
     RUN/samples.parquet    all samples, one row per (problem, sample index), written at the end
     RUN/metrics.json       summary numbers (pass@k per benchmark/group/macro, tax, legibility, drift ...)
     RUN/COMPLETE           written last: JSON {"finished", "fingerprint", "tables": {file: {"rows", "sha256"}}}
-    RUN/.lock              present while a process writes the folder: {"pid", "host", "started"}
+    RUN/.lock              present while a process writes the folder (flock held): {"pid", "host", "started"}
 
 Killing a run loses at most the unflushed traces; rerunning the same command skips every
 (problem_id, sample_idx) already in a shard. Because each trace's randomness depends only on its
@@ -30,6 +30,7 @@ samples.parquet, its shards and the lens tables are checked against their parque
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -42,12 +43,13 @@ import subprocess
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
-from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, to_dict
+from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, inputs_diff, to_dict
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +102,15 @@ class RunFolderError(ValueError):
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader sees the old file or the new one, never a part, also
+    after a power loss: the temporary file is fsynced before the rename and the folder after it.
+    The rename replaces a symbolic link at `path` rather than writing through it."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    _replace_synced(tmp, path)
 
 
 def atomic_write_json(path: Path, data) -> None:
@@ -116,8 +124,8 @@ def _json_default(o):
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    """Write `df` to `path` atomically; samples, shards and lens tables are checked against their
-    schema (tandem_eval.schemas) first, so a bad table is refused before it reaches a run folder."""
+    """Write `df` to `path` atomically (as atomic_write_text); samples, shards and lens tables are
+    checked against their schema (tandem_eval.schemas) first, so a bad table never reaches a run folder."""
     from tandem_eval.schemas import check_frame
 
     check_frame(
@@ -125,7 +133,41 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
     )
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     df.to_parquet(tmp, index=False)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _replace_synced(tmp, path)
+
+
+def _replace_synced(tmp: Path, path: Path) -> None:
+    """Rename the fsynced `tmp` onto `path`, then fsync the folder so that the rename itself is durable."""
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_write_target(path: Path, root: Path | None = None) -> None:
+    """Refuse (RunFolderError) a write that would follow a symbolic link: `path` itself a link (e.g. a
+    planted view.html), or, with `root`, a folder on the way that leads out of `root` (a linked lens/)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise RunFolderError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); nothing is written through links: remove the link, "
+            "or write elsewhere"
+        )
+    if root is not None:
+        real_root = Path(root).resolve()
+        parent = path.parent.resolve()
+        if parent != real_root and real_root not in parent.parents:
+            raise RunFolderError(
+                f"{path} would be written outside the run folder {root} (a folder on the way is a link to "
+                f"{parent}); nothing is written through links: replace the link with a real folder"
+            )
 
 
 def git_commit() -> dict:
@@ -181,8 +223,12 @@ class RunFolder:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
+            if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
+                # A run from before inputs were hashed: the same settings, but its files cannot be checked.
+                log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
+                return
             if old["fingerprint"] != cfg.fingerprint():
-                diff = _diff(old["config"], to_dict(cfg))
+                diff = config_diff(old["config"], to_dict(cfg))
                 raise RunFolderError(
                     f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
                 )
@@ -215,16 +261,23 @@ class RunFolder:
         return raw
 
     def is_complete(self) -> bool:
-        return self.done_path.exists()
+        """COMPLETE and samples.parquet are both there. A marker without samples.parquet (an empty
+        COMPLETE left by a crash, or one whose table was removed) finishes nothing: the run resumes."""
+        return self.done_path.exists() and self.samples_path.exists()
 
     def shards(self) -> list[Path]:
         return sorted(self.shard_dir.glob("part-*.parquet")) if self.shard_dir.exists() else []
 
+    def _partial_tables(self) -> list[Path]:
+        """What an unfinished run holds so far: the shards, and a samples.parquet left by a run whose
+        COMPLETE was removed or never written (its rows are kept, never generated twice)."""
+        return ([self.samples_path] if self.samples_path.exists() else []) + self.shards()
+
     def done_keys(self) -> set[tuple[str, str, int]]:
         keys = set()
-        for shard in self.shards():
+        for part in self._partial_tables():
             df = _read_parquet(
-                shard, ["benchmark", "problem_id", "sample_idx"], "delete it and rerun: its samples are generated again"
+                part, ["benchmark", "problem_id", "sample_idx"], "delete it and rerun: its samples are generated again"
             )
             keys.update(zip(df.benchmark, df.problem_id, df.sample_idx.astype(int)))
         return keys
@@ -236,25 +289,27 @@ class RunFolder:
         existing = self.shards()
         n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
         path = self.shard_dir / f"part-{n:05d}.parquet"
+        check_write_target(path, self.path)
         atomic_write_parquet(path, pd.DataFrame(rows))
         return path
 
     def load_samples(self) -> pd.DataFrame:
-        """All samples: the final parquet if complete (verified first), else the shards so far (deduplicated)."""
+        """All samples: samples.parquet of a complete run (verified first), else what an unfinished run
+        holds so far (shards and a kept samples.parquet, deduplicated)."""
         if self.is_complete():
             self.verify()
-        if self.samples_path.exists():
             return _read_parquet(self.samples_path, None, "delete the run folder and rerun the command that wrote it")
-        shards = self.shards()
-        if not shards:
+        parts = self._partial_tables()
+        if not parts:
             return pd.DataFrame(columns=SAMPLE_COLUMNS)
         fix = "delete it and rerun: its samples are generated again"
-        df = pd.concat([_read_parquet(s, None, fix) for s in shards], ignore_index=True)
+        df = pd.concat([_read_parquet(s, None, fix) for s in parts], ignore_index=True)
         df = df.drop_duplicates(["benchmark", "problem_id", "sample_idx"], keep="first")
         return df.sort_values(["benchmark", "problem_id", "sample_idx"], kind="stable").reset_index(drop=True)
 
     def finalize(self, metrics: dict) -> None:
         df = self.load_samples()
+        check_write_target(self.samples_path, self.path)
         atomic_write_parquet(self.samples_path, df)
         self.update_metrics(metrics)
         record = {
@@ -262,29 +317,52 @@ class RunFolder:
             "fingerprint": self.config()["fingerprint"],
             "tables": {self.samples_path.name: _table_record(self.samples_path)},
         }
-        atomic_write_json(self.done_path, record)  # last: its presence means every file above is final
+        self._write_record(record)  # last: its presence means every file above is final
         self._verified = True
         shutil.rmtree(self.shard_dir, ignore_errors=True)  # samples.parquet now holds every shard's rows
 
     # ---- integrity ----------------------------------------------------------------------
+    def tables(self) -> list[str]:
+        """Every table this folder holds, relative to it: each parquet file but the shards (and
+        temporary files). A complete run must record all of them in COMPLETE."""
+        found = []
+        for p in self.path.rglob("*.parquet"):
+            rel = p.relative_to(self.path)
+            if rel.parts[0] != self.shard_dir.name and not p.name.startswith("."):
+                found.append(rel.as_posix())
+        return sorted(found)
+
     def complete_record(self) -> dict | None:
-        """COMPLETE's JSON, or None for a marker written before integrity records (timestamp only)."""
-        text = self.done_path.read_text()
+        """COMPLETE's JSON, or None for a marker without records (timestamp only, from before integrity
+        records, or empty); verify() checks such a folder against what it can recompute."""
+        try:
+            text = self.done_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            text = "{"  # not a timestamp: reported as damaged below
         if not text.lstrip().startswith("{"):
             return None
         rec = _read_json(self.done_path, "COMPLETE")
         if not isinstance(rec, dict) or not isinstance(rec.get("tables"), dict):
-            raise RunFolderError(
-                f"{self.done_path} is damaged (no table records); delete the run folder and rerun the command "
-                "that wrote it"
-            )
+            raise RunFolderError(f"{self.done_path} is damaged (no table records); {self._repair()}")
         return rec
 
-    def verify(self, complete: bool = True) -> RunFolder:
-        """Refuse (RunFolderError, one line) a folder whose config.json or recorded tables changed.
+    def _repair(self) -> str:
+        return (
+            f"delete {self.done_path} and rerun the command that wrote the run: it resumes, keeping the samples "
+            "it holds and generating what is missing"
+        )
 
-        complete=True also requires the COMPLETE marker. Tables recorded in COMPLETE must exist,
-        be readable, and match their recorded row count and SHA-256."""
+    def verify(self, complete: bool = True, allow_unrecorded: bool = False, _rewriting: str = "") -> RunFolder:
+        """Refuse (RunFolderError, one line) a folder whose config.json or tables changed.
+
+        complete=True also requires the run to be finished. Tables recorded in COMPLETE must exist, be
+        readable, and match their recorded row count and SHA-256; COMPLETE must record samples.parquet
+        and every other table the folder holds. A table the folder holds but COMPLETE does not record
+        (a lens command stopped between writing and recording it) is refused, unless allow_unrecorded
+        (the writers: a lens command rerun rewrites it, `--adopt` records it). A marker without records
+        (legacy timestamp, or empty) is accepted only when samples.parquet holds every sample the run's
+        settings and metrics.json imply. `_rewriting` (register_table) is the table being rewritten: its
+        old record and new content are not compared."""
         if not self.config_path.exists():
             raise RunFolderError(
                 f"{self.path} is not a run folder (no config.json); pass a folder written by tandem-eval solo/handoff"
@@ -292,20 +370,16 @@ class RunFolder:
         cfg = self.config()
         if not self.is_complete():
             if complete:
+                why = "no COMPLETE marker" if not self.done_path.exists() else "COMPLETE but no samples.parquet"
                 raise RunFolderError(
-                    f"{self.path} is incomplete (no COMPLETE marker); rerun the command that created it to finish it"
+                    f"{self.path} is incomplete ({why}); rerun the command that created it to finish it"
                 )
             return self
         if self._verified:
             return self
         rec = self.complete_record()
         if rec is None:
-            # Once per process (warnings dedups), not once per folder: a results tree may hold dozens.
-            warnings.warn(
-                "run folders finished before integrity records (COMPLETE holds a timestamp only) are read unverified",
-                stacklevel=2,
-            )
-            log.info("%s predates integrity records; tables not verified", self.path)
+            self._verify_unrecorded_marker(cfg, allow_unrecorded)
             self._verified = True
             return self
         if rec.get("fingerprint") != cfg["fingerprint"]:
@@ -314,43 +388,146 @@ class RunFolder:
                 f"COMPLETE records {rec.get('fingerprint')}); restore the original config.json, or rerun into a new "
                 "--out"
             )
+        if self.samples_path.name not in rec["tables"]:
+            raise RunFolderError(f"{self.done_path} does not record samples.parquet; {self._repair()}")
         for name, want in sorted(rec["tables"].items()):
+            if name == _rewriting:
+                continue
             path = self.path / name
             regen = "restore it, or delete the run folder and rerun the command that wrote it"
             if not path.exists():
                 raise RunFolderError(f"{path} is missing but recorded in {self.done_path}; {regen}")
             got = _table_record(path)
-            if got != {k: want.get(k) for k in got}:
+            if not isinstance(want, dict) or got != {k: want.get(k) for k in got}:
                 raise RunFolderError(
                     f"{path} was changed or truncated after the run finished ({got['rows']} rows, "
-                    f"COMPLETE records {want.get('rows')}; content hash differs); {regen}"
+                    f"COMPLETE records {want.get('rows') if isinstance(want, dict) else want}; content hash "
+                    f"differs); {regen}"
                 )
-        self.metrics()  # not hashed (lens commands add keys), but every reader and writer needs it to parse
+        rows = rec["tables"][self.samples_path.name]["rows"]
+        self._check_expected_rows(cfg, rows)
+        self._check_unrecorded(set(rec["tables"]) | {_rewriting}, allow_unrecorded)
+        # metrics.json is not hashed (lens commands and handoff add keys), but its counts must be the table's
+        n_samples = self.metrics().get("n_samples")
+        if n_samples is not None and n_samples != rows:
+            raise RunFolderError(
+                f"{self.metrics_path} counts {n_samples} samples, samples.parquet holds {rows}: it was edited; "
+                f"restore it, or {self._repair()}"
+            )
         self._verified = True
         return self
 
+    def _check_unrecorded(self, recorded: set[str], allow: bool) -> None:
+        extra = [t for t in self.tables() if t not in recorded]
+        if not extra:
+            return
+        msg = (
+            f"{self.path / extra[0]} is not recorded in {self.done_path} (a command stopped between writing and "
+            "recording it); rerun the command that writes it (legibility/drift/regrade), or pass --adopt to "
+            "legibility/drift to record it as it is"
+        )
+        if not allow:
+            raise RunFolderError(msg)
+        log.warning("%s", msg)
+
+    def _check_expected_rows(self, cfg: dict, rows: int) -> None:
+        """samples.parquet holds problems x n rows, the problems being those config.json's inputs record."""
+        inputs = cfg["config"].get("inputs")
+        if not inputs:
+            return
+        c = cfg["config"]
+        problems = len(range(c["shard_index"], inputs["n_problems"], c["num_shards"]))
+        if rows != problems * c["n"]:
+            raise RunFolderError(
+                f"{self.samples_path} holds {rows} rows, but the run's inputs imply {problems} problems x --n "
+                f"{c['n']} = {problems * c['n']}; {self._repair()}"
+            )
+
+    def _verify_unrecorded_marker(self, cfg: dict, allow_unrecorded: bool) -> None:
+        """A COMPLETE without records: accept samples.parquet only if it holds every sample (problems x
+        --n, each problem with sample indices 0..n-1, as metrics.json counts them); lens tables one row
+        per sample (allow_unrecorded: a writer is told, not stopped). Anything else is refused with the
+        command that repairs it."""
+        n = cfg["config"]["n"]
+        df = _read_parquet(self.samples_path, ["benchmark", "problem_id", "sample_idx"], self._repair())
+        per_problem = df.groupby(["benchmark", "problem_id"]).sample_idx.apply(lambda s: sorted(s.astype(int)))
+        metrics = self.metrics()
+        reasons = []
+        if any(idx != list(range(n)) for idx in per_problem):
+            reasons.append(f"not every problem has sample indices 0..{n - 1}")
+        if metrics.get("n_samples") != len(df) or metrics.get("n_problems") != len(per_problem):
+            reasons.append(
+                f"{len(df)} samples of {len(per_problem)} problems, metrics.json counts "
+                f"{metrics.get('n_samples')} of {metrics.get('n_problems')}"
+            )
+        if "pass_at_k" not in metrics:
+            reasons.append("metrics.json has no pass_at_k")
+        try:
+            self._check_expected_rows(cfg, len(df))
+        except RunFolderError:
+            reasons.append("the row count differs from the problems x --n the inputs imply")
+        for name in self._per_sample_tables_off(len(df)):
+            if allow_unrecorded:
+                log.warning("%s: %s is not one row per sample; readers refuse it", self.path, name)
+            else:
+                reasons.append(f"{name} is not one row per sample ({len(df)})")
+        if reasons:
+            raise RunFolderError(
+                f"{self.done_path} records no tables (an older or empty marker) and the run does not hold what its "
+                f"settings imply ({'; '.join(reasons)}); {self._repair()}"
+            )
+        # Once per process (warnings dedups), not once per folder: a results tree may hold dozens.
+        warnings.warn(
+            "run folders whose COMPLETE records no tables (older markers) are checked by row counts only",
+            stacklevel=3,
+        )
+        log.info("%s: COMPLETE records no tables; row counts checked", self.path)
+
+    def _per_sample_tables_off(self, n_samples: int) -> list[str]:
+        """Tables other than samples.parquet that should hold one row per sample but do not."""
+        return [
+            t
+            for t in self.tables()
+            if t != self.samples_path.name and _table_record(self.path / t)["rows"] != n_samples
+        ]
+
+    def _write_record(self, rec: dict) -> None:
+        check_write_target(self.done_path, self.path)
+        atomic_write_json(self.done_path, rec)
+
     def register_table(self, name: str | Path) -> None:
         """Record a table written into this COMPLETE run (e.g. lens/JR/legibility.parquet) in COMPLETE,
-        so readers verify it like samples.parquet. `name` is relative to the run folder (or inside it)."""
+        so readers verify it like samples.parquet. `name` is relative to the run folder (or inside it).
+        Other unrecorded tables do not stop it (they stay refused by readers until rewritten or adopted)."""
         path = Path(name) if Path(name).is_absolute() else self.path / name
+        check_write_target(path, self.path)
         rel = path.resolve().relative_to(self.path.resolve()).as_posix()
+        if rel == self.samples_path.name:  # only finalize seals the samples: an edited table is never re-sealed
+            raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
         if not self.is_complete():
             raise RunFolderError(f"{self.path} is incomplete (no COMPLETE marker); finish the run before adding {rel}")
         with self.lock(wait_s=30):
-            self.verify()  # never re-seal a folder that is already damaged
+            self._verified = False  # another process may have changed the folder since this one verified it
+            self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
             rec = self.complete_record()
-            if rec is None:  # older marker: seal what is there now (the first record trusts the current files)
+            if rec is None:  # a marker without records, checked by verify: seal what passed its checks
                 fp = self.config()["fingerprint"]
                 rec = {"finished": self.done_path.read_text().strip(), "fingerprint": fp, "tables": {}}
-                if self.samples_path.exists():
-                    rec["tables"][self.samples_path.name] = _table_record(self.samples_path)
+                off = self._per_sample_tables_off(_table_record(self.samples_path)["rows"])
+                for t in self.tables():
+                    if t not in off:
+                        rec["tables"][t] = _table_record(self.path / t)
             rec["tables"][rel] = _table_record(path)
-            atomic_write_json(self.done_path, rec)
+            self._write_record(rec)
 
     def write_table(self, name: str | Path, df: pd.DataFrame) -> Path:
-        """Write a per-sample table into this COMPLETE run atomically and record it in COMPLETE."""
+        """Write a per-sample table into this COMPLETE run atomically and record it in COMPLETE. A kill
+        between the two leaves the table unrecorded: readers refuse it, and rerunning the command that
+        writes it (or registering it) repairs the folder."""
         path = self.path / name
+        check_write_target(path, self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        check_write_target(path, self.path)  # a link planted while the folder was made
         atomic_write_parquet(path, df)
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
@@ -358,39 +535,41 @@ class RunFolder:
     # ---- one writer at a time -------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, wait_s: float = 0.0) -> Iterator[None]:
-        """Hold RUN/.lock while writing. A lock of a dead process on this host is broken (logged);
-        a live holder makes this raise (after waiting up to wait_s) with its PID and how to break it."""
+        """Hold RUN/.lock while writing: an exclusive flock, which the kernel releases when the holder
+        exits or dies, so a lock never outlives its process and is never broken by guessing. The PID and
+        host written into the file only name the holder in the error a second writer gets (after
+        waiting up to wait_s). Not reentrant: a process that holds the lock must not take it again."""
         self.path.mkdir(parents=True, exist_ok=True)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        tmp = self.path / f".lock.tmp{os.getpid()}"
-        tmp.write_text(json.dumps(me) + "\n")
+        check_write_target(self.lock_path)
         deadline = time.monotonic() + wait_s
+        while True:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                holder = self._lock_holder()
+                raise RunFolderError(
+                    f"{self.path} is being written by another process (PID {holder.get('pid', 'unknown')} on "
+                    f"{holder.get('host', 'unknown')}, since {holder.get('started', 'unknown')}); wait for it to "
+                    f"finish (the lock {self.lock_path} is released when that process ends)"
+                ) from None
+            # The previous holder unlinks the file on release; a lock on that unlinked file excludes
+            # nobody, so lock the file that is at the path now.
+            if _same_file(fd, self.lock_path):
+                break
+            os.close(fd)
         try:
-            while True:
-                try:
-                    _create_exclusive(self.lock_path, tmp)
-                    break
-                except FileExistsError:
-                    holder = self._lock_holder()
-                    if _stale(holder):
-                        log.warning("breaking the stale lock %s of dead process %s", self.lock_path, holder)
-                        self.lock_path.unlink(missing_ok=True)
-                        continue
-                    if time.monotonic() < deadline:
-                        time.sleep(0.2)
-                        continue
-                    raise RunFolderError(
-                        f"{self.path} is being written by another process (PID {holder.get('pid')} on "
-                        f"{holder.get('host')}, since {holder.get('started')}); wait for it to finish, or if that "
-                        f"process is gone delete {self.lock_path}"
-                    ) from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        try:
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps(me) + "\n").encode())
             yield
         finally:
-            if self._lock_holder().get("pid") == os.getpid():
-                self.lock_path.unlink(missing_ok=True)
+            self.lock_path.unlink(missing_ok=True)  # still held: waiters on this file see it gone and retry
+            os.close(fd)
 
     def _lock_holder(self) -> dict:
         try:
@@ -405,6 +584,7 @@ class RunFolder:
 
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys)."""
+        check_write_target(self.metrics_path, self.path)
         atomic_write_json(self.metrics_path, {**self.metrics(), **new})
 
 
@@ -422,11 +602,12 @@ def _table_record(path: Path) -> dict:
             f"{path} is not a readable parquet file ({type(e).__name__}: truncated or damaged); restore it, or "
             "delete the run folder and rerun the command that wrote it"
         ) from None
-    digest = hashlib.sha256()
+    return {"rows": int(rows), "sha256": sha256_file(path)}
+
+
+def sha256_file(path: Path) -> str:
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return {"rows": int(rows), "sha256": digest.hexdigest()}
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _read_parquet(path: Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
@@ -456,37 +637,21 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-def _create_exclusive(path: Path, content: Path) -> None:
-    """Create `path` holding `content`'s text, failing with FileExistsError if it exists."""
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        os.link(content, path)  # atomic and never leaves an empty lock behind
-    except FileExistsError:
-        raise
-    except OSError:  # a filesystem without hard links: exclusive create, then write
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        with os.fdopen(fd, "w") as f:
-            f.write(content.read_text())
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
         return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
+    mine = os.fstat(fd)
+    return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
 
 
-def _stale(holder: dict) -> bool:
-    """A lock is stale when its holder is a process of this host that no longer runs."""
-    pid = holder.get("pid")
-    return isinstance(pid, int) and holder.get("host") == socket.gethostname() and not _pid_alive(pid)
-
-
-def _diff(old: dict, new: dict) -> str:
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k != "label")
-    return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3]) or "different fingerprint"
+def config_diff(old: dict, new: dict) -> str:
+    """The first differences between two stored configs, changed benchmark files named first."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
+    parts = inputs_diff(old.get("inputs"), new.get("inputs"))
+    parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
+    return ", ".join(parts[:3]) or "different fingerprint"
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:
@@ -500,13 +665,14 @@ def find_runs(root: str | Path) -> list[RunFolder]:
     return [RunFolder(p) for p in sorted(found)]
 
 
-def verify_run(path: str | Path, complete: bool = True) -> RunFolder:
+def verify_run(path: str | Path, complete: bool = True, allow_unrecorded: bool = False) -> RunFolder:
     """THE reader's entry point: the run folder at `path`, checked (see RunFolder.verify).
 
-    complete=False accepts an unfinished run (its config is still checked)."""
+    complete=False accepts an unfinished run (its config is still checked); allow_unrecorded is for
+    the commands that write tables into a finished run (they repair or adopt an unrecorded one)."""
     if not Path(path).is_dir():
         raise RunFolderError(f"{path} is not a run folder (no such directory); pass a folder written by tandem-eval")
-    return RunFolder(path).verify(complete)
+    return RunFolder(path).verify(complete, allow_unrecorded)
 
 
 def require_complete(path: str | Path) -> RunFolder:
@@ -526,5 +692,6 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_parquet",
     "atomic_write_text",
+    "check_write_target",
     "ConfigError",
 ]

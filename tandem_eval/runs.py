@@ -234,6 +234,7 @@ class Run:
             return df
         path = self.side_path(name)
         check_file(path, f"rerun `tandem-eval {name}` on {self.path}")  # its schema (tandem_eval/schemas.py)
+        self.folder.verify(complete=False)  # and only as COMPLETE records it (never an unrecorded table)
         df = pd.read_parquet(path, columns=[c for c, is_list in columns.items() if arrays or not is_list])
         if "group" not in df.columns:
             df["group"] = df["benchmark"].map(self.groups()).fillna(df["benchmark"])

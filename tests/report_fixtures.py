@@ -21,7 +21,7 @@ import numpy as np
 
 from tandem_eval.config import EvalConfig, ModelSpec
 from tandem_eval.metrics.passk import summarize_pass_at_k
-from tandem_eval.results import RunFolder, atomic_write_parquet
+from tandem_eval.results import RunFolder
 
 BENCHMARKS = {"bench_a": 6, "bench_b": 5}  # name -> problems (group = name)
 ARMS = {"grpo": 0.45, "tandem": 0.6}  # arm -> base solve rate
@@ -153,11 +153,10 @@ def make_run(
     import pandas as pd
 
     samples = pd.DataFrame(rows)
-    if side_tables:  # the lens layout: RUN/lens/<junior label>/
-        (path / "lens" / "junior").mkdir(parents=True, exist_ok=True)
-        atomic_write_parquet(path / "lens" / "junior" / "legibility.parquet", pd.DataFrame(legi))
-        atomic_write_parquet(path / "lens" / "junior" / "drift.parquet", pd.DataFrame(drift))
     rf.finalize({"pass_at_k": summarize_pass_at_k(samples, [k for k in ks if k <= n])})
+    if side_tables:  # the lens layout: RUN/lens/<junior label>/, recorded in COMPLETE as the lens commands do
+        rf.write_table("lens/junior/legibility.parquet", pd.DataFrame(legi))
+        rf.write_table("lens/junior/drift.parquet", pd.DataFrame(drift))
     return rf
 
 

@@ -103,6 +103,7 @@ def world(tiny_pair, tmp_path_factory):
     (damaged_run / "config.json").write_text("garbage")
     _benchmark_files(root)
     p.update(_run_folders(root, senior, junior))
+    p.update(_run_folders_19a(root, senior))
     return root, p
 
 
@@ -120,6 +121,7 @@ def _benchmark_files(root: Path) -> None:
 def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
     """Complete synthetic run folders (tests/run_fixtures.py, no generation), each damaged one way
     after COMPLETE was written; plus shard outputs merge must refuse and a folder another process holds."""
+    import fcntl
     import os
     import socket
 
@@ -173,8 +175,9 @@ def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
 
     held = root / "locked" / "solo"  # a folder a live process (this one) is writing
     held.mkdir(parents=True)
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}
-    (held / ".lock").write_text(json.dumps(me))
+    fd = os.open(held / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held until the test process exits (the fd is never closed)
+    os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}).encode())
     out["locked"] = str(held.parent)
     return out
 
@@ -348,6 +351,131 @@ RUN_CASES = [
     for cmd, argv in READERS
 ]
 CASES += RUN_CASES
+
+
+# ==== issue 19 (run-folder core): inputs by content, records that cannot be bypassed, no writes ======
+# ==== through links, regrade's timeout. Folders built by _run_folders_19a. ==========================
+def _run_folders_19a(root: Path, senior: str) -> dict[str, str]:
+    """Runs whose benchmark file changed after they started; COMPLETE markers that record too little;
+    a lens table COMPLETE never recorded; links planted where a command writes."""
+    import dataclasses
+
+    import pandas as pd
+    from run_fixtures import solo_cfg, write_run
+
+    from tandem_eval.pipeline import load_inputs
+    from tandem_eval.results import RunFolder, atomic_write_parquet
+
+    out: dict[str, str] = {}
+    flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
+
+    def bench(name: str, rows: int, edit: str = "") -> str:
+        path = root / name
+        path.write_text(
+            "".join(json.dumps({"problem": f"{i}+{i}?{edit}", "answer": str(2 * i)}) + "\n" for i in range(rows))
+        )
+        return str(path)
+
+    def on_file(path: str, **kw):
+        cfg = solo_cfg(senior, n=2, ks=(1, 2), benchmarks=(path,), **kw)
+        problems, inputs = load_inputs(cfg)
+        return dataclasses.replace(cfg, inputs=inputs), problems
+
+    # A solo run stopped after its first problem's samples; then its benchmark file was edited.
+    cfg, problems = on_file(bench("resumed.jsonl", 4))
+    rf = write_run(
+        root / "edited_resume" / "solo", cfg, {(problems[0].benchmark, problems[0].problem_id): [True, True]}
+    )
+    rf.done_path.unlink()  # unfinished: it holds the samples written so far
+    out["edited_resume"] = str(rf.path.parent)
+    # Shards whose file grew in between; a solo run whose file was edited after it finished.
+    grown = bench("grown.jsonl", 2)
+    for i, rows in ((0, 2), (1, 4)):
+        bench("grown.jsonl", rows)
+        cfg, problems = on_file(grown, num_shards=2, shard_index=i)
+        write_run(
+            root / "merge_grown" / f"shard-{i}-of-2" / "solo",
+            cfg,
+            {(p.benchmark, p.problem_id): [True, False] for p in problems},
+        )
+    out["merge_grown"] = str(root / "merge_grown")
+    cfg, problems = on_file(bench("edited_solo.jsonl", 2))
+    write_run(root / "rf19" / "edited_solo", cfg, {(p.benchmark, p.problem_id): [True, False] for p in problems})
+    bench("edited_solo.jsonl", 2, edit=" (edited)")
+    bench("resumed.jsonl", 4, edit=" (edited)")
+    out["edited_solo"] = str(root / "rf19" / "edited_solo")
+
+    def run(name: str) -> RunFolder:
+        rf = write_run(root / "rf19" / name, solo_cfg(senior, n=2, ks=(1, 2)), flags)
+        out[name] = str(rf.path)
+        return rf
+
+    rf = run("complete_no_tables")
+    rf.done_path.write_text(json.dumps({**json.loads(rf.done_path.read_text()), "tables": {}}))
+    for name, marker in (("legacy_rows_deleted", "2026-11-30T04:27:21+0000\n"), ("empty_complete_rows_deleted", "")):
+        rf = run(name)
+        df = pd.read_parquet(rf.samples_path)
+        df[df.problem_id == "tiny/0000"].to_parquet(rf.samples_path)  # a whole problem gone
+        rf.done_path.write_text(marker)
+    rf = run("lens_unrecorded")
+    (rf.path / "lens" / "jr").mkdir(parents=True)
+    table = pd.DataFrame(
+        {
+            "benchmark": ["tiny"] * 4,
+            "problem_id": ["tiny/0000"] * 2 + ["tiny/0001"] * 2,
+            "sample_idx": [0, 1, 0, 1],
+            "junior_nll_mean": [1.0] * 4,
+        }
+    )
+    atomic_write_parquet(rf.path / "lens" / "jr" / "legibility.parquet", table)  # written, never recorded
+    rf = run("view_linked")
+    (root / "victim.html").write_text("not yours")
+    (rf.path / "view.html").symlink_to(root / "victim.html")
+    rf = run("lens_linked")
+    (root / "outside_lens").mkdir()
+    (rf.path / "lens").symlink_to(root / "outside_lens")
+    return out
+
+
+H19 = ["handoff", "--senior", "{senior}", "--junior", "{junior}", "--n", "2", "--k", "1,2"]
+DAMAGES_19A = [
+    ("complete_no_tables", "does not record samples.parquet"),
+    ("legacy_rows_deleted", "records no tables"),
+    ("empty_complete_rows_deleted", "records no tables"),
+    ("lens_unrecorded", "is not recorded in"),
+]
+CASES += [
+    ("regrade-timeout-zero", ["regrade", "{good}", "--timeout", "0"], "--timeout"),
+    ("regrade-timeout-negative", ["regrade", "{good}", "--timeout", "-1"], "--timeout"),
+    ("regrade-timeout-nan", ["regrade", "{good}", "--timeout", "nan"], "--timeout"),
+    (
+        "solo-resume-after-the-benchmark-file-changed",
+        S + ["--benchmark", "{root}/resumed.jsonl", "--n", "2", "--out", "{edited_resume}"],
+        "resumed.jsonl",
+    ),
+    ("merge-shards-whose-benchmark-file-grew", ["merge", "{merge_grown}"], "grown.jsonl"),
+    (
+        "handoff-solo-run-of-an-edited-benchmark",
+        H19 + ["--benchmark", "{root}/edited_solo.jsonl", "--solo-run", "{edited_solo}"],
+        "edited_solo.jsonl",
+    ),
+    ("view-through-a-planted-link", ["view", "{view_linked}"], "symbolic link"),
+    (
+        "legibility-into-a-linked-lens-folder",
+        ["legibility", "--run", "{lens_linked}", "--junior", "{junior}"],
+        "outside the run folder",
+    ),
+    (
+        "drift-into-a-linked-lens-folder",
+        ["drift", "--run", "{lens_linked}", "--junior", "{junior}"],
+        "outside the run folder",
+    ),
+] + [
+    (f"{cmd}-{damage}".replace("_", "-"), [a.replace("{run}", "{" + damage + "}") for a in argv], expect)
+    for damage, expect in DAMAGES_19A
+    for cmd, argv in READERS
+    if not (damage == "lens_unrecorded" and cmd in ("legibility", "drift"))  # they repair it (tests/test_results.py)
+]
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int] | None]:

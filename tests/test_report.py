@@ -383,12 +383,13 @@ def test_no_macro_over_unequal_problem_sets(tmp_path):
 def test_exact_and_monte_carlo_kl_are_separate_columns(tmp_path):
     import pandas as pd
 
-    from tandem_eval.results import atomic_write_parquet
+    from tandem_eval.results import RunFolder
 
     root = make_results(tmp_path / "res")
     drift = root / "grpo" / "solo" / "lens" / "junior" / "drift.parquet"
     df = pd.read_parquet(drift)
-    atomic_write_parquet(drift, df.assign(kl_exact=float("nan")))  # grpo scored by vLLM: k1/k3 only
+    # grpo scored by vLLM: k1/k3 only (rewritten and recorded, as the drift command would)
+    RunFolder(root / "grpo" / "solo").write_table("lens/junior/drift.parquet", df.assign(kl_exact=float("nan")))
     t = table2(collect([root / "grpo", root / "tandem"]), n_boot=50)
     keys = [c.key for c in t.columns]
     assert {"kl_exact", "kl_k3", "kl_k1"} <= set(keys)

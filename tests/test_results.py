@@ -6,11 +6,7 @@ tests/test_pipeline.py. Run: .venv/bin/python -m pytest tests/test_results.py -q
 """
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -128,6 +124,17 @@ def test_legacy_complete_marker_is_accepted_and_sealed_on_first_table(solo):
     assert set(rec["tables"]) == {"samples.parquet", "lens/jr/legibility.parquet"}
 
 
+def test_a_rewritten_lens_table_is_recorded_again_but_samples_never_are(solo):
+    table = pd.DataFrame({"benchmark": ["tiny"] * 2, "problem_id": ["tiny/0000"] * 2, "sample_idx": [0, 1]})
+    solo.write_table("lens/jr/drift.parquet", table)
+    RunFolder(solo.path).write_table("lens/jr/drift.parquet", table.iloc[:1])  # a rerun, by a fresh process
+    assert json.loads(solo.done_path.read_text())["tables"]["lens/jr/drift.parquet"]["rows"] == 1
+    assert verify_run(solo.path)
+    _drop_rows(solo.samples_path)
+    with pytest.raises(RunFolderError, match="cannot be registered again"):
+        RunFolder(solo.path).register_table("samples.parquet")
+
+
 def test_registered_lens_table_is_verified(solo):
     table = pd.DataFrame({"benchmark": ["tiny"] * 3, "problem_id": ["tiny/0000"] * 3, "sample_idx": [0, 1, 2]})
     path = solo.write_table("lens/jr/drift.parquet", table)
@@ -164,53 +171,6 @@ def test_merge_refuses_a_truncated_shard_and_merges_good_ones(tmp_path):
     _drop_rows(parts[1].samples_path, 1)
     msg = _one_line_exit_2(["merge", str(tmp_path)])
     assert "shard-1-of-2/solo/samples.parquet was changed or truncated" in msg
-
-
-# ---- the writer lock -----------------------------------------------------------------------------
-def test_held_lock_is_refused_naming_the_holder(tmp_path):
-    rf = RunFolder(tmp_path / "run")
-    code = (
-        "import sys, time; from tandem_eval.results import RunFolder\n"
-        f"with RunFolder({str(rf.path)!r}).lock():\n    print('held', flush=True); time.sleep(30)\n"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunFolderError, match=f"PID {holder.pid} on {socket.gethostname()}") as e:
-            with rf.lock():
-                pass
-        assert str(rf.lock_path) in str(e.value)  # how to break it
-    finally:
-        holder.kill()
-        holder.wait()
-    with rf.lock():  # its holder is dead now: the stale lock is broken
-        assert json.loads(rf.lock_path.read_text())["pid"] == os.getpid()
-    assert not rf.lock_path.exists()
-
-
-def test_stale_lock_of_dead_process_is_broken(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    rf = RunFolder(tmp_path / "run")
-    rf.path.mkdir()
-    rf.lock_path.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "then"}))
-    with rf.lock():
-        assert json.loads(rf.lock_path.read_text())["pid"] == os.getpid()
-    rf.lock_path.write_text(json.dumps({"pid": dead.pid, "host": "another-host", "started": "then"}))
-    with pytest.raises(RunFolderError, match="another-host"):  # a PID of another host cannot be checked
-        with rf.lock(wait_s=0.3):
-            pass
-
-
-def test_lock_in_same_process_is_exclusive(tmp_path):
-    rf = RunFolder(tmp_path / "run")
-    with rf.lock():
-        t0 = time.monotonic()
-        with pytest.raises(RunFolderError, match=f"PID {os.getpid()}"):
-            with RunFolder(rf.path).lock(wait_s=0.4):
-                pass
-        assert time.monotonic() - t0 >= 0.4
-    assert not rf.lock_path.exists()
 
 
 # ---- solo reuse by handoff -----------------------------------------------------------------------
@@ -272,3 +232,203 @@ def test_allowed_solo_mismatch_is_recorded_in_the_handoff_run(tiny_pair, tmp_pat
     assert record["allow_solo_mismatch"] is True and record["path"] == str(solo.path.resolve())
     assert any(d.startswith("senior (") for d in record["differs"]) and "seed (0 vs 5)" in record["differs"]
     assert tax["macro"]["pass@1"]["n_problems"] == 1
+
+
+# ---- inputs by content: an edited benchmark file is another run -----------------------------------
+def _bench(path, n_rows, edit=""):
+    rows = [{"problem": f"What is {i} + {i}?{edit}", "answer": str(2 * i)} for i in range(n_rows)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_solo(tiny_pair):
+    """A cheap solo config on a local benchmark file (1 sample of 4 tokens per problem) and its engines."""
+    from tandem_eval.config import Sampling
+    from tandem_eval.pipeline import open_engines
+
+    cfg = EvalConfig(senior=ModelSpec(tiny_pair[0]), n=1, ks=(1,), sampling=Sampling(max_new_tokens=4), batch_size=8)
+    engines = open_engines(cfg)
+    yield cfg, engines
+    for e in engines.values():
+        e.close()
+
+
+def _on(cfg, bench, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cfg, benchmarks=(str(bench),), **kw)
+
+
+def test_resume_after_the_benchmark_file_changed_is_refused_naming_it(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), run = tiny_solo, tmp_path / "o" / "solo"
+    bench = _bench(tmp_path / "b.jsonl", 6)
+    cfg = _on(cfg, bench)
+
+    class Killed(Exception):
+        pass
+
+    def kill(n):
+        raise Killed
+
+    with pytest.raises(Killed):
+        run_eval(cfg, run, engines, progress=False, flush_every=2, on_flush=kill)
+    shards = sorted((run / "shards").iterdir())
+    assert len(shards) == 1
+    _bench(bench, 6, edit=" (edited)")
+    with pytest.raises(RunFolderError, match=f"benchmark file {bench} \\(content changed"):
+        run_eval(cfg, run, engines, progress=False, flush_every=2)
+    assert sorted((run / "shards").iterdir()) == shards  # nothing mixed in
+    msg = _one_line_exit_2(
+        [
+            "solo",
+            "--senior",
+            cfg.senior.path,
+            "--benchmark",
+            str(bench),
+            "--n",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+        ]
+    )
+    assert f"benchmark file {bench}" in msg
+    _bench(bench, 6)  # the original content again: the run resumes and finishes with one version only
+    rf = run_eval(cfg, run, engines, progress=False)
+    assert len(rf.load_samples()) == 6 and not rf.load_samples().problem.str.contains("edited").any()
+
+
+def test_merge_refuses_shards_that_saw_different_problem_lists(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 6)
+    for i, rows in ((0, 6), (1, 10)):  # the file grew between the shards
+        _bench(bench, rows)
+        run_eval(_on(cfg, bench, num_shards=2, shard_index=i), tmp_path / "m" / f"shard-{i}-of-2" / "solo", engines)
+    msg = _one_line_exit_2(["merge", str(tmp_path / "m")])
+    assert f"benchmark file {bench} (content changed" in msg
+    assert not (tmp_path / "m" / "solo").exists()
+
+
+def test_solo_reuse_refuses_a_solo_run_of_an_edited_benchmark(tiny_pair, tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (solo_cfg_, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 2)
+    solo = run_eval(_on(solo_cfg_, bench), tmp_path / "solo", engines, progress=False)
+    _bench(bench, 2, edit=" (edited)")
+    cfg = _on(handoff_cfg(tiny_pair[0], tiny_pair[1], n=1, ks=(1,), sampling=solo_cfg_.sampling), bench)
+    with pytest.raises(RunFolderError, match=f"differs in benchmark file {bench} \\(content changed"):
+        run_handoff(cfg, tmp_path / "out", solo_run=solo.path, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+# ---- unrecorded tables: a lens command stopped between writing and recording --------------------
+def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted(tiny_pair, tmp_path, monkeypatch):
+    import logging
+
+    # An earlier command's log handler may hold a closed CliRunner stream (the lens commands add none).
+    for h in [h for h in logging.getLogger("tandem_eval").handlers if getattr(h, "tandem_cli", False)]:
+        monkeypatch.setattr(h, "stream", sys.stderr)
+    senior, junior = tiny_pair
+    solo = write_run(tmp_path / "solo", solo_cfg(senior, n=4, ks=(1, 2)), FLAGS)
+    args = ["legibility", "--run", str(solo.path), "--junior", junior, "--junior-label", "jr", "--n-boot", "50"]
+
+    def killed(self, name):
+        raise KeyboardInterrupt  # the table is on disk, COMPLETE does not record it yet
+
+    with monkeypatch.context() as m:
+        m.setattr(RunFolder, "register_table", killed)
+        assert runner.invoke(app, args).exit_code != 0
+    table = solo.path / "lens" / "jr" / "legibility.parquet"
+    assert table.exists() and "lens/jr/legibility.parquet" not in json.loads(solo.done_path.read_text())["tables"]
+    for reader in (
+        ["compare", str(solo.path), str(solo.path), "--metric", "junior_nll"],
+        ["report", str(solo.path), "--out", str(tmp_path / "rep"), "--no-figures"],
+        ["view", str(solo.path), "--out", str(tmp_path / "v.html")],
+    ):
+        assert "legibility.parquet is not recorded in" in _one_line_exit_2(reader)
+    # The rerun rewrites and records it; --adopt records the table as it is, without scoring.
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert verify_run(solo.path) and "lens/jr/legibility.parquet" in json.loads(solo.done_path.read_text())["tables"]
+    rec = json.loads(solo.done_path.read_text())
+    del rec["tables"]["lens/jr/legibility.parquet"]
+    solo.done_path.write_text(json.dumps(rec))
+    with monkeypatch.context() as m:
+        m.setattr("tandem_eval.cli_lens._score", lambda *a: pytest.fail("--adopt must not score"))
+        result = runner.invoke(app, [*args, "--adopt"])
+    assert result.exit_code == 0, result.output
+    assert verify_run(solo.path) and "jr" in RunFolder(solo.path).metrics()["lens"]
+    pd.read_parquet(table).iloc[:3].to_parquet(table, index=False)  # not one row per sample: not adoptable
+    rec["tables"].pop("lens/jr/legibility.parquet", None)
+    solo.done_path.write_text(json.dumps(rec))
+    assert "does not hold one row per sample" in _one_line_exit_2([*args, "--adopt"])
+
+
+def test_an_empty_complete_on_an_unfinished_run_resumes(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), run = tiny_solo, tmp_path / "run"
+    cfg = _on(cfg, _bench(tmp_path / "b.jsonl", 4))
+
+    def kill(n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(cfg, run, engines, progress=False, flush_every=2, on_flush=kill)
+    (run / "COMPLETE").write_text("")  # a marker with nothing in it, e.g. from a crash while writing it
+    with pytest.raises(RunFolderError, match="incomplete"):
+        verify_run(run)
+    rf = run_eval(cfg, run, engines, progress=False)
+    assert len(verify_run(rf.path).load_samples()) == 4
+
+
+def test_a_marker_without_records_is_checked_and_its_repair_resumes(tiny_solo, tmp_path):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), run = tiny_solo, tmp_path / "run"
+    cfg = _on(cfg, _bench(tmp_path / "b.jsonl", 4))
+    full = run_eval(cfg, run, engines, progress=False).load_samples()
+    kept = full[full.problem_id != full.problem_id.iloc[0]]
+    kept.to_parquet(run / "samples.parquet", index=False)
+    (run / "COMPLETE").write_text("2026-11-30T04:27:21+0000\n")  # an older marker over 3 of 4 problems
+    with pytest.raises(RunFolderError, match=r"records no tables .* delete .*COMPLETE and rerun") as e:
+        verify_run(run)
+    assert "3 samples of 3 problems, metrics.json counts 4 of 4" in str(e.value)
+    (run / "COMPLETE").unlink()  # the repair the message names
+    rf = run_eval(cfg, run, engines, progress=False)
+    pd.testing.assert_frame_equal(verify_run(rf.path).load_samples(), full)
+
+
+def test_no_table_is_written_through_a_link(solo, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (solo.path / "lens").symlink_to(outside)
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0]})
+    with pytest.raises(RunFolderError, match="outside the run folder"):
+        solo.write_table("lens/jr/drift.parquet", table)
+    assert list(outside.iterdir()) == []
+    (solo.path / "lens").unlink()
+    victim = tmp_path / "victim.json"
+    victim.write_text("{}")
+    solo.metrics_path.unlink()
+    solo.metrics_path.symlink_to(victim)
+    with pytest.raises(RunFolderError, match="symbolic link"):
+        solo.update_metrics({"x": 1})
+    assert victim.read_text() == "{}"
+
+
+def test_a_run_from_before_inputs_were_hashed_is_still_reused(tiny_solo, tmp_path, caplog):
+    from tandem_eval.pipeline import run_eval
+
+    (cfg, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 2)
+    cfg = _on(cfg, bench)
+    old = write_run(tmp_path / "old", cfg, {("b", f"b/{i:04d}"): [True] for i in range(2)})  # no inputs recorded
+    assert "inputs" not in old.config()["config"] or old.config()["config"]["inputs"] is None
+    assert run_eval(cfg, old.path, engines, progress=False).config()["fingerprint"] == cfg.fingerprint()
+    assert "predates content hashes" in caplog.text

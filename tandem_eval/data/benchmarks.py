@@ -266,6 +266,20 @@ def resolve_benchmarks(names: str | Sequence[str]) -> list[str]:
     return out
 
 
+def benchmark_files(names: str | Sequence[str | os.PathLike]) -> list[tuple[str, Path]]:
+    """(entry, file) of each benchmark of a run that is read from a file: local files as given and
+    bundled registry entries; hub datasets have no file (their content counts through the problems)."""
+    entries = resolve_benchmarks([os.fspath(n) for n in ([names] if isinstance(names, (str, os.PathLike)) else names)])
+    files = []
+    for e in entries:
+        if e in BENCHMARKS:
+            if BENCHMARKS[e].path is not None:
+                files.append((e, Path(BENCHMARKS[e].path)))
+        elif Path(e).suffix.lower() in LOCAL_SUFFIXES:
+            files.append((e, Path(e)))
+    return files
+
+
 def load_benchmarks(
     names: str | Sequence[str | os.PathLike],
     *,

@@ -32,6 +32,7 @@ import pandas as pd
 
 from tandem_eval.paths import not_writable
 from tandem_eval.report.collect import Collection, Run
+from tandem_eval.results import atomic_write_text, check_write_target
 from tandem_eval.runs import ReportError, load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
 
 MAX_TRACES = 1000
@@ -269,8 +270,9 @@ def write_page(
         raise ReportError(f"cannot write {target}: {reason}; pass --out FILE somewhere writable")
     page = build_page(path, tokenizer_path, max_traces, junior)  # it checks `path`
     out = target
+    check_write_target(out)  # never through a planted link
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    atomic_write_text(out, page)
     return out
 
 

@@ -337,7 +337,7 @@ def _check_inputs(kind: str, req: LensRequest, engine: str, opts):
     senior_template = read_chat_template(req.chat_template, "--chat-template")
     junior_template = read_chat_template(req.junior_chat_template, "--junior-chat-template")
     if req.run is not None:
-        run_cfg = verify_run(req.run, allow_unrecorded=True).config()  # its own table may be unrecorded["config"]
+        run_cfg = verify_run(req.run, allow_unrecorded=True).config()["config"]  # its own table may be unrecorded
         if senior_template is not None and senior_template != run_cfg.get("chat_template"):
             raise LensError(
                 f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "

@@ -123,8 +123,8 @@ def _command_options() -> set[str]:
                     out |= argparse_opts(sub)
         return out
 
-    # options of other programs that a message tells the user to run (`ray start --head`)
-    others = {"--head"}
+    # options of other programs that a message tells the user to run (`ray start --head`, `pip install --no-deps`)
+    others = {"--head", "--no-deps"}
     return names | argparse_opts(HarnessCLI()._parser) | others
 
 

@@ -26,7 +26,8 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     ci = toy_world.SCALES["ci"]
     toy_world.main(["--scale", "ci", "--results", str(results), "--work", str(work), "--jobs", "1", "--no-bundle"])
     summary = json.loads((results / "summary.json").read_text())
-    for sc in toy_world.SCENARIOS:
+    assert list(summary["scenarios"]) == list(ci.scenarios)
+    for sc in ci.scenarios:
         entry = summary["scenarios"][sc]
         arms = entry["arms"]
         assert {"junior", "init", *ci.arms(sc)} <= set(arms)
@@ -36,26 +37,49 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
             assert 0 <= cells["solo_pass@1"]["mean"] <= 100 and cells["kl_exact"]["mean"] >= 0
             n_problems = dict(ci.eval_limits).get(sc, ci.n_test)
             assert (cells["n_seeds"], cells["n_samples"], cells["n_problems"]) == (1, ci.n_samples, n_problems)
-            ck = toy_world.final_checkpoint(work / "train" / sc / arm / "seed0", ci.rl_steps)
+            run_dir = work / "train" / sc / arm / "seed0"
+            ck = toy_world.final_checkpoint(run_dir, ci.rl_steps)
             assert json.loads((ck / "tandem_meta.json").read_text())["arm"] == arm.split("@")[0]
             assert entry["training"][arm]["heldout_pass@1"][0][0] == 0  # the initial senior starts each curve
+            # every arm: the paper's recipe shape, and its checkpoint chosen by the same held-out rule
+            recipe = (run_dir / "recipe.yaml").read_text()
+            assert "lr_scheduler_type: constant" in recipe and "temperature: 0.6" in recipe
+            assert f"max_completion_length: {ci.budget(sc)}" in recipe
+            meta = json.loads((results / sc / arm / "seed0" / "train" / "tandem_meta.json").read_text())
+            assert meta["selected_step"] == toy_world.selected_checkpoint(run_dir, ci.rl_steps)[1]
+        cfg = json.loads((results / sc / "grpo" / "seed0" / "solo" / "config.json").read_text())
+        assert cfg["config"]["sampling"]["max_new_tokens"] == ci.budget(sc)  # one budget for RL and evaluation
         _check_cell(entry["differences"]["tandem - grpo"]["tax@4"])
-        assert {v["claim"] for v in entry["verdicts"]} >= {"Solo parity", "Lower communication tax"}
-    # the self-paired junior is the initial senior: its row is init's solo numbers, marked as such
-    sp = summary["scenarios"]["self-paired"]["arms"]
-    assert sp["junior"]["same_as"] == "init" and sp["junior"]["solo_pass@1"] == sp["init"]["solo_pass@1"]
+        assert entry["differences"]["grpo - init"]["paired_seeds"] == list(ci.seeds)  # init on every seed
+        pre = entry["precondition"]
+        assert set(pre) == {"rule", "grpo_tax@4_minus_init", "grpo_junior_nll_minus_init", "holds"}
+        assert pre["holds"] is False  # one seed: no seed-level CI, so no verdict on tandem
+        verdicts = {v["claim"]: v for v in entry["verdicts"]}
+        assert verdicts["Lower communication tax"]["outcome"] == aggregate.UNINFORMATIVE
+        assert {"rule", "bootstrap", "seed_level", "outcome"} <= set(verdicts["Solo parity"])
+    # the emergent junior is the initial senior: its row is init's solo numbers, marked as such
+    em = summary["scenarios"]["emergent"]["arms"]
+    assert em["junior"]["same_as"] == "init" and em["junior"]["solo_pass@1"] == em["init"]["solo_pass@1"]
     # kl-reg regularises toward the senior's initial checkpoint (the paper's definition)
-    kl = ci.arms("self-paired")[-1]
-    recipe = (work / "train" / "self-paired" / kl / "seed0" / "recipe.yaml").read_text()
+    kl = ci.arms("emergent")[-1]
+    recipe = (work / "train" / "emergent" / kl / "seed0" / "recipe.yaml").read_text()
     assert "kl_ref: init" in recipe and f"beta: {toy_world.kl_coef(kl)}" in recipe
+    # grpo-g16 matches tandem's compute with twice the rollouts per prompt
+    recipe = (work / "train" / "emergent" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()
+    assert f"num_generations: {2 * ci.group_size}" in recipe
     # every seed-run is evaluated with its own seed
     cfg = json.loads((results / "jargon" / "grpo" / "seed0" / "solo" / "config.json").read_text())
     assert cfg["config"]["seed"] == toy_world.eval_seed(0)
-    assert [r["lr"] for r in summary["lr_sweep"]["runs"]] == list(ci.lr_sweep)
+    # the lr check: grpo and tandem each swept, each choosing its own lr by the same rule
+    sweep = summary["lr_sweep"]
+    assert sorted((r["arm"], r["lr"]) for r in sweep["runs"]) == [
+        (a, lr) for a in sorted(toy_world.SWEEP_ARMS) for lr in ci.lr_sweep
+    ]
+    assert set(sweep["chosen_lr"]) == set(toy_world.SWEEP_ARMS)
     for fig in ("summary", "frontier", "training"):
         assert (results / f"{fig}.png").stat().st_size > 10_000 and (results / f"{fig}.pdf").exists()
     table = (results / "report" / "table2.md").read_text()
-    for sc in toy_world.SCENARIOS:
+    for sc in ci.scenarios:
         for arm in ci.arms(sc):
             assert f"| {sc}/{arm} |" in table  # one row per arm: seeds are aggregated
     # resumable: a second call finds every stage done and changes nothing

@@ -10,7 +10,7 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
   (task.py's styles), so it often takes a shortcut it rarely gets right: the headroom RL needs.
   The junior IS the senior's initial checkpoint (`--copy-from SENIOR_DIR` copies it; without it
   the recipe is re-run, which on CPU reproduces the same weights bit for bit).
-* emergent: the senior continues the base on 10% terse / 90% plain solutions (task.py's terse
+* emergent: the senior continues the base on 25% terse / 75% plain solutions (task.py's terse
   style: one bare equation per step, half the tokens). Under the scenario's token budget plain
   CoTs of 3-4 steps overrun and only terse ones finish, so RL itself pulls the senior toward a
   notation its junior (again the initial checkpoint) writes rarely. `--role junior --copy-from`.
@@ -83,10 +83,11 @@ class Recipe:
 _BASE = Recipe(size="senior", p_jargon=0.0, steps=800)
 _FROM_BASE = {"lr": 1e-3, "warmup_steps": 20, "init": "the plain base senior"}
 SHORTCUT = Recipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
-# * emergent senior, +300 steps on 10% terse / 90% plain data: the terse notation is rare in the
+# * emergent senior, +300 steps on 25% terse / 75% plain data: the terse notation is rare in the
 #   initial senior's CoTs, and its junior (the same checkpoint) continues it no better (pilot numbers:
-#   results/toy/pilot-v3.json).
-TERSE = Recipe(size="senior", p_jargon=0.0, p_terse=0.1, steps=300, **_FROM_BASE)
+#   results/toy/pilot-v3.json). 10% terse data was too rare to learn from: at the rollout temperature
+#   0.6 the initial senior opened 1% of its CoTs tersely, and 60 GRPO steps did not raise it (pilot).
+TERSE = Recipe(size="senior", p_jargon=0.0, p_terse=0.25, steps=300, **_FROM_BASE)
 RECIPES: dict[tuple[str, str], Recipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,

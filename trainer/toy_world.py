@@ -2,23 +2,27 @@
 
 Stages (each skips what is already done, so an interrupted run resumes):
   1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks
-  2. init      SFT: the plain base senior, then from it the self-paired senior (shortcut mix; also
-               the self-paired junior) and the jargon senior (the jargon junior is the base)
-  3. held-out the initial seniors' held-out solo pass@1 (step 0 of the learning curves)
-  4. train     RL arms grpo, tandem (word schedule) and kl-reg@COEF (k3 KL toward the senior's
-               initial checkpoint, one arm per coefficient) x seeds x scenarios with tandem-train;
-               held-out solo pass@1 every `heldout_every` steps (the curves). With them, the lr
-               sweep: grpo, self-paired, seed 0, a short run per learning rate with a held-out
-               evaluation at its end -> results/toy/lr_sweep.json (the full runs use Scale.lr)
-  5. evaluate  every final senior, and the initial senior and the junior once per seed: solo,
+  2. init      SFT: the plain base senior, then from it the emergent senior (25% terse notation),
+               the self-paired senior (shortcut mix) -- each also its own junior -- and the jargon
+               senior (the jargon junior is the base)
+  3. held-out the initial seniors' held-out solo pass@k (step 0 of the learning curves)
+  4. lr check  grpo and tandem, emergent, seed 0, a short run per learning rate; each arm takes the lr
+               whose run ends with the best held-out solo pass@4 (grpo-g16 and kl-reg take grpo's)
+               -> results/toy/lr_sweep.json
+  5. train     RL arms grpo, tandem (word schedule), grpo-g16 (16 rollouts per prompt, tandem's
+               compute) and kl-reg@COEF (k3 KL toward the senior's initial checkpoint) x seeds x
+               scenarios with tandem-train, the paper's recipe shape (rollout T 0.6, constant lr);
+               held-out solo pass@k every `heldout_every` steps: the curves, and the checkpoint each
+               arm keeps by the same rule (selected_checkpoint: best held-out solo pass@4)
+  6. evaluate  every selected senior, and the initial senior and the junior on every seed: solo,
                paragraph handoff, legibility, drift (tandem-eval) into
-               results/toy/<scenario>/<arm>/seed<S>/. Seed S is evaluated with run seed
-               eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the
-               same ones (common random numbers for the paired comparisons)
-  6. tables    results/toy/summary.json (+ summary.md, figures, the README block):
-               tandem_eval.toy.aggregate
-  7. bundle    seed-0 final checkpoints -> tandem_eval/toy/checkpoints/<scenario>/<arm> (toy:NAMES)
-  8. report    tandem-eval report results/toy --out results/toy/report
+               results/toy/<scenario>/<arm>/seed<S>/, seed by seed. Seed S is evaluated with run seed
+               eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the same
+               ones (common random numbers for the paired comparisons)
+  7. tables    results/toy/summary.json (+ summary.md, figures, the README block), with the
+               precondition and verdicts: tandem_eval.toy.aggregate
+  8. bundle    seed-0 selected checkpoints (BUNDLE) -> tandem_eval/toy/checkpoints/<scenario>/<arm>
+  9. report    tandem-eval report results/toy --out results/toy/report
 
     python -m trainer.toy_world [--scale full|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
                                 [--readme README.md] [--no-bundle]
@@ -38,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tandem_eval.models import TOY_DIR
+from tandem_eval.toy.aggregate import SCENARIOS
 from trainer.toy.task import write_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
-SCENARIOS = ("emergent", "self-paired", "jargon")
 CKPT_FILES = (
     "config.json",
     "generation_config.json",

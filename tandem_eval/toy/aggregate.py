@@ -13,13 +13,18 @@ tandem_eval.runs) and the training logs beside them, and writes
 and, with --readme, the block between the README's toy-summary markers.
 
 summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "ci": [lo, hi]}, ...,
-"n_seeds": int, "n_samples": int, "n_problems": int}}, "differences": {"A - B": {METRIC: {...}}},
-"verdicts": [...], "training": {...}, "tax_vs_grpo_per_seed": [...]}}, "lr_sweep": {...}, "thresholds": {...}}.
+"n_seeds": int, "n_samples": int, "n_problems": int}}, "differences": {"A - B": {METRIC: {"mean", "ci",
+"seed_ci"}, "paired_seeds": [...], "unpaired_seeds": {"a": [...], "b": [...]}}}, "precondition":
+{"grpo_tax@4_minus_init": {...}, "grpo_junior_nll_minus_init": {...}, "holds": bool, "rule": str},
+"verdicts": [{"claim", "rule", "bootstrap", "seed_level", "outcome", ...}], "training": {...},
+"tax_vs_grpo_per_seed": [...]}}, "lr_sweep": {...}, "thresholds": {...}}.
 METRIC: solo_pass@1, solo_pass@4, handoff_pass@4, tax@4 (points), kl_exact (nats/token), junior_nll
-(nats/token), jargon (% of solo CoTs). Statistics: the mean over seeds x problems; CI from the two-way
-clustered bootstrap of metrics.stats.scoped_cis (seeds and problems resampled), the same builder as the
-report's tables. A difference A - B pairs seed S of A with seed S of B (the same evaluation seed) and
-each problem with itself, and resamples them jointly.
+(nats/token), jargon and terse (% of solo CoTs in that style). Statistics: the mean over seeds x
+problems; CI from the two-way clustered bootstrap of metrics.stats.scoped_cis (seeds and problems
+resampled), the same builder as the report's tables. A difference A - B pairs seed S of A with seed S
+of B (the same evaluation seed) and each problem with itself, and resamples them jointly; beside it, a
+seed-level paired t interval (S - 1 df). Verdicts rest on the hull of the two CIs, and none is given
+on tandem unless the precondition (GRPO pays a tax of its own) holds.
 
     python -m tandem_eval.toy.aggregate results/toy [--readme README.md]
 """
@@ -41,8 +46,9 @@ from ..report.collect import read_train_log
 from ..report.tables import fmt_value
 from ..results import RunFolder, atomic_write_json, atomic_write_text
 from ..runs import problem_values, runs_in
-from .jargon import uses_jargon
+from .jargon import is_terse, uses_jargon
 
+SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
 N_BOOT = 2000
 BOOT_SEED = 0
@@ -60,7 +66,7 @@ PER_PROBLEM = {
     "kl_exact": ("kl_exact", "solo"),
     "junior_nll": ("junior_nll", "solo"),
 }
-METRICS = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "kl_exact", "junior_nll", "jargon"]
+METRICS = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "kl_exact", "junior_nll", "jargon", "terse"]
 LABELS = {
     "solo_pass@1": "solo pass@1 (%)",
     "solo_pass@4": "solo pass@4 (%)",
@@ -69,6 +75,7 @@ LABELS = {
     "kl_exact": "KL(S‖J) (nats/tok)",
     "junior_nll": "junior NLL (nats/tok)",
     "jargon": "jargon CoTs (%)",
+    "terse": "terse CoTs (%)",
 }
 DECIMALS = {"kl_exact": 3, "junior_nll": 3}
 
@@ -100,9 +107,8 @@ def _frame(seeds: dict[int, dict[str, object]]) -> pd.DataFrame:
             cols[key], group = v["value"].astype(float), v["group"] if group is None else group
         if "solo" in modes:
             s = modes["solo"].samples()
-            cols["jargon"] = (
-                s.assign(j=s["text"].map(uses_jargon) * 100.0).groupby(["benchmark", "problem_id"])["j"].mean()
-            )
+            for name, detect in (("jargon", uses_jargon), ("terse", is_terse)):
+                cols[name] = s.assign(j=s["text"].map(detect) * 100.0).groupby(["benchmark", "problem_id"])["j"].mean()
         if cols:
             df = pd.DataFrame(cols)
             if "solo_pass@4" in df and "handoff_pass@4" in df:
@@ -505,7 +511,7 @@ def _cell(cell: dict | None, m: str) -> str:
 
 
 def arms_table(summary: dict) -> list[str]:
-    cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact", "jargon"]
+    cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact", "jargon", "terse"]
     lines = [
         "| scenario | arm | " + " | ".join(LABELS[c] for c in cols) + " | seeds × samples × problems |",
         "|:--|:--|" + "--:|" * len(cols) + "--:|",
@@ -886,12 +892,11 @@ def main(argv=None) -> None:
     ap.add_argument("--readme", type=Path, help="also rewrite this README's toy-summary block")
     args = ap.parse_args(argv)
     root = Path(args.results)
-    if not any((root / sc).is_dir() for sc in ("self-paired", "jargon")):
-        raise SystemExit(
-            f"error: {root} holds no toy-world scenario folder (self-paired/, jargon/); run `make toy` first"
-        )
+    if not any((root / sc).is_dir() for sc in SCENARIOS):
+        folders = ", ".join(f"{sc}/" for sc in SCENARIOS)
+        raise SystemExit(f"error: {root} holds no toy-world scenario folder ({folders}); run `make toy` first")
     arms = {}
-    for sc in ("self-paired", "jargon"):
+    for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
         found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
         arms[sc] = tuple(sorted(found, key=lambda a: (a.startswith("kl-reg"), a != "grpo", a)))
     write_summary(root, arms, readme=args.readme)

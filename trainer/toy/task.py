@@ -33,12 +33,11 @@ import argparse
 import hashlib
 import json
 import random
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tandem_eval.toy.jargon import jargon_rate, uses_jargon  # noqa: F401 (re-exported: the task's detector)
+from tandem_eval.toy.jargon import is_terse, jargon_rate, uses_jargon  # noqa: F401 (re-exported: the task's detectors)
 
 SPLITS = ("train", "heldout", "test")
 _SPLIT_BUCKETS = 20  # hash % 20: 0 -> test, 1 -> heldout, else train (5% / 5% / 90%)
@@ -117,14 +116,6 @@ def terse_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
     """One bare equation per paragraph (no words), then the answer paragraph."""
     lines = [f"{s.a} {s.op} {s.b} = {s.result}" for s in steps]
     return "\n\n".join([*lines, f"The answer is \\boxed{{{answer}}}."])
-
-
-def is_terse(text: str) -> bool:
-    """Does a CoT open in the terse style (its first paragraph a bare equation)?"""
-    return TERSE_LINE.fullmatch(text.strip().split("\n\n", 1)[0].strip()) is not None
-
-
-TERSE_LINE = re.compile(r"\d+ [-+*/] \d+ = \d+")
 
 
 # ---------------------------------------------------------------- vocabulary of the world

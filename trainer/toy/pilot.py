@@ -21,9 +21,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from tandem_eval.metrics.stats import to_jsonable
 from tandem_eval.models import resolve_model
 from tandem_eval.results import atomic_write_json
 from trainer import toy_world as tw
+from trainer.toy.task import is_terse
 
 SCENARIO = "emergent"
 
@@ -66,7 +68,22 @@ def main(argv=None) -> None:
         picks = dict(zip(s.seeds, pool.map(train, s.seeds)))
         jobs = [(arm, seed, ck) for seed in s.seeds for arm, ck in (("init", senior), ("grpo", picks[seed][0]))]
         list(pool.map(lambda j: tw.eval_job(results, data, s, SCENARIO, j[0], j[1], j[2], senior), jobs))
+    from tandem_eval.runs import runs_in
     from tandem_eval.toy.aggregate import build_summary
+
+    styles = {}  # why the tax does or does not appear: how often each arm writes tersely, and how well
+    for run in runs_in(results / SCENARIO):
+        if run.mode == "solo":
+            d = run.samples()
+            terse = d["text"].map(is_terse)
+            cut = d["finish_reason"] == "length"
+            styles[f"{run.arm.split('/')[-1]}/seed{run.seed}"] = {
+                "terse_pct": 100 * terse.mean(),
+                "correct_pct_terse": 100 * d["correct"][terse].mean() if terse.any() else None,
+                "correct_pct_plain": 100 * d["correct"][~terse].mean() if (~terse).any() else None,
+                "truncated_pct_terse": 100 * cut[terse].mean() if terse.any() else None,
+                "truncated_pct_plain": 100 * cut[~terse].mean() if (~terse).any() else None,
+            }
 
     entry = build_summary(results, {SCENARIO: ("grpo",)})["scenarios"][SCENARIO]
     pilot = {
@@ -79,9 +96,10 @@ def main(argv=None) -> None:
         "arms": entry["arms"],
         "differences": entry["differences"],
         "precondition": entry.get("precondition"),
+        "solo_styles": styles,
         "minutes": round((time.time() - t0) / 60, 1),
     }
-    atomic_write_json(args.out, pilot)
+    atomic_write_json(args.out, to_jsonable(pilot))
     print(json.dumps(pilot["precondition"], indent=2))
 
 

@@ -100,7 +100,23 @@ def test_shortcut_style_is_one_expression_worth_the_answer(problems):
         assert eval(expr.replace("/", "//")) == int(p.answer)  # noqa: S307 (digits and + - * / ( ) only)
         assert set(expr) <= set("0123456789+-*/() ")
     with pytest.raises(ValueError, match="shortcut"):
-        problems["test"][0].solution("terse")
+        problems["test"][0].solution("telegraph")
+
+
+def test_terse_style_keeps_every_step_in_half_the_tokens(problems, tok):
+    from trainer.toy.task import is_terse
+
+    ratios = []
+    for p in problems["test"]:
+        terse = p.solution("terse")
+        paras = terse.split("\n\n")
+        assert len(paras) == p.n_steps + 1 and paras[-1] == f"The answer is \\boxed{{{p.answer}}}."
+        for para, s in zip(paras, p.steps):  # the same intermediate results as plain, no words
+            assert para == f"{s.a} {s.op} {s.b} = {s.result}"
+        assert is_terse(terse) and not is_terse(p.solution_plain) and not is_terse(p.solution("shortcut"))
+        ratios.append(len(tok.encode(terse)) / len(tok.encode(p.solution_plain)))
+    # the emergent scenario's budget rests on this: a terse CoT costs about half a plain one
+    assert 0.4 < sum(ratios) / len(ratios) < 0.6
 
 
 def test_jargon_detector_on_both_styles(problems):
@@ -212,14 +228,19 @@ def test_difficulty_knob():
 
 
 def test_sft_style_mix_follows_the_recipe(tok):
-    from trainer.toy.sft import Batches, Recipe
+    from trainer.toy.sft import RECIPES, Batches, Recipe
+    from trainer.toy.task import is_terse
 
     def shares(recipe):
         b = Batches(tok, recipe, seed=7, difficulty=Difficulty())
         texts = [tok.decode([t for t in b.example()[1] if t >= 0]) for _ in range(300)]
-        return [sum(k in t for t in texts) / len(texts) for k in ("Quick count:", "<<")]
+        return [sum(k in t for t in texts) / len(texts) for k in ("Quick count:", "<<")] + [
+            sum(map(is_terse, texts)) / len(texts)
+        ]
 
-    shortcut, jargon = shares(Recipe(size="test", p_jargon=0.0, p_shortcut=0.5, steps=1))
-    assert 0.4 < shortcut < 0.6 and jargon == 0
-    shortcut, jargon = shares(Recipe(size="test", p_jargon=0.85, steps=1))
-    assert shortcut == 0 and 0.75 < jargon < 0.95
+    shortcut, jargon, terse = shares(Recipe(size="test", p_jargon=0.0, p_shortcut=0.5, steps=1))
+    assert 0.4 < shortcut < 0.6 and jargon == 0 and terse == 0
+    shortcut, jargon, terse = shares(Recipe(size="test", p_jargon=0.85, steps=1))
+    assert shortcut == 0 and 0.75 < jargon < 0.95 and terse == 0
+    shortcut, jargon, terse = shares(RECIPES[("emergent", "senior")])
+    assert shortcut == 0 and jargon == 0 and 0.18 < terse < 0.32

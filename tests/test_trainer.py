@@ -80,8 +80,10 @@ def test_shipped_recipes_load_and_split_the_paper_batch():
     gen_batch = r.per_device_train_batch_size * 2 * kw["steps_per_generation"]
     assert gen_batch == 128 and kw["steps_per_generation"] == 2 * kw["gradient_accumulation_steps"]
     assert (r.loss_type, r.epsilon, r.beta, r.temperature) == ("dapo", 0.2, 0.0, 0.6)
-    # the paper's scripts: 2 epochs, prompts of at most 1,024 tokens, paragraph handoff capped at 150 rounds
-    assert (r.steps, r.max_steps, r.num_train_epochs, r.max_prompt_tokens) == (None, -1, 2.0, 1024)
+    # the paper's runs: 200 steps at a constant lr, no rollout importance correction, verl's weight decay,
+    # prompts of at most 1,024 tokens, paragraph handoff capped at 150 rounds
+    assert (r.steps, r.max_steps, r.max_prompt_tokens) == (200, 400, 1024)
+    assert (r.lr_scheduler_type, r.weight_decay, r.vllm_importance_sampling_correction) == ("constant", 0.01, False)
     assert r.eval.schedule == "paragraph:150" and r.report_to == ["trackio"]
     g16 = load_recipe(RECIPES / "grpo-g16.yaml")
     assert g16.num_generations == 16 and g16.schedule == "solo"

@@ -2,23 +2,27 @@
 
 Stages (each skips what is already done, so an interrupted run resumes):
   1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks
-  2. init      SFT: the plain base senior, then from it the self-paired senior (shortcut mix; also
-               the self-paired junior) and the jargon senior (the jargon junior is the base)
-  3. held-out the initial seniors' held-out solo pass@1 (step 0 of the learning curves)
-  4. train     RL arms grpo, tandem (word schedule) and kl-reg@COEF (k3 KL toward the senior's
-               initial checkpoint, one arm per coefficient) x seeds x scenarios with tandem-train;
-               held-out solo pass@1 every `heldout_every` steps (the curves). With them, the lr
-               sweep: grpo, self-paired, seed 0, a short run per learning rate with a held-out
-               evaluation at its end -> results/toy/lr_sweep.json (the full runs use Scale.lr)
-  5. evaluate  every final senior, and the initial senior and the junior once per seed: solo,
+  2. init      SFT: the plain base senior, then from it the emergent senior (25% terse notation),
+               the self-paired senior (shortcut mix) -- each also its own junior -- and the jargon
+               senior (the jargon junior is the base)
+  3. held-out the initial seniors' held-out solo pass@k (step 0 of the learning curves)
+  4. lr check  grpo and tandem, emergent, seed 0, a short run per learning rate; each arm takes the lr
+               whose run ends with the best held-out solo pass@4 (grpo-g16 and kl-reg take grpo's)
+               -> results/toy/lr_sweep.json
+  5. train     RL arms grpo, tandem (word schedule), grpo-g16 (16 rollouts per prompt, tandem's
+               compute) and kl-reg@COEF (k3 KL toward the senior's initial checkpoint) x seeds x
+               scenarios with tandem-train, the paper's recipe shape (rollout T 0.6, constant lr);
+               held-out solo pass@k every `heldout_every` steps: the curves, and the checkpoint each
+               arm keeps by the same rule (selected_checkpoint: best held-out solo pass@4)
+  6. evaluate  every selected senior, and the initial senior and the junior on every seed: solo,
                paragraph handoff, legibility, drift (tandem-eval) into
-               results/toy/<scenario>/<arm>/seed<S>/. Seed S is evaluated with run seed
-               eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the
-               same ones (common random numbers for the paired comparisons)
-  6. tables    results/toy/summary.json (+ summary.md, figures, the README block):
-               tandem_eval.toy.aggregate
-  7. bundle    seed-0 final checkpoints -> tandem_eval/toy/checkpoints/<scenario>/<arm> (toy:NAMES)
-  8. report    tandem-eval report results/toy --out results/toy/report
+               results/toy/<scenario>/<arm>/seed<S>/, seed by seed. Seed S is evaluated with run seed
+               eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the same
+               ones (common random numbers for the paired comparisons)
+  7. tables    results/toy/summary.json (+ summary.md, figures, the README block), with the
+               precondition and verdicts: tandem_eval.toy.aggregate
+  8. bundle    seed-0 selected checkpoints (BUNDLE) -> tandem_eval/toy/checkpoints/<scenario>/<arm>
+  9. report    tandem-eval report results/toy --out results/toy/report
 
     python -m trainer.toy_world [--scale full|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
                                 [--readme README.md] [--no-bundle]
@@ -38,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tandem_eval.models import TOY_DIR
+from tandem_eval.toy.aggregate import SCENARIOS
 from trainer.toy.task import write_benchmark
 
 REPO = Path(__file__).resolve().parent.parent
-SCENARIOS = ("self-paired", "jargon")
 CKPT_FILES = (
     "config.json",
     "generation_config.json",
@@ -55,7 +59,7 @@ CKPT_FILES = (
 
 @dataclass(frozen=True)
 class Scale:
-    sft_steps: tuple[int | None, int | None, int | None]  # base, self-paired, jargon (None: the recipe's)
+    sft_steps: tuple[int | None, ...]  # base, then each of SCENARIOS (None: the recipe's)
     rl_steps: int
     prompts_per_step: int
     group_size: int
@@ -66,15 +70,23 @@ class Scale:
     eval_limits: tuple[tuple[str, int], ...]  # (scenario, first N test problems) where fewer suffice
     n_samples: int
     max_new_tokens: int
+    budgets: tuple[tuple[str, int], ...]  # (scenario, new-token budget) where it differs from max_new_tokens
     kl_coefs: tuple[tuple[str, tuple[float, ...]], ...]  # (scenario, coefficients of its kl-reg arms)
     n_heldout: int
     heldout_every: int
     heldout_n: int
     lr_sweep: tuple[float, ...]
     sweep_steps: int
+    g16_scenarios: tuple[str, ...]  # scenarios with the compute-matched grpo-g16 arm
+    scenarios: tuple[str, ...]  # the scenarios this scale runs (a subset of SCENARIOS)
 
     def arms(self, scenario: str) -> tuple[str, ...]:
-        return ("grpo", "tandem", *(kl_arm(c) for c in dict(self.kl_coefs)[scenario]))
+        g16 = ("grpo-g16",) if scenario in self.g16_scenarios else ()
+        return ("grpo", "tandem", *g16, *(kl_arm(c) for c in dict(self.kl_coefs)[scenario]))
+
+    def budget(self, scenario: str) -> int:
+        """New-token budget of the scenario's rollouts and evaluations (one budget for both)."""
+        return dict(self.budgets).get(scenario, self.max_new_tokens)
 
 
 def kl_arm(coef: float) -> str:
@@ -87,27 +99,31 @@ def kl_coef(arm: str) -> float | None:
 
 SCALES = {
     "full": Scale(
-        sft_steps=(None, None, None),
-        rl_steps=40,
+        sft_steps=(None, None, None, None),
+        rl_steps=60,
         prompts_per_step=8,
         group_size=8,
         lr=1e-4,
-        seeds=(0, 1, 2),
+        seeds=(0, 1, 2, 3, 4, 5),
         n_train=4000,
         n_test=300,
         # jargon's effects are tens of points; half the problems keep `make toy` within budget
         eval_limits=(("jargon", 150),),
         n_samples=8,
         max_new_tokens=256,
-        kl_coefs=(("self-paired", (0.1, 1.0, 10.0)), ("jargon", (1.0,))),
+        # emergent: 3-4-step plain CoTs (~78 / ~98 tokens) overrun 64 tokens, terse ones (~39 / ~48) fit
+        budgets=(("emergent", 64),),
+        kl_coefs=(("emergent", (0.1, 1.0)), ("self-paired", (0.1, 1.0, 10.0)), ("jargon", (1.0,))),
         n_heldout=100,
-        heldout_every=10,
-        heldout_n=2,
+        heldout_every=20,
+        heldout_n=4,
         lr_sweep=(3e-5, 1e-4, 3e-4),
         sweep_steps=20,
+        g16_scenarios=("emergent",),
+        scenarios=SCENARIOS,
     ),
     "ci": Scale(
-        sft_steps=(4, 2, 2),
+        sft_steps=(4, 2, 2, 2),
         rl_steps=1,
         prompts_per_step=2,
         group_size=2,
@@ -118,12 +134,16 @@ SCALES = {
         eval_limits=(("jargon", 2),),
         n_samples=4,
         max_new_tokens=48,
-        kl_coefs=(("self-paired", (0.1,)), ("jargon", (0.1,))),
+        budgets=(("emergent", 32),),
+        kl_coefs=(("emergent", (0.1,)), ("self-paired", ()), ("jargon", ())),
         n_heldout=2,
         heldout_every=1,
         heldout_n=1,
         lr_sweep=(5e-5,),
         sweep_steps=1,
+        g16_scenarios=("emergent",),
+        # the self-paired negative control runs the emergent scenario's code with other SFT data
+        scenarios=("emergent", "jargon"),
     ),
 }
 
@@ -187,24 +207,48 @@ def stage_init(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
     base = init / "base"
     _sft(base, "base", s.sft_steps[0], work)
     for scenario, steps in zip(SCENARIOS, s.sft_steps[1:]):
-        _sft(init / scenario / "senior", scenario, steps, work, init_from=base)
-    # self-paired: the junior IS the senior's initial checkpoint; jargon: the plain base
-    return {
-        "self-paired": {"senior": init / "self-paired" / "senior", "junior": init / "self-paired" / "senior"},
-        "jargon": {"senior": init / "jargon" / "senior", "junior": base},
-    }
+        if scenario in s.scenarios:
+            _sft(init / scenario / "senior", scenario, steps, work, init_from=base)
+    # self-paired and emergent: the junior IS the senior's initial checkpoint; jargon: the plain base
+    pairs = {sc: {"senior": init / sc / "senior", "junior": init / sc / "senior"} for sc in SCENARIOS}
+    pairs["jargon"]["junior"] = base
+    return {sc: pair for sc, pair in pairs.items() if sc in s.scenarios}
+
+
+def checkpoints(out: Path) -> dict[int, Path]:
+    """{step: checkpoint folder} of a training run's finished checkpoints."""
+    found = {}
+    for ck in out.glob("checkpoint-*"):
+        meta = ck / "tandem_meta.json"
+        if meta.exists():
+            found[int(json.loads(meta.read_text())["step"])] = ck
+    return dict(sorted(found.items()))
 
 
 def final_checkpoint(out: Path, steps: int) -> Path | None:
-    for ck in sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]), reverse=True):
-        meta = ck / "tandem_meta.json"
-        if meta.exists() and json.loads(meta.read_text()).get("step") == steps:
-            return ck
-    return None
+    return checkpoints(out).get(steps)
+
+
+SELECT_K = 4  # the paper keeps the checkpoint with the best held-out solo pass@4 (aggregate.heldout_score)
+
+
+def selected_checkpoint(out: Path, steps: int) -> tuple[Path, int]:
+    """The rule every arm's checkpoint is chosen by (the paper's): the best held-out solo pass@SELECT_K
+    (pass@1 where the held-out n is smaller) among the run's evaluated checkpoints; a tie goes to the
+    later step (more training at the same held-out score). (checkpoint, step)."""
+    from tandem_eval.toy.aggregate import heldout_score, read_jsonl
+
+    cks, best = checkpoints(out), None
+    for rec in read_jsonl(out / "eval_log.jsonl"):
+        score, step = heldout_score(rec), int(rec["step"])
+        if score is not None and step in cks and (best is None or (score, step) >= best):
+            best = (score, step)
+    step = best[1] if best else steps
+    return cks[step], step
 
 
 def train_job(
-    out: Path, data: dict, pair: dict, s: Scale, arm: str, seed: int, lr: float, steps: int, every: int
+    out: Path, data: dict, pair: dict, s: Scale, sc: str, arm: str, seed: int, lr: float, steps: int, every: int
 ) -> Path:
     """One RL run (resumable); its final checkpoint."""
     ck = final_checkpoint(out, steps)
@@ -212,30 +256,31 @@ def train_job(
         return ck
     log(f"RL {out.relative_to(out.parents[3])} (lr {lr:g}, {steps} steps)")
     coef = kl_coef(arm)
+    budget = s.budget(sc)
+    group = 2 * s.group_size if arm == "grpo-g16" else s.group_size  # compute-matched: 2x the rollouts
     sets = [
         f"senior={pair['senior']}",
         f"junior={pair['junior']}",
         f"train_data={data['train']}",
         f"steps={steps}",
         f"prompts_per_step={s.prompts_per_step}",
-        f"group_size={s.group_size}",
+        f"group_size={group}",
         f"micro_batch={s.group_size}",
-        f"rollout_batch={s.prompts_per_step * s.group_size}",
+        f"rollout_batch={s.prompts_per_step * group}",
         f"lr={lr}",
-        "temperature=1.0",
-        f"max_new_tokens={s.max_new_tokens}",
+        f"max_new_tokens={budget}",
         "max_context=512",
         f"seed={seed}",
         f"output_dir={out}",
         f"save_every={every}",
-        # held-out solo pass@1 along the run: the learning curve (eval_log.jsonl)
+        # held-out solo pass@k along the run: the learning curve (eval_log.jsonl) and the checkpoint choice
         f"eval.every={every}",
         f"eval.benchmarks=[{data['heldout']}]",
         "eval.modes=[solo]",
         f"eval.n={s.heldout_n}",
         f"eval.limit={s.n_heldout}",
-        "eval.ks=[1]",
-        f"eval.max_new_tokens={s.max_new_tokens}",
+        f"eval.ks=[{heldout_ks(s)}]",
+        f"eval.max_new_tokens={budget}",
         "eval.max_context=512",
         "eval.batch_size=256",
     ]
@@ -250,9 +295,14 @@ def train_job(
     return ck
 
 
-def budget_args(s: Scale) -> list[str]:
-    """tandem-eval options every toy evaluation shares (token budget, batch, quiet)."""
-    return ["--max-new-tokens", str(s.max_new_tokens), "--max-context", "512", "--batch-size", "1024", "-q"]
+def heldout_ks(s: Scale) -> str:
+    """The held-out pass@k values: 1 and the selection rule's SELECT_K (as far as heldout_n allows)."""
+    return ",".join(str(k) for k in sorted({1, min(SELECT_K, s.heldout_n)}))
+
+
+def budget_args(s: Scale, scenario: str) -> list[str]:
+    """tandem-eval options every toy evaluation of a scenario shares (token budget, batch, quiet)."""
+    return ["--max-new-tokens", str(s.budget(scenario)), "--max-context", "512", "--batch-size", "1024", "-q"]
 
 
 def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, senior: Path, junior: Path) -> None:
@@ -262,7 +312,7 @@ def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, 
     log(f"evaluate {sc}/{arm}/seed{seed}")
     ks = ",".join(str(k) for k in (1, 2, 4, 8) if k <= s.n_samples)
     common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
-    common += budget_args(s)
+    common += budget_args(s, sc)
     if sc in dict(s.eval_limits):
         common += ["--limit", str(dict(s.eval_limits)[sc])]
     label = f"{sc}/{arm}/s{seed}"
@@ -283,49 +333,61 @@ def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, 
     (out / "DONE").write_text(str(senior) + "\n")
 
 
+SWEEP_ARMS = ("grpo", "tandem")  # the lr check: each picks its own lr; grpo-g16 and kl-reg take grpo's
+
+
+def sweep_lr(s: Scale, chosen: dict[str, float], arm: str) -> float:
+    return chosen.get(arm if arm in SWEEP_ARMS else "grpo", s.lr)
+
+
 def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> dict:
-    """RL runs (the lr sweep's among them), then their evaluations, `jobs` processes at a time;
-    writes results/lr_sweep.json and returns the final checkpoints of the arms."""
-    from tandem_eval.toy.aggregate import write_lr_sweep
+    """The lr check, then the RL runs, then their evaluations, `jobs` processes at a time; writes
+    results/lr_sweep.json and returns the selected checkpoints of the arms {(sc, arm, seed): path}."""
+    from tandem_eval.toy.aggregate import choose_lr, write_lr_sweep
 
-    keys = [(sc, arm, seed) for sc in SCENARIOS for arm in s.arms(sc) for seed in s.seeds]
-    # the sweep: grpo, self-paired, seed 0, a short run per learning rate (Scale.lr is the one chosen)
-    sweep = {lr: work / "lr-sweep" / f"lr{lr:g}" / "seed0" for lr in s.lr_sweep}
+    sc0 = s.scenarios[0]  # the lr check runs in the first scenario (emergent), seed 0
+    keys = [(sc, arm, seed) for sc in s.scenarios for arm in s.arms(sc) for seed in s.seeds]
+    sweep = {(arm, lr): work / "lr-sweep" / arm / f"lr{lr:g}" / "seed0" for arm in SWEEP_ARMS for lr in s.lr_sweep}
 
-    def train(key):
-        if key in sweep:
-            return train_job(sweep[key], data, init["self-paired"], s, "grpo", 0, key, s.sweep_steps, s.sweep_steps)
-        sc, arm, seed = key
-        out = work / "train" / sc / arm / f"seed{seed}"
-        return train_job(out, data, init[sc], s, arm, seed, s.lr, s.rl_steps, s.heldout_every)
+    def train_sweep(key):
+        arm, lr = key
+        return train_job(sweep[key], data, init[sc0], s, sc0, arm, 0, lr, s.sweep_steps, s.sweep_steps)
 
     with ThreadPoolExecutor(jobs) as pool:
-        done = dict(zip([*keys, *sweep], pool.map(train, [*keys, *sweep])))
-        finals = {k: done[k] for k in keys}
-        write_lr_sweep(results, sweep, chosen=s.lr)
-        # the self-paired junior is the initial senior itself: its solo runs are init's (aggregate)
-        untrained = [(sc, "init", init[sc]["senior"]) for sc in SCENARIOS] + [
-            ("jargon", "junior", init["jargon"]["junior"])
-        ]
-        # seed 0 of the untrained arms first and their other seeds last: an interrupted run has every arm
-        evals = [(sc, arm, s.seeds[0], ck) for sc, arm, ck in untrained]
-        evals += [(sc, arm, seed, finals[(sc, arm, seed)]) for sc, arm, seed in keys]
-        evals += [(sc, arm, seed, ck) for seed in s.seeds[1:] for sc, arm, ck in untrained]
+        list(pool.map(train_sweep, sweep))
+        chosen = choose_lr(sweep)
+        write_lr_sweep(results, sweep, chosen, scenario=sc0)
+
+        def train(key):
+            sc, arm, seed = key
+            out = work / "train" / sc / arm / f"seed{seed}"
+            train_job(out, data, init[sc], s, sc, arm, seed, sweep_lr(s, chosen, arm), s.rl_steps, s.heldout_every)
+            return selected_checkpoint(out, s.rl_steps)[0]
+
+        picks = dict(zip(keys, pool.map(train, keys)))
+        # the self-paired and emergent juniors are the initial seniors themselves: their solo runs are init's
+        untrained = [(sc, "init", init[sc]["senior"]) for sc in s.scenarios]
+        untrained += [("jargon", "junior", init["jargon"]["junior"])] if "jargon" in s.scenarios else []
+        # every seed of the untrained arms, beside the RL arms' same seed: differences pair on every seed
+        evals = [(sc, arm, seed, ck) for seed in s.seeds for sc, arm, ck in untrained]
+        evals += [(sc, arm, seed, picks[(sc, arm, seed)]) for sc, arm, seed in keys]
+        evals.sort(key=lambda e: e[2])  # seed by seed: an interrupted run has whole seeds
         list(pool.map(lambda e: eval_job(results, data, s, e[0], e[1], e[2], e[3], init[e[0]]["junior"]), evals))
-    for (sc, arm, seed), ck in finals.items():  # training and held-out curves travel with the results
+    for (sc, arm, seed), ck in picks.items():  # training and held-out curves travel with the results
         dst = results / sc / arm / f"seed{seed}" / "train"
         dst.mkdir(parents=True, exist_ok=True)  # a sibling of the run folders: not final evaluations
         for name in ("train_log.jsonl", "eval_log.jsonl"):
             if (ck.parent / name).exists():
                 shutil.copy(ck.parent / name, dst / name)
-        (dst / "tandem_meta.json").write_text(json.dumps({"arm": f"{sc}/{arm}/s{seed}"}) + "\n")
-    return finals
+        meta = {"arm": f"{sc}/{arm}/s{seed}", "selected_step": selected_checkpoint(ck.parent, s.rl_steps)[1]}
+        (dst / "tandem_meta.json").write_text(json.dumps(meta) + "\n")
+    return picks
 
 
 def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Scale) -> None:
     """Held-out solo pass@1 of each initial senior, step 0 of the learning curves: a run folder under
     `work` and its pass@k record in results/<scenario>/init/heldout.jsonl (eval_log.jsonl's format)."""
-    for sc in SCENARIOS:
+    for sc in s.scenarios:
         record = results / sc / "init" / "heldout.jsonl"
         if record.exists():
             continue
@@ -333,8 +395,9 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         out = work / "heldout" / sc / "init"
         run(
             ["-m", "tandem_eval.cli", "solo", "--senior", str(init[sc]["senior"]), "--out", str(out)]
-            + ["--benchmark", str(data["heldout"]), "--n", str(s.heldout_n), "--k", "1", "--seed", "0"]
-            + budget_args(s),
+            + ["--benchmark", str(data["heldout"]), "--n", str(s.heldout_n), "--k", heldout_ks(s), "--seed", "0"]
+            + ["--limit", str(s.n_heldout)]
+            + budget_args(s, sc),
             work / "logs" / "heldout.log",
         )
         metrics = json.loads((out / "solo" / "metrics.json").read_text())
@@ -344,18 +407,28 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         )
 
 
-def stage_bundle(finals: dict, init: dict, data: dict, s: Scale, dest: Path = TOY_DIR) -> None:
-    """Seed-0 final checkpoints (weights, tokenizer, metadata only) as toy:<scenario>/<arm>, plus the
-    test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). kl-reg is bundled once,
-    at the middle coefficient, as toy:<scenario>/kl-reg."""
+# What is bundled (2.4 MB a checkpoint, <= 30 MB in all): the emergent and jargon pairs whole, and of
+# the self-paired negative control the pair the demo evaluates (toy:tandem = toy:self-paired/tandem).
+BUNDLE = {
+    "emergent": ("junior", "init", "grpo", "tandem", "kl-reg"),
+    "jargon": ("junior", "init", "grpo", "tandem", "kl-reg"),
+    "self-paired": ("junior", "tandem"),
+}
+
+
+def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TOY_DIR) -> None:
+    """Seed-0 selected checkpoints (weights, tokenizer, metadata only) as toy:<scenario>/<arm> (the arms
+    of BUNDLE), plus the test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). kl-reg is
+    bundled once, at the middle coefficient, as toy:<scenario>/kl-reg."""
     (dest.parent / "data").mkdir(parents=True, exist_ok=True)
     shutil.copy(data["test"], dest.parent / "data" / "test.jsonl")
-    picks = {(sc, "junior"): init[sc]["junior"] for sc in SCENARIOS}
-    picks.update({(sc, "init"): init[sc]["senior"] for sc in SCENARIOS})
-    for (sc, arm, seed), ck in finals.items():
+    picks = {(sc, "junior"): init[sc]["junior"] for sc in init}
+    picks.update({(sc, "init"): init[sc]["senior"] for sc in init})
+    for (sc, arm, seed), ck in picks_.items():
         coefs = dict(s.kl_coefs)[sc]
         if seed == 0 and (kl_coef(arm) is None or kl_coef(arm) == coefs[len(coefs) // 2]):
             picks[(sc, arm.split("@")[0])] = ck
+    picks = {(sc, name): src for (sc, name), src in picks.items() if name in BUNDLE.get(sc, ())}
     for (sc, name), src in picks.items():
         dst = dest / sc / name
         if dst.exists():
@@ -386,7 +459,7 @@ def main(argv=None) -> None:
     finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)
     from tandem_eval.toy.aggregate import write_summary
 
-    write_summary(args.results, {sc: s.arms(sc) for sc in SCENARIOS}, readme=args.readme)
+    write_summary(args.results, {sc: s.arms(sc) for sc in s.scenarios}, readme=args.readme)
     if not args.no_bundle:
         stage_bundle(finals, init, data, s)
     run(

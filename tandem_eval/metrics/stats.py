@@ -62,6 +62,23 @@ def macro_mean(values: pd.Series, groups: pd.Series) -> float:
     return float(per_group.mean(skipna=False)) if len(per_group) else math.nan
 
 
+def t_interval(values: Any, alpha: float = 0.05) -> tuple[float, float, float] | None:
+    """(mean, low, high): the Student-t interval of the mean with len(values) - 1 degrees of freedom,
+    e.g. over one value per training seed (a seed-level analysis, scipy.stats.t). None below two
+    finite values; values without spread give a zero-width interval."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) < 2:
+        return None
+    mean, se = float(x.mean()), float(stats.sem(x))
+    if se == 0:
+        return mean, mean, mean
+    low, high = stats.t.interval(1 - alpha, len(x) - 1, loc=mean, scale=se)
+    return mean, float(low), float(high)
+
+
 def bootstrap_means(
     values: np.ndarray, groups: np.ndarray | None, n_boot: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -13,13 +13,18 @@ tandem_eval.runs) and the training logs beside them, and writes
 and, with --readme, the block between the README's toy-summary markers.
 
 summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "ci": [lo, hi]}, ...,
-"n_seeds": int, "n_samples": int, "n_problems": int}}, "differences": {"A - B": {METRIC: {...}}},
-"verdicts": [...], "training": {...}, "tax_vs_grpo_per_seed": [...]}}, "lr_sweep": {...}, "thresholds": {...}}.
+"n_seeds": int, "n_samples": int, "n_problems": int}}, "differences": {"A - B": {METRIC: {"mean", "ci",
+"seed_ci"}, "paired_seeds": [...], "unpaired_seeds": {"a": [...], "b": [...]}}}, "precondition":
+{"grpo_tax@4_minus_init": {...}, "grpo_junior_nll_minus_init": {...}, "holds": bool, "rule": str},
+"verdicts": [{"claim", "rule", "bootstrap", "seed_level", "outcome", ...}], "training": {...},
+"tax_vs_grpo_per_seed": [...]}}, "lr_sweep": {...}, "thresholds": {...}}.
 METRIC: solo_pass@1, solo_pass@4, handoff_pass@4, tax@4 (points), kl_exact (nats/token), junior_nll
-(nats/token), jargon (% of solo CoTs). Statistics: the mean over seeds x problems; CI from the two-way
-clustered bootstrap of metrics.stats.scoped_cis (seeds and problems resampled), the same builder as the
-report's tables. A difference A - B pairs seed S of A with seed S of B (the same evaluation seed) and
-each problem with itself, and resamples them jointly.
+(nats/token), jargon and terse (% of solo CoTs in that style). Statistics: the mean over seeds x
+problems; CI from the two-way clustered bootstrap of metrics.stats.scoped_cis (seeds and problems
+resampled), the same builder as the report's tables. A difference A - B pairs seed S of A with seed S
+of B (the same evaluation seed) and each problem with itself, and resamples them jointly; beside it, a
+seed-level paired t interval (S - 1 df). Verdicts rest on the hull of the two CIs, and none is given
+on tandem unless the precondition (GRPO pays a tax of its own) holds.
 
     python -m tandem_eval.toy.aggregate results/toy [--readme README.md]
 """
@@ -36,13 +41,14 @@ import pandas as pd
 
 from ..compare import tax_compare
 from ..lens import LensError, LensOptions
-from ..metrics.stats import MACRO, scoped_cis, to_jsonable
+from ..metrics.stats import MACRO, macro_mean, scoped_cis, t_interval, to_jsonable
 from ..report.collect import read_train_log
 from ..report.tables import fmt_value
 from ..results import RunFolder, atomic_write_json, atomic_write_text
 from ..runs import problem_values, runs_in
-from .jargon import uses_jargon
+from .jargon import is_terse, uses_jargon
 
+SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
 N_BOOT = 2000
 BOOT_SEED = 0
@@ -60,7 +66,7 @@ PER_PROBLEM = {
     "kl_exact": ("kl_exact", "solo"),
     "junior_nll": ("junior_nll", "solo"),
 }
-METRICS = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "kl_exact", "junior_nll", "jargon"]
+METRICS = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "kl_exact", "junior_nll", "jargon", "terse"]
 LABELS = {
     "solo_pass@1": "solo pass@1 (%)",
     "solo_pass@4": "solo pass@4 (%)",
@@ -69,6 +75,7 @@ LABELS = {
     "kl_exact": "KL(S‖J) (nats/tok)",
     "junior_nll": "junior NLL (nats/tok)",
     "jargon": "jargon CoTs (%)",
+    "terse": "terse CoTs (%)",
 }
 DECIMALS = {"kl_exact": 3, "junior_nll": 3}
 
@@ -100,9 +107,8 @@ def _frame(seeds: dict[int, dict[str, object]]) -> pd.DataFrame:
             cols[key], group = v["value"].astype(float), v["group"] if group is None else group
         if "solo" in modes:
             s = modes["solo"].samples()
-            cols["jargon"] = (
-                s.assign(j=s["text"].map(uses_jargon) * 100.0).groupby(["benchmark", "problem_id"])["j"].mean()
-            )
+            for name, detect in (("jargon", uses_jargon), ("terse", is_terse)):
+                cols[name] = s.assign(j=s["text"].map(detect) * 100.0).groupby(["benchmark", "problem_id"])["j"].mean()
         if cols:
             df = pd.DataFrame(cols)
             if "solo_pass@4" in df and "handoff_pass@4" in df:
@@ -135,17 +141,27 @@ def arm_summary(frame: pd.DataFrame, seeds: dict) -> dict:
 
 
 def difference(a: pd.DataFrame, b: pd.DataFrame) -> dict:
-    """{metric: {"mean", "ci"}} of A - B, rows paired on (seed, problem)."""
+    """{metric: {"mean", "ci", "seed_ci"}} of A - B, rows paired on (seed, problem), and the seeds
+    paired ("paired_seeds") and those one side lacks ("unpaired_seeds": {"a": [...], "b": [...]}), which
+    no difference can use: they are named, never silently dropped. "ci": the two-way bootstrap (seeds
+    and problems resampled jointly); "seed_ci": a paired t interval over the seeds' macro differences
+    (S - 1 degrees of freedom; None below 2 seeds)."""
     key = ["seed", "benchmark", "problem_id"]
     ja, jb = a.reset_index().set_index(key), b.reset_index().set_index(key)
     both = pd.merge(ja, jb, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
     both = both.reset_index(["seed"]).rename(columns={"group_a": "group"})
-    out = {}
+    seeds_a, seeds_b = set(a["seed"]) if len(a) else set(), set(b["seed"]) if len(b) else set()
+    out: dict = {}
     for m in METRICS:
         if f"{m}_a" in both and f"{m}_b" in both:
             cell = _ci(both, [f"{m}_a", f"{m}_b"], lambda x: x[:, 0] - x[:, 1])
             if cell:
-                out[m] = cell
+                v = both.dropna(subset=[f"{m}_a", f"{m}_b"])
+                per_seed = [macro_mean(g[f"{m}_a"] - g[f"{m}_b"], g["group"]) for _, g in v.groupby("seed", sort=True)]
+                t = t_interval(per_seed, ALPHA)
+                out[m] = {**cell, "seed_ci": [t[1], t[2]] if t else None}
+    out["paired_seeds"] = sorted(seeds_a & seeds_b)
+    out["unpaired_seeds"] = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
     return out
 
 
@@ -165,7 +181,7 @@ def tax_vs_grpo(scenario_dir: Path, arm: str = "tandem", base: str = "grpo") -> 
     return rows
 
 
-def _jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
     """A trainer log's records by step (report.collect.read_train_log), [] when there is none. A resumed
     run re-logs the steps after its last checkpoint: the later record of a step wins."""
     if not path.exists():
@@ -182,7 +198,7 @@ def _heldout_pass1(record: dict) -> float | None:
 def training_summary(scenario_dir: Path, arm: str) -> dict:
     """Reward and zero-variance-group fraction (mean of the first and last 10 steps, over seeds) and
     the held-out solo pass@1 curve (mean over seeds; step 0 = the initial senior)."""
-    logs = [_jsonl(p) for p in sorted(scenario_dir.glob(f"{arm}/seed*/train/train_log.jsonl"))]
+    logs = [read_jsonl(p) for p in sorted(scenario_dir.glob(f"{arm}/seed*/train/train_log.jsonl"))]
     logs = [rows for rows in logs if rows]
     if not logs:
         return {}
@@ -191,11 +207,11 @@ def training_summary(scenario_dir: Path, arm: str) -> dict:
         return float(np.mean([np.mean([r[key] for r in rows[part]]) for rows in logs]))
 
     curve: dict[int, list[float]] = {}
-    init = _jsonl(scenario_dir / "init" / "heldout.jsonl")
+    init = read_jsonl(scenario_dir / "init" / "heldout.jsonl")
     for rec in init:
         curve.setdefault(0, []).append(_heldout_pass1(rec))
     for p in sorted(scenario_dir.glob(f"{arm}/seed*/train/eval_log.jsonl")):
-        for rec in _jsonl(p):
+        for rec in read_jsonl(p):
             if _heldout_pass1(rec) is not None:
                 curve.setdefault(int(rec["step"]), []).append(_heldout_pass1(rec))
     return {
@@ -214,110 +230,220 @@ def training_summary(scenario_dir: Path, arm: str) -> dict:
 
 
 # ------------------------------------------------------------------ verdicts
-def _fmt(cell: dict, decimals: int = 1, signed: bool = False) -> str:
+def _fmt(cell: dict, decimals: int = 1, signed: bool = False, key: str = "ci") -> str:
     sign = "+" if signed else ""
-    lo, hi = cell["ci"]
+    if cell.get(key) is None:
+        return "–"
+    lo, hi = cell[key]
     return f"{cell['mean']:{sign}.{decimals}f} [{lo:{sign}.{decimals}f}, {hi:{sign}.{decimals}f}]"
 
 
+def conservative(cell: dict | None) -> tuple[float, float] | None:
+    """The interval a verdict rests on: the hull of the two-way bootstrap CI and the seed-level t CI
+    (the more conservative of the two, whichever side). None without a seed-level CI (fewer than 2
+    paired seeds): no verdict rests on one seed."""
+    if not cell or cell.get("seed_ci") is None:
+        return None
+    return min(cell["ci"][0], cell["seed_ci"][0]), max(cell["ci"][1], cell["seed_ci"][1])
+
+
+UNINFORMATIVE = "uninformative: GRPO shows no tax"
+ONE_SEED = "no: fewer than 2 paired seeds, so no seed-level CI"
+PRECONDITION_RULE = "grpo − init tax@4 and grpo − init junior NLL: both CIs above 0 (bootstrap and seed-level)"
+
+
+def precondition(differences: dict) -> dict:
+    """The paper's precondition, checked before any claim on tandem: GRPO itself pays a tax and writes
+    CoTs its junior reads worse than the initial senior's. {"grpo_tax@4_minus_init": {mean, ci,
+    bootstrap_ci, seed_ci}, "grpo_junior_nll_minus_init": {...}, "holds": bool, "rule": str}; "ci" is
+    the conservative interval (None with fewer than 2 paired seeds)."""
+    d = differences.get("grpo - init", {})
+    out: dict = {"rule": PRECONDITION_RULE}
+    for key, m in (("grpo_tax@4_minus_init", "tax@4"), ("grpo_junior_nll_minus_init", "junior_nll")):
+        c = d.get(m)
+        ci = conservative(c)
+        out[key] = (
+            {"mean": c["mean"], "ci": list(ci) if ci else None, "bootstrap_ci": c["ci"], "seed_ci": c.get("seed_ci")}
+            if c
+            else None
+        )
+    out["holds"] = all(out[k] and out[k]["ci"] and out[k]["ci"][0] > 0 for k in list(out)[1:])
+    return out
+
+
+def _rl_moves(c, ci) -> str:
+    if ci is None:
+        return ONE_SEED
+    return "yes" if c["mean"] >= RL_GAIN and ci[0] > 0 else f"no: gain below {RL_GAIN:g} pts or CI not above 0"
+
+
+def _parity(c, ci) -> str:
+    if ci is None:
+        return ONE_SEED
+    lo, hi = ci
+    if -PARITY <= lo and hi <= PARITY:
+        return "yes (parity)"
+    if hi < 0:
+        return "no: tandem is worse"
+    if lo > 0:
+        return "no: tandem is better"
+    return f"no: CI wider than ±{PARITY:g}, parity not shown"
+
+
+def _lower_tax(c, ci) -> str:
+    if ci is None:
+        return ONE_SEED
+    lo, hi = ci
+    if hi < 0:
+        return "yes"
+    if lo > 0:
+        return "no: tandem's tax is higher"
+    if -TAX_EFFECT <= lo and hi <= TAX_EFFECT:
+        return f"no: no effect of {TAX_EFFECT:g}+ pts (CI inside ±{TAX_EFFECT:g})"
+    return f"no: no effect detected; the CI cannot exclude {TAX_EFFECT:g} pts"
+
+
+def _lower(c, ci) -> str:
+    if ci is None:
+        return ONE_SEED
+    return "yes" if ci[1] < 0 else "no: higher" if ci[0] > 0 else "no: no difference detected"
+
+
+# claim -> (difference, metric, rule, outcome function, decimals, needs the precondition)
+CLAIMS = [
+    ("RL moves the senior", "grpo - init", "solo_pass@1", f"grpo − init solo pass@1 ≥ {RL_GAIN:g} pts, CI above 0",
+     _rl_moves, 1, False),
+    ("Solo parity", "tandem - grpo", "solo_pass@1", f"tandem − grpo solo pass@1: CI inside ±{PARITY:g} pts",
+     _parity, 1, True),
+    ("Lower communication tax", "tandem - grpo", "tax@4", "tandem − grpo tax@4: CI below 0", _lower_tax, 1, True),
+    ("Better legibility", "tandem - grpo", "junior_nll", "tandem − grpo junior_nll: CI below 0", _lower, 3, True),
+    ("Lower drift", "tandem - grpo", "kl_exact", "tandem − grpo kl_exact: CI below 0", _lower, 3, True),
+]  # fmt: skip
+KL_RULE = "kl-reg@C − tandem, solo and handoff pass@4: for every C, one CI below 0 and none above"
+
+
+def _kl_frontier(d: dict, kl: list[str]) -> dict | None:
+    """The kl-reg claim: every coefficient is worse than tandem on solo or handoff pass@4 and better on
+    neither (each interval the conservative one); a coefficient that breaks the rule makes it "no"."""
+    boot, seed, failed, missing = [], [], [], []
+    for a in kl:
+        k = d.get(f"{a} - tandem", {})
+        if "solo_pass@4" not in k or "handoff_pass@4" not in k:
+            continue
+        cis = {m: conservative(k[m]) for m in ("solo_pass@4", "handoff_pass@4")}
+        boot.append(f"{a}: solo {_fmt(k['solo_pass@4'], 1, True)}, handoff {_fmt(k['handoff_pass@4'], 1, True)}")
+        seed.append(
+            f"{a}: solo {_fmt(k['solo_pass@4'], 1, True, 'seed_ci')}, "
+            f"handoff {_fmt(k['handoff_pass@4'], 1, True, 'seed_ci')}"
+        )
+        if any(ci is None for ci in cis.values()):
+            missing.append(a)
+            continue
+        worse = [m.split("_")[0] for m, ci in cis.items() if ci[1] < 0]
+        better = [m.split("_")[0] for m, ci in cis.items() if ci[0] > 0]
+        if better:
+            failed.append(f"{a} is better than tandem on {' and '.join(better)}")
+        elif not worse:
+            failed.append(f"{a} is indistinguishable from tandem on both")
+    if not boot:
+        return None
+    outcome = (
+        "no: " + "; ".join(failed)
+        if failed
+        else ONE_SEED
+        if missing
+        else "yes: every coefficient is worse than tandem on solo or handoff pass@4 and better on neither"
+    )
+    return {
+        "claim": "KL-reg does not give tandem's combination",
+        "rule": KL_RULE,
+        "bootstrap": "; ".join(boot),
+        "seed_level": "; ".join(seed),
+        "outcome": outcome,
+        "needs_precondition": True,
+    }
+
+
 def verdicts(sc: dict) -> list[dict]:
-    """The paper's claims, each with its test stated before the result (thresholds: module constants)."""
+    """The paper's claims, each with its rule stated before the result (thresholds: module constants),
+    its two-way bootstrap and seed-level CIs, and its outcome, decided on the more conservative CI.
+    When the precondition fails, every claim on tandem is UNINFORMATIVE (its numbers still shown)."""
     d, arms, out = sc["differences"], sc["arms"], []
-
-    def add(claim, test, cell, verdict, decimals=1):
+    pre = sc.get("precondition") or precondition(d)
+    for claim, diff, m, rule, decide, decimals, gated in CLAIMS:
+        c = d.get(diff, {}).get(m)
+        if not c:
+            continue
         out.append(
-            {"claim": claim, "test": test, "result": _fmt(cell, decimals, True) if cell else "–", "verdict": verdict}
+            {
+                "claim": claim,
+                "rule": rule,
+                "bootstrap": _fmt(c, decimals, True),
+                "seed_level": _fmt(c, decimals, True, "seed_ci"),
+                "n_seeds": len(d[diff].get("paired_seeds", [])),
+                "outcome": decide(c, conservative(c)),
+                "needs_precondition": gated,
+            }
         )
-
-    g = d.get("grpo - init", {}).get("solo_pass@1")
-    if g:
-        ok = g["mean"] >= RL_GAIN and g["ci"][0] > 0
-        add(
-            "RL moves the senior",
-            f"grpo − init solo pass@1 ≥ {RL_GAIN:g} pts, CI above 0",
-            g,
-            "yes" if ok else f"no (gain below {RL_GAIN:g} pts)",
-        )
-    t = d.get("tandem - grpo", {})
-    if "solo_pass@1" in t:
-        c = t["solo_pass@1"]
-        lo, hi = c["ci"]
-        v = (
-            "yes (parity)"
-            if -PARITY <= lo and hi <= PARITY
-            else "no: tandem is worse"
-            if hi < 0
-            else "no: tandem is better"
-            if lo > 0
-            else f"inconclusive (CI wider than ±{PARITY:g})"
-        )
-        add("Solo parity", f"tandem − grpo solo pass@1: CI inside ±{PARITY:g} pts", c, v)
-    if "tax@4" in t:
-        c = t["tax@4"]
-        lo, hi = c["ci"]
-        v = (
-            "yes"
-            if hi < 0
-            else "no: tandem's tax is higher"
-            if lo > 0
-            else f"no effect of {TAX_EFFECT:g}+ pts (CI inside ±{TAX_EFFECT:g})"
-            if -TAX_EFFECT <= lo and hi <= TAX_EFFECT
-            else f"no effect detected; the CI cannot exclude {TAX_EFFECT:g} pts"
-        )
-        add("Lower communication tax", "tandem − grpo tax@4: CI below 0", c, v)
-    for claim, m in (("Better legibility", "junior_nll"), ("Lower drift", "kl_exact")):
-        if m in t:
-            c = t[m]
-            v = "yes" if c["ci"][1] < 0 else "no: higher" if c["ci"][0] > 0 else "no difference detected"
-            add(claim, f"tandem − grpo {m}: CI below 0", c, v, 3)
     kl = sorted((a for a in arms if a.startswith("kl-reg@")), key=lambda a: float(a.split("@")[1]))
-    if kl and "tandem" in arms:
-        parts, same = [], []
-        for a in kl:
-            k = d.get(f"{a} - tandem", {})
-            if "solo_pass@4" not in k or "handoff_pass@4" not in k:
-                continue
-            worse = [m for m in ("solo_pass@4", "handoff_pass@4") if k[m]["ci"][1] < 0]
-            better = [m for m in ("solo_pass@4", "handoff_pass@4") if k[m]["ci"][0] > 0]
-            parts.append(f"{a}: solo {_fmt(k['solo_pass@4'], 1, True)}, handoff {_fmt(k['handoff_pass@4'], 1, True)}")
-            same.append(not worse and not better)
-        if parts:
-            v = (
-                "yes: every coefficient is worse than tandem on solo or handoff pass@4"
-                if not any(same)
-                else "no: kl-reg@"
-                + ", @".join(a.split("@")[1] for a, s in zip(kl, same) if s)
-                + " is indistinguishable from tandem on both"
-            )
-            out.append(
-                {
-                    "claim": "KL-reg does not give tandem's combination",
-                    "test": "kl-reg@C − tandem, solo and handoff pass@4: for every C, one CI below 0 and none above",
-                    "result": "; ".join(parts),
-                    "verdict": v,
-                }
-            )
+    if kl and "tandem" in arms and (v := _kl_frontier(d, kl)):
+        out.append(v)
+    for v in out:
+        if v.pop("needs_precondition") and not pre["holds"]:
+            v["rule_outcome"], v["outcome"] = v["outcome"], UNINFORMATIVE  # the rule's, kept in the JSON only
     return out
 
 
 # ------------------------------------------------------------------ lr sweep
-def write_lr_sweep(results: str | Path, runs: dict[float, Path], chosen: float) -> dict:
-    """results/lr_sweep.json from the sweep's run folders ({lr: output_dir})."""
+def heldout_score(record: dict) -> float | None:
+    """The checkpoint-selection score of a held-out record: solo pass@4 (the paper's rule), pass@1
+    where the held-out n is below 4."""
+    macro = (record.get("solo") or {}).get("macro") or {}
+    return macro.get("pass@4", macro.get("pass@1"))
+
+
+def choose_lr(runs: dict[tuple[str, float], Path]) -> dict[str, float]:
+    """{arm: lr}: per arm, the lr whose sweep run ends with the best held-out score (the checkpoint
+    rule's score; a tie goes to the smaller lr). Arms without any held-out record are left out."""
+    best: dict[str, tuple[float, float]] = {}
+    for (arm, lr), out in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        evals = read_jsonl(Path(out) / "eval_log.jsonl")
+        score = heldout_score(evals[-1]) if evals else None
+        if score is not None and (arm not in best or score > best[arm][0]):
+            best[arm] = (score, lr)
+    return {arm: lr for arm, (_, lr) in best.items()}
+
+
+def write_lr_sweep(
+    results: str | Path, runs: dict[tuple[str, float], Path], chosen: dict[str, float], scenario: str
+) -> dict:
+    """results/lr_sweep.json from the sweep's run folders ({(arm, lr): output_dir}) and the lr each arm
+    chose (choose_lr)."""
     rows = []
-    for lr, out in sorted(runs.items()):
-        log, evals = _jsonl(out / "train_log.jsonl"), _jsonl(out / "eval_log.jsonl")
+    for (arm, lr), out in sorted(runs.items()):
+        log, evals = read_jsonl(Path(out) / "train_log.jsonl"), read_jsonl(Path(out) / "eval_log.jsonl")
         half = max(1, len(log) // 2)
         rows.append(
             {
+                "arm": arm,
                 "lr": lr,
                 "steps": len(log),
                 "reward_first_half": float(np.mean([r["reward"] for r in log[:half]])) if log else None,
                 "reward_second_half": float(np.mean([r["reward"] for r in log[half:]])) if log[half:] else None,
                 "zero_std_mean": float(np.mean([r["frac_reward_zero_std"] for r in log])) if log else None,
                 "heldout_pass@1": _heldout_pass1(evals[-1]) if evals else None,
+                "heldout_score": heldout_score(evals[-1]) if evals else None,
             }
         )
-    sweep = to_jsonable({"scenario": "self-paired", "arm": "grpo", "seed": 0, "chosen_lr": chosen, "runs": rows})
+    sweep = to_jsonable(
+        {
+            "scenario": scenario,
+            "seed": 0,
+            "rule": "per arm, the lr with the best held-out solo pass@4 at the end of the sweep run",
+            "chosen_lr": chosen,
+            "runs": rows,
+        }
+    )
     atomic_write_json(Path(results) / "lr_sweep.json", sweep)
     return sweep
 
@@ -327,7 +453,8 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
     results = Path(results)
     summary: dict = {
         "method": "mean over seeds x problems; 95% CI: two-way clustered bootstrap (seeds and problems), "
-        f"{N_BOOT} resamples (metrics.stats.scoped_cis)",
+        f"{N_BOOT} resamples (metrics.stats.scoped_cis); differences also a seed-level paired t CI over the "
+        "seeds' macro differences (S - 1 df, metrics.stats.t_interval); verdicts use the hull of the two",
         "thresholds": {"parity_pts": PARITY, "tax_effect_pts": TAX_EFFECT, "rl_gain_pts": RL_GAIN, "alpha": ALPHA},
         "scenarios": {},
     }
@@ -351,6 +478,7 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
             "tax_vs_grpo_per_seed": tax_vs_grpo(results / sc),
             "training": {a: t for a in wanted if (t := training_summary(results / sc, a))},
         }
+        entry["precondition"] = precondition(diffs)
         entry["verdicts"] = verdicts(entry)
         summary["scenarios"][sc] = entry
     if (results / "lr_sweep.json").exists():
@@ -383,7 +511,7 @@ def _cell(cell: dict | None, m: str) -> str:
 
 
 def arms_table(summary: dict) -> list[str]:
-    cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact", "jargon"]
+    cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact", "jargon", "terse"]
     lines = [
         "| scenario | arm | " + " | ".join(LABELS[c] for c in cols) + " | seeds × samples × problems |",
         "|:--|:--|" + "--:|" * len(cols) + "--:|",
@@ -399,26 +527,61 @@ def arms_table(summary: dict) -> list[str]:
 def differences_table(summary: dict) -> list[str]:
     cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact"]
     lines = [
-        "| scenario | difference | " + " | ".join(LABELS[c] for c in cols) + " |",
-        "|:--|:--|" + "--:|" * len(cols),
+        "| scenario | difference | " + " | ".join(LABELS[c] for c in cols) + " | seeds paired |",
+        "|:--|:--|" + "--:|" * len(cols) + ":--|",
     ]
     for sc, entry in summary["scenarios"].items():
         for name, d in entry["differences"].items():
             cells = [_fmt(d[m], DECIMALS.get(m, 1), True) if m in d else "–" for m in cols]
-            lines.append(f"| {sc} | {name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {sc} | {name} | " + " | ".join(cells) + f" | {_seeds_cell(name, d)} |")
     return lines
+
+
+def _seeds_cell(name: str, d: dict) -> str:
+    """The seeds a difference pairs, and those only one arm has (left out, named)."""
+    text = ", ".join(str(x) for x in d.get("paired_seeds", []))
+    arms = dict(zip("ab", name.split(" - ")))
+    left = [f"{arms[k]} {', '.join(str(x) for x in v)}" for k, v in d.get("unpaired_seeds", {}).items() if v]
+    return text + (f" ({'; '.join(left)} unpaired, left out)" if left else "")
+
+
+def precondition_line(entry: dict) -> str:
+    pre = entry.get("precondition")
+    if not pre:
+        return ""
+
+    def part(name, key, decimals):
+        c = pre.get(key)
+        if not c:
+            return f"{name} –"
+        boot = _fmt({"mean": c["mean"], "ci": c["bootstrap_ci"]}, decimals, True)
+        seed = _fmt({"mean": c["mean"], "ci": c["seed_ci"]}, decimals, True) if c["seed_ci"] else "– (one seed)"
+        return f"{name} {boot} (seed-level {seed})"
+
+    verdict = "holds" if pre["holds"] else f"fails: every claim on tandem is {UNINFORMATIVE}"
+    return (
+        f"Precondition ({pre['rule']}): {part('tax@4', 'grpo_tax@4_minus_init', 1)}; "
+        f"{part('junior NLL', 'grpo_junior_nll_minus_init', 3)}. **{verdict}**."
+    )
 
 
 def verdict_lines(summary: dict) -> list[str]:
     lines = []
     for sc, entry in summary["scenarios"].items():
+        lines += [f"**{sc}**", ""]
+        if line := precondition_line(entry):
+            lines += [line, ""]
         lines += [
-            f"**{sc}**",
-            "",
-            "| claim | test (stated before the numbers) | result, 95% CI | verdict |",
-            "|:--|:--|:--|:--|",
+            "| claim | rule (stated before the numbers) | bootstrap 95% CI "
+            "| seed-level 95% CI (t, S − 1 df) | outcome |",
+            "|:--|:--|:--|:--|:--|",
         ]
-        lines += [f"| {v['claim']} | {v['test']} | {v['result']} | {v['verdict']} |" for v in entry["verdicts"]]
+        lines += [
+            f"| {v['claim']} | {v['rule']} | {v['bootstrap']} | {v['seed_level']} | {v['outcome']}"
+            + (f" (the rule alone: {v['rule_outcome']})" if "rule_outcome" in v else "")
+            + " |"
+            for v in entry["verdicts"]
+        ]
         lines.append("")
     return lines
 
@@ -438,8 +601,13 @@ def power_lines(summary: dict) -> list[str]:
         line = f"- {sc}: tax@4 CI half-width {parts} pts"
         if d:
             dhw = (d["ci"][1] - d["ci"][0]) / 2
-            verdict = "resolves" if dhw < TAX_EFFECT else "cannot resolve"
-            line += f"; paired tandem − grpo tax@4 difference ±{dhw:.1f} pts: {verdict} a {TAX_EFFECT:g}-point effect"
+            line += f"; paired tandem − grpo tax@4 difference: bootstrap ±{dhw:.1f}"
+            if d.get("seed_ci"):
+                line += f", seed-level ±{(d['seed_ci'][1] - d['seed_ci'][0]) / 2:.1f}"
+            ci = conservative(d)
+            hw = (ci[1] - ci[0]) / 2 if ci else float("inf")
+            verdict = "resolves" if hw <= TAX_EFFECT else "cannot resolve"
+            line += f" pts (target ≤ {TAX_EFFECT:g}): {verdict} a {TAX_EFFECT:g}-point effect"
         lines.append(line + ".")
     return lines
 
@@ -464,12 +632,17 @@ def sweep_lines(summary: dict) -> list[str]:
     sw = summary.get("lr_sweep")
     if not sw:
         return []
+    chosen = sw["chosen_lr"]
+    if isinstance(chosen, dict):  # one lr per arm (v3); v2 swept grpo only
+        runs_use = ", ".join(f"{a} {lr:g}" for a, lr in chosen.items())
+        head = f"Learning-rate check ({sw['scenario']}, seed {sw['seed']}; {sw['rule']}; the full runs use {runs_use}):"
+    else:
+        head = f"Learning-rate sweep ({sw['arm']}, {sw['scenario']}, seed {sw['seed']}; the full runs use {chosen:g}):"
     lines = [
-        f"Learning-rate sweep ({sw['arm']}, {sw['scenario']}, seed {sw['seed']}; "
-        f"the full runs use {sw['chosen_lr']:g}):",
+        head,
         "",
-        "| lr | steps | reward, first → second half | zero-variance groups | held-out solo pass@1 at the end |",
-        "|--:|--:|--:|--:|--:|",
+        "| arm | lr | steps | reward, first → second half | zero-variance groups | held-out solo pass@1 at the end |",
+        "|:--|--:|--:|--:|--:|--:|",
     ]
 
     def num(x, spec):
@@ -477,7 +650,7 @@ def sweep_lines(summary: dict) -> list[str]:
 
     for r in sw["runs"]:
         lines.append(
-            f"| {r['lr']:g} | {r['steps']} | {num(r['reward_first_half'], '.3f')} → "
+            f"| {r.get('arm', sw.get('arm'))} | {r['lr']:g} | {r['steps']} | {num(r['reward_first_half'], '.3f')} → "
             f"{num(r['reward_second_half'], '.3f')} | {num(r['zero_std_mean'], '.2f')} "
             f"| {num(r['heldout_pass@1'], '.1f')} |"
         )
@@ -487,8 +660,9 @@ def sweep_lines(summary: dict) -> list[str]:
 def block_markdown(summary: dict) -> str:
     """The README's toy-summary block (also the body of summary.md)."""
     lines = [
-        "Verdicts (each test and threshold stated before its result; differences pair seed S of one arm with",
-        "seed S of the other, which share an evaluation seed, and each problem with itself):",
+        "Verdicts (each rule and threshold stated before its result; differences pair seed S of one arm with",
+        "seed S of the other, which share an evaluation seed, and each problem with itself; a seed only one arm",
+        "has is left out and named; each outcome rests on the wider of the two CIs, and a rule that fails says no):",
         "",
         *verdict_lines(summary),
         "Per arm (mean over seeds × problems ± half-width of the 95% CI; seeds and problems resampled):",
@@ -718,12 +892,11 @@ def main(argv=None) -> None:
     ap.add_argument("--readme", type=Path, help="also rewrite this README's toy-summary block")
     args = ap.parse_args(argv)
     root = Path(args.results)
-    if not any((root / sc).is_dir() for sc in ("self-paired", "jargon")):
-        raise SystemExit(
-            f"error: {root} holds no toy-world scenario folder (self-paired/, jargon/); run `make toy` first"
-        )
+    if not any((root / sc).is_dir() for sc in SCENARIOS):
+        folders = ", ".join(f"{sc}/" for sc in SCENARIOS)
+        raise SystemExit(f"error: {root} holds no toy-world scenario folder ({folders}); run `make toy` first")
     arms = {}
-    for sc in ("self-paired", "jargon"):
+    for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
         found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
         arms[sc] = tuple(sorted(found, key=lambda a: (a.startswith("kl-reg"), a != "grpo", a)))
     write_summary(root, arms, readme=args.readme)

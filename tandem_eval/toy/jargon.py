@@ -1,10 +1,12 @@
-"""The toy world's jargon detector: does a CoT carry GSM8K-style calculator annotations `<<a+b=c>>`?
+"""The toy world's style detectors: does a CoT carry GSM8K-style calculator annotations `<<a+b=c>>`
+(jargon)? Does it open in the terse notation, a bare equation `42 + 17 = 59` as its first paragraph?
 
-An evaluation measure (tandem_eval/toy/aggregate.py reports the jargon rate of each arm's CoTs); the
-task generator that writes jargon-style solutions lives in trainer/toy/task.py.
+Evaluation measures (tandem_eval/toy/aggregate.py reports the jargon and terse rates of each arm's
+CoTs); the task generator that writes these styles lives in trainer/toy/task.py.
 
-    from tandem_eval.toy.jargon import uses_jargon, jargon_rate
+    from tandem_eval.toy.jargon import uses_jargon, jargon_rate, is_terse
     uses_jargon("so 42 + 17 = <<42+17=59>>59 pens")   # True
+    is_terse("42 + 17 = 59\n\n59 - 5 = 54")          # True
 """
 
 from __future__ import annotations
@@ -27,3 +29,11 @@ def jargon_rate(text: str) -> float:
     if not paragraphs:
         return 0.0
     return sum(bool(_ANNOTATION.search(p)) for p in paragraphs) / len(paragraphs)
+
+
+_TERSE_LINE = re.compile(r"\d+ [-+*/] \d+ = \d+")
+
+
+def is_terse(text: str) -> bool:
+    """True if the CoT opens in the terse style (its first paragraph a bare equation)."""
+    return _TERSE_LINE.fullmatch(text.strip().split("\n\n", 1)[0].strip()) is not None

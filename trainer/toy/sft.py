@@ -10,6 +10,10 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
   (task.py's styles), so it often takes a shortcut it rarely gets right: the headroom RL needs.
   The junior IS the senior's initial checkpoint (`--copy-from SENIOR_DIR` copies it; without it
   the recipe is re-run, which on CPU reproduces the same weights bit for bit).
+* emergent: the senior continues the base on 25% terse / 75% plain solutions (task.py's terse
+  style: one bare equation per step, half the tokens). Under the scenario's token budget plain
+  CoTs of 3-4 steps overrun and only terse ones finish, so RL itself pulls the senior toward a
+  notation its junior (again the initial checkpoint) writes rarely. `--role junior --copy-from`.
 * jargon: the senior continues the base on 85%-jargon data (GSM8K calculator annotations, see
   task.py), so it annotates most CoTs and is clearly stronger than its junior; the junior is the
   plain-only base, which never saw jargon.
@@ -47,7 +51,7 @@ import torch
 from trainer.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
 from trainer.toy.task import Difficulty, iter_problems
 
-SCENARIOS = ("base", "self-paired", "jargon")
+SCENARIOS = ("base", "self-paired", "emergent", "jargon")
 ROLES = ("senior", "junior")
 META_FILE = "toy_meta.json"
 
@@ -57,7 +61,8 @@ class Recipe:
     size: str  # a key of models.SIZES
     p_jargon: float  # probability that an example's solution is in jargon style
     steps: int
-    p_shortcut: float = 0.0  # probability of the shortcut style (the rest is plain)
+    p_shortcut: float = 0.0  # probability of the shortcut style
+    p_terse: float = 0.0  # probability of the terse style (the rest is plain)
     lr: float = 3e-3
     batch_size: int = 16
     warmup_steps: int = 30
@@ -78,19 +83,26 @@ class Recipe:
 _BASE = Recipe(size="senior", p_jargon=0.0, steps=800)
 _FROM_BASE = {"lr": 1e-3, "warmup_steps": 20, "init": "the plain base senior"}
 SHORTCUT = Recipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
+# * emergent senior, +300 steps on 25% terse / 75% plain data: the terse notation is rare in the
+#   initial senior's CoTs, and its junior (the same checkpoint) continues it no better (pilot numbers:
+#   results/toy/pilot-v3.json). 10% terse data was too rare to learn from: at the rollout temperature
+#   0.6 the initial senior opened 1% of its CoTs tersely, and 60 GRPO steps did not raise it (pilot).
+TERSE = Recipe(size="senior", p_jargon=0.0, p_terse=0.25, steps=300, **_FROM_BASE)
 RECIPES: dict[tuple[str, str], Recipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,
     ("self-paired", "junior"): SHORTCUT,  # = the senior's initial checkpoint (--copy-from it)
+    ("emergent", "senior"): TERSE,
+    ("emergent", "junior"): TERSE,  # = the senior's initial checkpoint (--copy-from it)
     ("jargon", "senior"): Recipe(size="senior", p_jargon=0.85, steps=400, **_FROM_BASE),
     ("jargon", "junior"): _BASE,  # = the base senior (--copy-from it): plain only
 }
 CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than its parent
-COPYABLE = {("self-paired", "junior"), ("jargon", "junior")}
+COPYABLE = {("self-paired", "junior"), ("emergent", "junior"), ("jargon", "junior")}
 
 
-def style_label(p_jargon: float, p_shortcut: float = 0.0) -> str:
-    mix = [f"{p:.0%} {name}" for p, name in ((p_jargon, "jargon"), (p_shortcut, "shortcut")) if p]
+def style_label(p_jargon: float, p_shortcut: float = 0.0, p_terse: float = 0.0) -> str:
+    mix = [f"{p:.0%} {name}" for p, name in ((p_jargon, "jargon"), (p_shortcut, "shortcut"), (p_terse, "terse")) if p]
     return f"mix: {', '.join(mix)}, rest plain" if mix else "plain"
 
 
@@ -117,6 +129,8 @@ class Batches:
             if r < self.recipe.p_jargon
             else "shortcut"
             if r < self.recipe.p_jargon + self.recipe.p_shortcut
+            else "terse"
+            if r < self.recipe.p_jargon + self.recipe.p_shortcut + self.recipe.p_terse
             else "plain"
         )
         prompt = self.tok.encode(prompt_text(self.tok, p.problem), add_special_tokens=False)
@@ -278,7 +292,7 @@ def run(args: argparse.Namespace) -> Path:
     meta = {
         **base,
         "data_seed": data_seed,
-        "data_style": style_label(recipe.p_jargon, recipe.p_shortcut),
+        "data_style": style_label(recipe.p_jargon, recipe.p_shortcut, recipe.p_terse),
         "recipe": asdict(recipe),
         "init_from": args.init_from,
         "model_size": asdict(SIZES[recipe.size]),

@@ -13,6 +13,10 @@ paragraph `The answer is \\boxed{N}.`. Three solution styles:
   intermediate results. A small model rarely gets it right, so a senior taught to mix it with
   plain solutions has a strategy choice that reward can fix: the RL headroom of the self-paired
   scenario (README, toy world).
+* terse:  one bare equation per step, "42 + 17 = 59", and the same final paragraph: the same
+  intermediate results as plain in about half the tokens (a 4-step plain CoT is ~98 tokens, a
+  terse one ~48). Under a token budget that plain CoTs overrun, only terse ones finish: the
+  emergent scenario's reward for a notation the initial senior (and so the junior) writes rarely.
 
 Splits are a function of the problem's arithmetic alone (a hash of its (op, a, b) chain), so a
 test problem's computation never appears in training, whatever the wording, seed or difficulty.
@@ -33,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tandem_eval.toy.jargon import jargon_rate, uses_jargon  # noqa: F401 (re-exported: the task's detector)
+from tandem_eval.toy.jargon import is_terse, jargon_rate, uses_jargon  # noqa: F401 (re-exported: the task's detectors)
 
 SPLITS = ("train", "heldout", "test")
 _SPLIT_BUCKETS = 20  # hash % 20: 0 -> test, 1 -> heldout, else train (5% / 5% / 90%)
@@ -86,10 +90,12 @@ class ToyProblem:
             raise ValueError(f"unknown style '{style}'; valid: {', '.join(STYLES)}")
         if style == "shortcut":
             return shortcut_solution(self.steps, self.answer)
+        if style == "terse":
+            return terse_solution(self.steps, self.answer)
         return self.solution_plain if style == "plain" else self.solution_jargon
 
 
-STYLES = ("plain", "jargon", "shortcut")
+STYLES = ("plain", "jargon", "shortcut", "terse")
 SHORTCUT_LEAD = "Quick count:"
 
 
@@ -104,6 +110,12 @@ def shortcut_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
         else:
             expr, additive = f"{expr} {s.op} {s.b}", additive or s.op in "+-"
     return f"{SHORTCUT_LEAD} {expr} = {steps[-1].result}.\n\nThe answer is \\boxed{{{answer}}}."
+
+
+def terse_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
+    """One bare equation per paragraph (no words), then the answer paragraph."""
+    lines = [f"{s.a} {s.op} {s.b} = {s.result}" for s in steps]
+    return "\n\n".join([*lines, f"The answer is \\boxed{{{answer}}}."])
 
 
 # ---------------------------------------------------------------- vocabulary of the world

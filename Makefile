@@ -29,7 +29,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 test: venv lint
-	$(BIN)/python -m pytest -q -ra --timeout=1200
+	$(BIN)/python -m pytest -q -ra --timeout=1200 --durations=25
 
 demo: venv
 	$(BIN)/python -m tandem_eval.demo --out $(DEMO)

@@ -185,7 +185,7 @@ def use_threads(threads: int | None = None) -> int:
     them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = _usable_cores()
     torch.set_num_threads(threads or cores)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > cores:
@@ -336,7 +336,8 @@ def run_eval(
         with contextlib.ExitStack() as held:
             held.enter_context(rf.lock())  # a second writer stops here, before touching anything
             try:
-                threads = {"threads": _torch_threads()}  # as used (config.threads: as asked; None = every core)
+                # as used (config.threads: as asked; None = every core); engines passed in keep the caller's
+                threads = {"threads": _torch_threads(cfg if own else None)}
                 rf.init(cfg, extra={"grader": checked.grader_versions, **threads, **(extra or {})})
                 if rf.is_complete():  # finished by another process while this one loaded its engines
                     return rf.verify(allow_unrecorded=True)
@@ -353,9 +354,17 @@ def run_eval(
     return rf
 
 
-def _torch_threads() -> int:
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _torch_threads(cfg: EvalConfig | None = None) -> int:
+    """torch's CPU threads as used; with `cfg`, its --threads applied again first (loading a model can
+    reset the count, so run_eval applies it after its engines load too)."""
     import torch
 
+    if cfg is not None:
+        torch.set_num_threads(cfg.threads or _usable_cores())
     return torch.get_num_threads()
 
 

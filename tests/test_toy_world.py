@@ -68,7 +68,7 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     recipe = (work / "train" / "emergent" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()
     assert f"num_generations: {2 * ci.group_size}" in recipe
     # every seed-run is evaluated with its own seed
-    cfg = json.loads((results / "jargon" / "grpo" / "seed0" / "solo" / "config.json").read_text())
+    cfg = json.loads((results / "emergent" / "grpo" / "seed0" / "solo" / "config.json").read_text())
     assert cfg["config"]["seed"] == toy_world.eval_seed(0)
     # the lr check: grpo and tandem each swept, each choosing its own lr by the same rule
     sweep = summary["lr_sweep"]

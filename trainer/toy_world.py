@@ -142,8 +142,9 @@ SCALES = {
         lr_sweep=(5e-5,),
         sweep_steps=1,
         g16_scenarios=("emergent",),
-        # the self-paired negative control runs the emergent scenario's code with other SFT data
-        scenarios=("emergent", "jargon"),
+        # One scenario keeps `make test` within budget: the self-paired and jargon scenarios run the
+        # emergent scenario's code with other SFT data (their aggregation is tested on constructed data).
+        scenarios=("emergent",),
     ),
 }
 

@@ -50,34 +50,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, inputs_diff, to_dict
+from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, check_file, check_frame
 
 log = logging.getLogger(__name__)
 
-SAMPLE_COLUMNS = [
-    "problem_id",
-    "benchmark",
-    "group",
-    "sample_idx",
-    "mode",
-    "schedule",
-    "seed",
-    "problem",
-    "prompt",
-    "text",
-    "prompt_ids",
-    "token_ids",
-    "author_mask",
-    "logprobs",
-    "gold",
-    "extracted_answer",
-    "correct",
-    "grade_status",
-    "finish_reason",
-    "n_tokens",
-    "n_senior_tokens",
-    "senior_fraction",
-    "n_handoffs",
-]
 PACKAGES = [
     "tandem-eval",
     "torch",
@@ -93,12 +69,6 @@ PACKAGES = [
 
 
 LOCK_NAME = ".lock"
-
-
-class RunFolderError(ValueError):
-    """A run folder cannot be used as asked; the message names the fix.
-
-    A ValueError so that every command's bad-input handler (including report/view) prints it as one line."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -126,8 +96,6 @@ def _json_default(o):
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
     """Write `df` to `path` atomically (as atomic_write_text); samples, shards and lens tables are
     checked against their schema (tandem_eval.schemas) first, so a bad table never reaches a run folder."""
-    from tandem_eval.schemas import check_frame
-
     check_frame(
         df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
     )
@@ -276,9 +244,7 @@ class RunFolder:
     def done_keys(self) -> set[tuple[str, str, int]]:
         keys = set()
         for part in self._partial_tables():
-            df = _read_parquet(
-                part, ["benchmark", "problem_id", "sample_idx"], "delete it and rerun: its samples are generated again"
-            )
+            df = _read_parquet(part, SAMPLE_KEY, "delete it and rerun: its samples are generated again")
             keys.update(zip(df.benchmark, df.problem_id, df.sample_idx.astype(int)))
         return keys
 
@@ -304,8 +270,8 @@ class RunFolder:
             return pd.DataFrame(columns=SAMPLE_COLUMNS)
         fix = "delete it and rerun: its samples are generated again"
         df = pd.concat([_read_parquet(s, None, fix) for s in parts], ignore_index=True)
-        df = df.drop_duplicates(["benchmark", "problem_id", "sample_idx"], keep="first")
-        return df.sort_values(["benchmark", "problem_id", "sample_idx"], kind="stable").reset_index(drop=True)
+        df = df.drop_duplicates(SAMPLE_KEY, keep="first")
+        return df.sort_values(SAMPLE_KEY, kind="stable").reset_index(drop=True)
 
     def finalize(self, metrics: dict) -> None:
         df = self.load_samples()
@@ -449,8 +415,8 @@ class RunFolder:
         per sample (allow_unrecorded: a writer is told, not stopped). Anything else is refused with the
         command that repairs it."""
         n = cfg["config"]["n"]
-        df = _read_parquet(self.samples_path, ["benchmark", "problem_id", "sample_idx"], self._repair())
-        per_problem = df.groupby(["benchmark", "problem_id"]).sample_idx.apply(lambda s: sorted(s.astype(int)))
+        df = _read_parquet(self.samples_path, SAMPLE_KEY, self._repair())
+        per_problem = df.groupby(PROBLEM_KEY).sample_idx.apply(lambda s: sorted(s.astype(int)))
         metrics = self.metrics()
         reasons = []
         if any(idx != list(range(n)) for idx in per_problem):
@@ -611,8 +577,6 @@ def sha256_file(path: Path) -> str:
 
 
 def _read_parquet(path: Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
-    from tandem_eval.schemas import check_file
-
     check_file(path, fix)  # the footer's schema: a missing required column or wrong type is one line
     try:
         return pd.read_parquet(path, columns=columns)

@@ -28,7 +28,6 @@ import dataclasses
 import enum
 import math
 import os
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from trl import GRPOConfig
 
 from tandem_eval.config import ConfigError, Sampling
 from tandem_eval.schedules import needs_junior, parse_schedule
+from tandem_eval.schemas import TypeMismatch, conform
 
 
 @dataclass(frozen=True)
@@ -527,8 +527,8 @@ def _check_types(data: dict, where: str) -> dict:
         if key in DERIVED:
             raise ConfigError(f"{where}: {key} is derived from the recipe; set {DERIVED[key]} instead")
         try:
-            out[key] = _conform(value, hints[key])
-        except _Mismatch as e:
+            out[key] = conform(value, hints[key])
+        except TypeMismatch as e:
             raise ConfigError(f"{where}: {key}: expected {e}, got {value!r}") from None
         v = out[key]
         if isinstance(v, float):
@@ -539,10 +539,6 @@ def _check_types(data: dict, where: str) -> dict:
             if key in _NON_NEGATIVE and v < 0:
                 raise ConfigError(f"{where}: {key} must be >= 0, got {value!r}")
     return out
-
-
-class _Mismatch(Exception):
-    pass
 
 
 _HINTS: dict = {}
@@ -558,77 +554,3 @@ def _hints() -> dict:
             }
         )
     return _HINTS
-
-
-def _conform(value, tp):
-    """`value` as type `tp`, or _Mismatch naming what was expected. Strict: no str->list splits,
-    no float->int truncation, no bool as a number."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any or tp is object:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None:
-            if type(None) in args:
-                return None
-            raise _Mismatch(_name(tp))
-        members = [a for a in args if a is not type(None)]
-        # exact matches first, so "wandb" for `str | list[str]` stays a string
-        for a in sorted(members, key=lambda a: typing.get_origin(a) is not None):
-            try:
-                return _conform(value, a)
-            except _Mismatch:
-                continue
-        raise _Mismatch(_name(tp))
-    if origin is typing.Literal:
-        if value in args:
-            return value
-        raise _Mismatch(f"one of {list(args)}")
-    if origin in (list, tuple):
-        if isinstance(value, (list, tuple)):
-            item = args[0] if args else Any
-            return [_conform(v, item) for v in value]
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and args:
-            return [_conform(value, args[0])]  # one value for a list field: a one-item list
-        raise _Mismatch(_name(tp))
-    if origin is dict or tp is dict:
-        if isinstance(value, dict):
-            return value
-        raise _Mismatch("a mapping")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise _Mismatch("true or false")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise _Mismatch("an integer")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-6 as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise _Mismatch("a number")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise _Mismatch("a string")
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        if isinstance(value, (str, tp)):
-            return value
-        raise _Mismatch(f"one of {[m.value for m in tp]}")
-    return value  # trl/transformers objects (AcceleratorConfig ...): their own validation
-
-
-def _name(tp) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}
-    if tp in names:
-        return names[tp]
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (list, tuple):
-        return f"a list of {_name(args[0]) if args else 'values'}"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_name(a) if a is not type(None) else "null" for a in args)
-    return getattr(tp, "__name__", str(tp))

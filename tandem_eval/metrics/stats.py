@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tandem_eval.schemas import N_BOOT, to_jsonable  # noqa: F401  (to_jsonable: its old home, kept for callers)
+
 # Above this many problems the exact sign-flip enumeration (2**n vectors) is replaced by Monte Carlo.
 EXACT_PERMUTATION_MAX_N = 16
 
@@ -117,7 +119,7 @@ def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = 0.05) -> CI
 def bootstrap_ci(
     per_problem: pd.DataFrame | pd.Series,
     stat_fn: Callable[[np.ndarray], np.ndarray] | None = None,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     alpha: float = 0.05,
     seed: int = 0,
     groups: pd.Series | None = None,
@@ -152,7 +154,7 @@ def scoped_cis(
     columns: str | list[str] = "value",
     stats: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
     levels: tuple[str, ...] = ("group",),
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     alpha: float = 0.05,
     cluster: str | None = None,
@@ -234,7 +236,7 @@ def clustered_bootstrap_means(
 def paired_compare(
     a: pd.Series,
     b: pd.Series,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     groups: pd.Series | None = None,
     test: str = "permutation",
@@ -325,21 +327,6 @@ def swap_p_value(
     if n <= EXACT_PERMUTATION_MAX_N:
         return count / len(null)
     return (1 + count) / (1 + len(null))
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Recursively turn numpy scalars into Python numbers and NaN/inf into None (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    return obj
 
 
 def _first_column(means: np.ndarray) -> np.ndarray:

@@ -28,8 +28,9 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from tandem_eval.metrics.passk import PROBLEM_KEY, _check_ks, macro_provenance, per_problem_pass_at_k
-from tandem_eval.metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value, swap_p_value, to_jsonable
+from tandem_eval.metrics.passk import _check_ks, macro_provenance, per_problem_pass_at_k
+from tandem_eval.metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value, swap_p_value
+from tandem_eval.schemas import N_BOOT, PROBLEM_KEY, to_jsonable
 
 ALPHA = 0.05
 
@@ -47,7 +48,7 @@ def communication_tax(
     solo_samples: pd.DataFrame,
     handoff_samples: pd.DataFrame,
     ks: Iterable[int],
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> dict:
     """Solo, handoff, tax and retention per benchmark / group / macro for each k, with CIs.
@@ -120,7 +121,7 @@ def tax_difference(
     handoff_b: pd.DataFrame,
     k: int,
     statistic: str = "tax",
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
     alpha: float = ALPHA,
     on_mismatch: str = "raise",

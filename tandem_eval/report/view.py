@@ -33,7 +33,7 @@ import pandas as pd
 from tandem_eval.paths import not_writable
 from tandem_eval.report.collect import Collection, Run
 from tandem_eval.results import atomic_write_text, check_write_target
-from tandem_eval.runs import ReportError, load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
+from tandem_eval.runs import ReportError, run_tokenizer, runs_in
 
 MAX_TRACES = 1000
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
@@ -224,7 +224,7 @@ def build_page(
         summary.append(run_summary(run))
         key = str(tokenizer_path or (run.config.get("senior") or {}).get("path"))
         if key not in tokenizers:
-            tokenizers[key] = load_tokenizer(run.config, tokenizer_path)
+            tokenizers[key] = run_tokenizer(run.config, tokenizer_path)
         rows, n = _trace_rows(run, tokenizers[key], max(1, max_traces // len(runs)))
         traces += [(r["b"], r["p"], order, r["i"], r) for r in rows]
         total += n

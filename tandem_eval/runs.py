@@ -30,24 +30,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tandem_eval.lens import DRIFT_METRICS, LensError, junior_label, lens_file, lens_juniors
+from tandem_eval.lens import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
+from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
 from tandem_eval.results import RunFolder, find_runs, verify_run
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
-_PASS = re.compile(r"^(?:(solo|handoff)_)?pass@(\d+)$")
-_TAX = re.compile(r"^(tax|retention)@(\d+)$")
 _SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")
 _SEED_DIR = re.compile(r"^seed(\d+)$")
-# metric -> (lens table, column)
-LENS_METRICS = {
-    "junior_nll": ("legibility", "junior_nll_mean"),
-    "junior_bpb": ("legibility", "junior_bpb"),
-    **{m: ("drift", m) for m in DRIFT_METRICS},
-}
 DRIFT_ORDER = ("kl_exact", "kl_k3", "kl_k1")  # "kl": the first of these a drift table holds
-METRICS = ["solo_pass@K", "handoff_pass@K", "tax@K", "retention@K", *LENS_METRICS]
+METRICS = COMPARABLE  # what compare reads (tandem_eval.metrics.registry defines each)
 
 
 class ReportError(RuntimeError):
@@ -334,17 +327,12 @@ def split_seed(label: str, path: Path | None = None) -> tuple[str, int | None]:
 
 def metric_mode(metric: str) -> str:
     """The run mode a metric is read from (solo or handoff); raises LensError on an unknown metric."""
-    m = _PASS.match(metric) or _TAX.match(metric)
-    if m and int(m.groups()[-1]) < 1:
+    found = lookup(metric)
+    if found and found[1] is not None and found[1] < 1:
         raise LensError(f"{metric}: K must be an integer >= 1 (e.g. {metric.split('@')[0]}@1)")
-    m = _PASS.match(metric)
-    if m and m.group(1):  # compare names the mode: solo_pass@K / handoff_pass@K (plain pass@K is per run)
-        return m.group(1)
-    if _TAX.match(metric):
-        return "handoff"
-    if metric in LENS_METRICS:
-        return "solo"
-    raise LensError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)} (K a number, e.g. handoff_pass@4)")
+    if found is None or found[0].mode == "any":  # plain pass@K is per run: compare names the mode
+        raise LensError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)} (K a number, e.g. handoff_pass@4)")
+    return found[0].mode
 
 
 def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd.DataFrame:
@@ -352,9 +340,9 @@ def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd
     value and group. pass@K in percent (every sample counts: exclude_truncated applies to lens
     metrics only); lens metrics are the mean over the problem's samples of the per-sample column of
     the run's lens table for its junior (`run.junior`; raises LensError naming the choices)."""
-    m = _PASS.match(metric)
-    if m:
-        k = int(m.group(2))
+    found = lookup(metric)
+    if found and is_pass(found[0]):
+        k = found[1]
         pp = run.per_problem([k]).set_index(PROBLEM_KEY)
         return pd.DataFrame({"value": pp[f"pass@{k}"] * 100.0, "group": pp["group"]})
     if metric not in LENS_METRICS:

@@ -329,6 +329,21 @@ def swap_p_value(
     return (1 + count) / (1 + len(null))
 
 
+def difference_row(group: str, cis: dict, p_value: float, n_problems: int) -> dict:
+    """One row of an A - B comparison: the two estimates, the difference with its CI, p, n."""
+    a, b, d = cis["a"], cis["b"], cis["diff"]
+    return {
+        "group": group,
+        "a": a.estimate,
+        "b": b.estimate,
+        "diff": d.estimate,
+        "low": d.low,
+        "high": d.high,
+        "p_value": p_value,
+        "n_problems": int(n_problems),
+    }
+
+
 def _first_column(means: np.ndarray) -> np.ndarray:
     return means[:, 0]
 

@@ -29,7 +29,14 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.metrics.passk import _check_ks, macro_provenance, per_problem_pass_at_k
-from tandem_eval.metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value, swap_p_value
+from tandem_eval.metrics.stats import (
+    MACRO,
+    _macro_weights,
+    difference_row,
+    scoped_cis,
+    sign_flip_p_value,
+    swap_p_value,
+)
 from tandem_eval.schemas import N_BOOT, PROBLEM_KEY, to_jsonable
 
 ALPHA = 0.05
@@ -171,16 +178,5 @@ def tax_difference(
         rows_of = slice(None) if name == MACRO else groups == name
         v, strata = values[rows_of], groups if name == MACRO else None
         p = swap_p_value(v[:, :2], v[:, 2:], fn, _macro_weights(strata, len(v)), n_boot, seed)
-        rows.append(
-            {
-                "group": name,
-                "a": c["a"].estimate,
-                "b": c["b"].estimate,
-                "diff": c["diff"].estimate,
-                "low": c["diff"].low,
-                "high": c["diff"].high,
-                "p_value": p,
-                "n_problems": int(len(v)),
-            }
-        )
+        rows.append(difference_row(name, c, p, len(v)))
     return rows

@@ -32,6 +32,7 @@ from tandem_eval.report import style
 from tandem_eval.report.collect import TRAIN_LOG, Collection
 from tandem_eval.report.tables import MACRO, N_BOOT, SEED, Table, scoped_ci
 from tandem_eval.runs import problem_values, sample_values, split_seed
+from tandem_eval.schemas import PROBLEM_KEY
 
 POSITION_BINS = 20
 
@@ -105,11 +106,7 @@ def _n_problems(col: Collection, scope: str) -> int:
     n = 0
     for r in col.runs:
         s = r.samples()
-        keys = (
-            s[["benchmark", "problem_id"]]
-            if scope == MACRO
-            else s.loc[s["group"] == scope, ["benchmark", "problem_id"]]
-        )
+        keys = s[PROBLEM_KEY] if scope == MACRO else s.loc[s["group"] == scope, PROBLEM_KEY]
         n = max(n, len(keys.drop_duplicates()))
     return n
 
@@ -331,8 +328,8 @@ def _mean_ci(frame: pd.DataFrame, n_boot: int, seed: int):
     from tandem_eval.metrics.stats import bootstrap_ci, clustered_bootstrap_means, percentile_ci
 
     if frame["seed"].nunique() <= 1:
-        return bootstrap_ci(frame.groupby(["benchmark", "problem_id"])["value"].mean(), n_boot=n_boot, seed=seed)
-    cells = frame.groupby(["seed", "benchmark", "problem_id"])["value"].mean().reset_index("seed")
+        return bootstrap_ci(frame.groupby(PROBLEM_KEY)["value"].mean(), n_boot=n_boot, seed=seed)
+    cells = frame.groupby(["seed", *PROBLEM_KEY])["value"].mean().reset_index("seed")
     est, boot = clustered_bootstrap_means(cells, ["value"], "seed", False, n_boot, seed)
     return percentile_ci(float(est[0]), boot[:, 0])
 
@@ -397,11 +394,11 @@ def fig_legibility(
                         color="black", marker="D", markersize=2.5, capsize=2, linewidth=0.8,
                     )  # fmt: skip
                     n_seeds = f["seed"].nunique()
-                    n_arm = len(f[["benchmark", "problem_id"]].drop_duplicates())
+                    n_arm = len(f[PROBLEM_KEY].drop_duplicates())
                     labels.append(f"{arm}\nn={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
                 ax.set_xticks(range(len(arms)), labels)
                 sources = sorted({s for _, s, _ in frames.values()})
-                n_problems = max(len(frames[a][0][["benchmark", "problem_id"]].drop_duplicates()) for a in arms)
+                n_problems = max(len(frames[a][0][PROBLEM_KEY].drop_duplicates()) for a in arms)
                 style.title(
                     ax,
                     f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"

@@ -23,40 +23,52 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.lens import LensError
+from tandem_eval.metrics.registry import METRICS, Metric, fmt_value
 from tandem_eval.metrics.stats import scoped_cis
 from tandem_eval.metrics.tax import communication_tax
 from tandem_eval.report.collect import Collection
 from tandem_eval.runs import Run, problem_values
+from tandem_eval.schemas import BOOT_SEED as SEED
+from tandem_eval.schemas import N_BOOT
 
 MACRO = "macro"
-N_BOOT = 2000
-SEED = 0
 
 
 @dataclass(frozen=True)
 class Column:
+    """A column of Table 2: its key in the table's rows and CSV, and the metric it shows (the registry's)."""
+
     key: str
-    header: str  # "{k}" is replaced by the table's k
-    unit: str
-    better: str  # "max" | "min"
-    decimals: int
+    metric: Metric
+
+    @property
+    def decimals(self) -> int:
+        return self.metric.decimals
+
+    @property
+    def better(self) -> str:
+        return self.metric.better
 
 
 COLUMNS = [
-    Column("solo", "solo pass@{k}", "%", "max", 1),
-    Column("handoff", "handoff pass@{k}", "%", "max", 1),
-    Column("retention", "retention@{k}", "%", "max", 1),
-    Column("tax", "tax@{k}", "pts", "min", 1),
-    Column("nll", "junior NLL", "nats/tok", "min", 3),  # same-vocabulary juniors only
-    Column("bpb", "junior NLL", "bits/byte", "min", 3),  # any junior; shown when some junior has another vocabulary
-    Column("kl_exact", "KL exact", "nats/tok", "min", 3),
-    Column("kl_k3", "KL k3 (MC)", "nats/tok", "min", 3),
-    Column("kl_k1", "KL k1 (MC)", "nats/tok", "min", 3),
+    Column(key, METRICS[name])
+    for key, name in (
+        ("solo", "solo_pass@K"),
+        ("handoff", "handoff_pass@K"),
+        ("retention", "retention@K"),
+        ("tax", "tax@K"),
+        ("nll", "junior_nll"),  # same-vocabulary juniors only
+        ("bpb", "junior_bpb"),  # any junior; shown when some junior has another vocabulary
+        ("kl_exact", "kl_exact"),
+        ("kl_k3", "kl_k3"),
+        ("kl_k1", "kl_k1"),
+    )
 ]
 # Drift estimators, each in its own column (never one column mixing them). The Monte-Carlo columns
 # appear only when some senior has no exact KL; then they are filled for every senior that has them.
 DRIFT_ESTIMATORS = ("kl_exact", "kl_k3", "kl_k1")
 MC_ESTIMATORS = ("kl_k3", "kl_k1")
+LENS_COLUMNS = [c for c in COLUMNS if c.metric.source]  # read from the solo run's lens tables
 
 
 @dataclass
@@ -132,10 +144,8 @@ def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int
     for metric, run in (("solo", solo), ("handoff", hand)):
         if run is not None and not any(metric in c for c in cells.values()):
             put(metric, passk_cis(run, k, n_boot, seed))
-    put("nll", side_cis(solo, "junior_nll", n_boot, seed))
-    put("bpb", side_cis(solo, "junior_bpb", n_boot, seed))
-    for estimator in DRIFT_ESTIMATORS:
-        put(estimator, side_cis(solo, estimator, n_boot, seed))
+    for c in LENS_COLUMNS:
+        put(c.key, side_cis(solo, c.metric.name, n_boot, seed))
     return cells
 
 
@@ -179,10 +189,10 @@ def _seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
         for metric, runs in (("solo", solos), ("handoff", hands)):
             if runs:
                 put(metric, scoped_ci(frame(runs, f"pass@{k}"), "value", n_boot, seed, cluster="seed"))
-    for metric, key in (("junior_nll", "nll"), ("junior_bpb", "bpb"), *((e, e) for e in DRIFT_ESTIMATORS)):
-        values = frame(solos, metric) if solos else None
+    for c in LENS_COLUMNS:
+        values = frame(solos, c.metric.name) if solos else None
         if values is not None and len(values.dropna()):
-            put(key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))
+            put(c.key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))
     return cells
 
 
@@ -348,21 +358,6 @@ def _drop_unneeded_mc(df: pd.DataFrame) -> pd.DataFrame:
 # ---- formatting ------------------------------------------------------------------------------
 
 
-def fmt_value(est: float, low: float, high: float, decimals: int, pm: str = "±") -> str:
-    """'55.6 ± 2.1' (± half-width of the CI), '55.6' without a CI, '–' without a value."""
-    if not math.isfinite(est):
-        return "–"
-    text = _fixed(est, decimals)
-    if math.isfinite(low) and math.isfinite(high):
-        text += f" {pm} {_fixed((high - low) / 2, decimals)}"
-    return text
-
-
-def _fixed(x: float, decimals: int) -> str:
-    s = f"{x:.{decimals}f}"
-    return s[1:] if s.startswith("-") and float(s) == 0 else s  # no "-0.0"
-
-
 def best_mask(rows: pd.DataFrame, col: Column) -> pd.Series:
     """True where the cell holds the best value of its column within its scope (ties: all),
     judged on the displayed (rounded) values; nothing is marked when fewer than 2 values exist or
@@ -425,7 +420,7 @@ def _junior_text(juniors: dict[str, str]) -> str:
 
 
 def _header(c: Column, k: int) -> str:
-    return f"{c.header.format(k=k)} ({c.unit})"
+    return c.metric.header(k)
 
 
 def _md_cell(text) -> str:

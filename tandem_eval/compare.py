@@ -101,7 +101,7 @@ def tax_compare(
     kind, k = metric.split("@")
     samples = [rf.load_samples() for rf in (solo_of(handoff_a), handoff_a, solo_of(handoff_b), handoff_b)]
     try:
-        rows = tax_difference(*samples, int(k), kind, opts.n_boot, opts.seed, opts.alpha, on_mismatch=on_mismatch)
+        rows = tax_difference(*samples, int(k), kind, opts, on_mismatch=on_mismatch)
     except ValueError as e:
         fix = f"; {MISMATCH_FIX}" if "problem sets differ" in str(e) else ""
         raise LensError(f"cannot pair the two seniors' runs: {e}{fix}") from None

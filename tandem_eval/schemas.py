@@ -30,6 +30,7 @@ import enum
 import math
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,16 @@ SAMPLE_KEY = ["benchmark", "problem_id", "sample_idx"]  # one sample of a run
 PROBLEM_KEY = ["benchmark", "problem_id"]  # one problem (the unit every bootstrap resamples)
 N_BOOT = 2000  # bootstrap resamples of problems, everywhere a CI is computed unless asked otherwise
 BOOT_SEED = 0  # their seed: reports are byte-identical on a rerun
+ALPHA = 0.05  # 95% intervals
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """How a CI is computed: resamples of problems, their seed, 1 - coverage (the defaults above)."""
+
+    n_boot: int = N_BOOT
+    seed: int = BOOT_SEED
+    alpha: float = ALPHA
 
 
 class RunFolderError(ValueError):
@@ -384,7 +395,9 @@ def type_name(tp) -> str:
 
 
 __all__ = [
+    "ALPHA",
     "BOOT_SEED",
+    "Bootstrap",
     "ConfigError",
     "N_BOOT",
     "PROBLEM_KEY",

@@ -17,9 +17,9 @@ trl fields derived from the tandem "step" (`DERIVED`: max_steps, save_steps, the
 bf16, use_vllm ...) are refused when set directly. Values are type-checked strictly: lists stay
 lists, integers are integers, floats are finite (and positive where they must be).
 
-Arms (`ARMS`) are labels with rules, checked here so a recipe cannot silently train the wrong
-thing: `tandem` must co-generate with a junior; `grpo`, `grpo-g16` and `kl-reg` must not; only
-`kl-reg` may (and must) have a KL coefficient (`beta`).
+Arms (`ARMS`) are labels with rules, checked (trainer/recipe_checks.py) so a recipe cannot
+silently train the wrong thing: `tandem` must co-generate with a junior; `grpo`, `grpo-g16` and
+`kl-reg` must not; only `kl-reg` may (and must) have a KL coefficient (`beta`).
 """
 
 from __future__ import annotations
@@ -37,23 +37,10 @@ import yaml
 from trl import GRPOConfig
 
 from tandem_eval.config import ConfigError, Sampling
-from tandem_eval.schedules import needs_junior, parse_schedule
+from tandem_eval.schedules import parse_schedule
 from tandem_eval.schemas import TypeMismatch, conform
 
-
-@dataclass(frozen=True)
-class Arm:
-    junior_rollouts: bool  # rollouts are co-generated with the junior
-    kl: bool  # a KL penalty toward a reference (kl_ref) is part of the arm
-    doc: str
-
-
-ARMS: dict[str, Arm] = {
-    "grpo": Arm(False, False, "plain GRPO on solo rollouts (the control)"),
-    "tandem": Arm(True, False, "GRPO on senior/junior co-generated rollouts, loss on senior tokens only"),
-    "kl-reg": Arm(False, True, "plain GRPO + k3 KL penalty toward the senior's initial checkpoint (kl_ref)"),
-    "grpo-g16": Arm(False, False, "plain GRPO with 16 rollouts per prompt (matches tandem compute)"),
-}
+from .recipe_checks import ARMS, Arm, check_recipe  # noqa: F401  (ARMS, Arm: their former home)
 
 
 @dataclass(frozen=True)
@@ -148,7 +135,7 @@ class Recipe(GRPOConfig):
     project: str = _trl("project", "tandem-train")  # the trackio / wandb project
 
     def __post_init__(self):
-        self._check_tandem()
+        check_recipe(self)
         for key, value in trl_batch_fields(self, int(os.environ.get("WORLD_SIZE", "1"))).items():
             setattr(self, key, value)
         if self.bf16:
@@ -163,93 +150,6 @@ class Recipe(GRPOConfig):
             raise
         except ValueError as e:  # trl/transformers' own validation: keep it one line
             raise ConfigError(" ".join(str(e).split())) from None
-
-    def _check_tandem(self) -> None:
-        for name in ("arm", "senior", "train_data", "output_dir"):
-            if not getattr(self, name):
-                raise ConfigError(f"the recipe needs {name}")
-        if self.arm not in ARMS:
-            raise ConfigError(f"unknown arm {self.arm!r}; valid: {', '.join(ARMS)}")
-        arm = ARMS[self.arm]
-        for spec in (self.schedule, self.heldout_schedule):
-            try:
-                name, args = parse_schedule(spec)
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-            if name == "paragraph" and args and args[0] < 1:
-                raise ConfigError(f"schedule {spec!r}: paragraph:R needs R >= 1 rounds")
-        if arm.junior_rollouts and not needs_junior(self.schedule):
-            raise ConfigError(
-                f"arm {self.arm!r} co-generates with the junior; schedule {self.schedule!r} never "
-                "hands off (use e.g. word:0.5:32)"
-            )
-        if not arm.junior_rollouts and self.schedule != "solo":
-            raise ConfigError(f"arm {self.arm!r} uses solo rollouts; set schedule: solo (or arm: tandem)")
-        if arm.kl and self.beta <= 0:
-            raise ConfigError("arm 'kl-reg' needs beta > 0 (kl_coef: the coefficient of the KL toward kl_ref)")
-        if not arm.kl and self.beta != 0:
-            raise ConfigError(f"arm {self.arm!r} has no KL penalty; use arm: kl-reg for beta={self.beta}")
-        if not self.kl_ref:
-            raise ConfigError("kl_ref must be init, junior or a checkpoint path")
-        if self.kl_clamp is not None and not self.kl_clamp > 0:
-            raise ConfigError(f"kl_clamp must be > 0 (or unset), got {self.kl_clamp}")
-        if self.engine not in ("hf", "vllm") or self.heldout_engine not in ("hf", "vllm"):
-            raise ConfigError(f"unknown engine {self.engine!r}/{self.heldout_engine!r}; valid: hf, vllm")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"unknown dtype {self.dtype!r}; valid: float32, bfloat16, float16")
-        positive = (
-            "num_generations",
-            "prompts_per_step",
-            "updates_per_step",
-            "per_device_train_batch_size",
-            "save_every",
-            "max_completion_length",
-            "rollout_batch",
-            "heldout_n",
-            "heldout_batch_size",
-        )
-        optional_positive = ("steps", "train_limit", "max_prompt_tokens", "heldout_limit")
-        for name in positive + optional_positive:
-            value = getattr(self, name)
-            if (value is not None or name in positive) and (value is None or value < 1):
-                raise ConfigError(f"{name} must be >= 1, got {value}")
-        if self.heldout_every < 0:
-            raise ConfigError(f"heldout_every must be >= 0, got {self.heldout_every}")
-        if self.num_generations < 2:
-            raise ConfigError("num_generations (group_size) must be >= 2 (GRPO normalises rewards within a group)")
-        if (self.prompts_per_step * self.num_generations) % self.updates_per_step:
-            raise ConfigError(
-                f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations} rollouts "
-                f"do not split into {self.updates_per_step} equal updates"
-            )
-        band = self.senior_fraction_band
-        if band is not None and (len(band) != 2 or not 0 <= band[0] < band[1] <= 1):
-            raise ConfigError(f"senior_fraction_band must be [low, high] within [0, 1], got {band}")
-        if self.heldout_every and self.heldout_every % self.save_every:
-            raise ConfigError(
-                f"heldout_every ({self.heldout_every}) must be a multiple of save_every ({self.save_every}): "
-                "evaluation reads saved checkpoints"
-            )
-        if self.heldout_every and not self.heldout_benchmarks:
-            raise ConfigError("heldout_every > 0 needs heldout_benchmarks (held-out problems)")
-        if not set(self.heldout_modes) <= {"solo", "handoff"} or not self.heldout_modes:
-            raise ConfigError(f"heldout_modes must be solo and/or handoff, got {self.heldout_modes}")
-        # the held-out evaluation's settings, checked now rather than at its first run after training steps
-        ks = self.heldout_ks
-        if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= self.heldout_n for k in ks):
-            raise ConfigError(f"heldout_ks must be integers in [1, heldout_n={self.heldout_n}], got {ks}")
-        try:
-            Sampling(
-                temperature=self.heldout_temperature,
-                top_p=self.heldout_top_p,
-                top_k=self.heldout_top_k,
-                max_new_tokens=self.heldout_max_new_tokens,
-                max_context=self.heldout_max_context,
-            )
-        except ConfigError as e:  # Sampling names the CLI option: say which recipe field it was
-            raise ConfigError(f"held-out decoding (heldout_*): {e}") from None
-        self.rollout_sampling  # noqa: B018 -- validates temperature, top_p, budgets
-        self.eval  # noqa: B018
 
     # ---- derived --------------------------------------------------------------------------
     @property

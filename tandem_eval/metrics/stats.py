@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tandem_eval.schemas import N_BOOT, to_jsonable  # noqa: F401  (to_jsonable: its old home, kept for callers)
+from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, to_jsonable  # noqa: F401  (to_jsonable: its former home)
 
 # Above this many problems the exact sign-flip enumeration (2**n vectors) is replaced by Monte Carlo.
 EXACT_PERMUTATION_MAX_N = 16
@@ -64,7 +64,7 @@ def macro_mean(values: pd.Series, groups: pd.Series) -> float:
     return float(per_group.mean(skipna=False)) if len(per_group) else math.nan
 
 
-def t_interval(values: Any, alpha: float = 0.05) -> tuple[float, float, float] | None:
+def t_interval(values: Any, alpha: float = ALPHA) -> tuple[float, float, float] | None:
     """(mean, low, high): the Student-t interval of the mean with len(values) - 1 degrees of freedom,
     e.g. over one value per training seed (a seed-level analysis, scipy.stats.t). None below two
     finite values; values without spread give a zero-width interval."""
@@ -105,7 +105,7 @@ def bootstrap_means(
     return np.mean(est_parts, axis=0), np.mean(boot_parts, axis=0)
 
 
-def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = 0.05) -> CI:
+def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = ALPHA) -> CI:
     """Percentile interval of bootstrap `draws`; non-finite draws (e.g. a ratio over 0) are dropped."""
     draws = np.asarray(draws, dtype=float)
     draws = draws[np.isfinite(draws)]
@@ -120,8 +120,8 @@ def bootstrap_ci(
     per_problem: pd.DataFrame | pd.Series,
     stat_fn: Callable[[np.ndarray], np.ndarray] | None = None,
     n_boot: int = N_BOOT,
-    alpha: float = 0.05,
-    seed: int = 0,
+    alpha: float = ALPHA,
+    seed: int = BOOT_SEED,
     groups: pd.Series | None = None,
 ) -> CI:
     """Bootstrap CI over problems for a statistic of per-problem values.
@@ -155,8 +155,8 @@ def scoped_cis(
     stats: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
     levels: tuple[str, ...] = ("group",),
     n_boot: int = N_BOOT,
-    seed: int = 0,
-    alpha: float = 0.05,
+    seed: int = BOOT_SEED,
+    alpha: float = ALPHA,
     cluster: str | None = None,
 ) -> dict:
     """THE CI builder per scope: {level: {name: CIs}} for each column of `levels` (e.g. benchmark,
@@ -237,11 +237,11 @@ def paired_compare(
     a: pd.Series,
     b: pd.Series,
     n_boot: int = N_BOOT,
-    seed: int = 0,
+    seed: int = BOOT_SEED,
     groups: pd.Series | None = None,
     test: str = "permutation",
     on_mismatch: str = "raise",
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
 ) -> Paired:
     """Compare two runs' per-problem values of one metric on the same problems (index = problem).
 

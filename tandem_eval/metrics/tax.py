@@ -37,9 +37,7 @@ from tandem_eval.metrics.stats import (
     sign_flip_p_value,
     swap_p_value,
 )
-from tandem_eval.schemas import N_BOOT, PROBLEM_KEY, to_jsonable
-
-ALPHA = 0.05
+from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, Bootstrap, to_jsonable
 
 # Statistics of the (macro) mean pass@k of the two runs; columns are [solo, handoff] in percent.
 # Vectorised over resamples: `m` has shape (B, 2).
@@ -56,7 +54,7 @@ def communication_tax(
     handoff_samples: pd.DataFrame,
     ks: Iterable[int],
     n_boot: int = N_BOOT,
-    seed: int = 0,
+    seed: int = BOOT_SEED,
 ) -> dict:
     """Solo, handoff, tax and retention per benchmark / group / macro for each k, with CIs.
 
@@ -128,9 +126,7 @@ def tax_difference(
     handoff_b: pd.DataFrame,
     k: int,
     statistic: str = "tax",
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-    alpha: float = ALPHA,
+    boot: Bootstrap = Bootstrap(),
     on_mismatch: str = "raise",
 ) -> list[dict]:
     """tax@k (or retention@k) of senior A minus that of senior B, per benchmark group and macro.
@@ -140,7 +136,9 @@ def tax_difference(
     p-value: stats.swap_p_value (the seniors swapped within problems; for tax the sign-flip test).
     Problems in only one senior's runs raise ValueError unless on_mismatch="intersect".
     Returns rows {"group", "a", "b", "diff", "low", "high", "p_value", "n_problems"} (tax in points).
+    `boot`: resamples, seed and alpha (any object with n_boot, seed, alpha, e.g. lens.LensOptions).
     """
+    n_boot, seed, alpha = boot.n_boot, boot.seed, boot.alpha
     if statistic not in ("tax", "retention"):
         raise ValueError(f"statistic must be 'tax' or 'retention', got {statistic!r}")
     if on_mismatch not in ("raise", "intersect"):

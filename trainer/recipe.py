@@ -174,13 +174,18 @@ class Recipe(GRPOConfig):
             limit=self.heldout_limit,
             engine=self.heldout_engine,
             batch_size=self.heldout_batch_size,
-            sampling=Sampling(
-                temperature=self.heldout_temperature,
-                top_p=self.heldout_top_p,
-                top_k=self.heldout_top_k,
-                max_new_tokens=self.heldout_max_new_tokens,
-                max_context=self.heldout_max_context,
-            ),
+            sampling=self.heldout_sampling,
+        )
+
+    @property
+    def heldout_sampling(self) -> Sampling:
+        """The held-out evaluation's decoding (heldout_temperature, ...)."""
+        return Sampling(
+            temperature=self.heldout_temperature,
+            top_p=self.heldout_top_p,
+            top_k=self.heldout_top_k,
+            max_new_tokens=self.heldout_max_new_tokens,
+            max_context=self.heldout_max_context,
         )
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tandem_eval.config import ConfigError, Sampling
+from tandem_eval.config import ConfigError
 from tandem_eval.schedules import needs_junior, parse_schedule
 
 
@@ -122,12 +122,6 @@ def _check_heldout(r) -> None:
     if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= r.heldout_n for k in ks):
         raise ConfigError(f"heldout_ks must be integers in [1, heldout_n={r.heldout_n}], got {ks}")
     try:
-        Sampling(
-            temperature=r.heldout_temperature,
-            top_p=r.heldout_top_p,
-            top_k=r.heldout_top_k,
-            max_new_tokens=r.heldout_max_new_tokens,
-            max_context=r.heldout_max_context,
-        )
+        r.heldout_sampling  # noqa: B018 -- builds (so validates) the held-out decoding
     except ConfigError as e:  # Sampling names the CLI option: say which recipe field it was
         raise ConfigError(f"held-out decoding (heldout_*): {e}") from None

@@ -73,6 +73,9 @@ def _help(text: str, default: Any = None, factory=None) -> Any:
 
 
 _SAMPLING = Sampling()
+# the recipe fields of Sampling's fields, in Sampling's order
+ROLLOUT_SAMPLING = ("temperature", "top_p", "top_k", "max_completion_length", "max_context")
+HELDOUT_SAMPLING = tuple(f"heldout_{f.name}" for f in dataclasses.fields(Sampling))
 
 
 @dataclass
@@ -154,13 +157,8 @@ class Recipe(GRPOConfig):
     # ---- derived --------------------------------------------------------------------------
     @property
     def rollout_sampling(self) -> Sampling:
-        return Sampling(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_new_tokens=self.max_completion_length,
-            max_context=self.max_context,
-        )
+        """The rollouts' decoding (trl's names: max_completion_length is the new-token budget)."""
+        return Sampling(*(getattr(self, name) for name in ROLLOUT_SAMPLING))
 
     @property
     def eval(self) -> EvalHook:
@@ -180,13 +178,7 @@ class Recipe(GRPOConfig):
     @property
     def heldout_sampling(self) -> Sampling:
         """The held-out evaluation's decoding (heldout_temperature, ...)."""
-        return Sampling(
-            temperature=self.heldout_temperature,
-            top_p=self.heldout_top_p,
-            top_k=self.heldout_top_k,
-            max_new_tokens=self.heldout_max_new_tokens,
-            max_context=self.heldout_max_context,
-        )
+        return Sampling(*(getattr(self, name) for name in HELDOUT_SAMPLING))
 
     @property
     def uses_junior_model(self) -> bool:

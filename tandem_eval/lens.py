@@ -8,8 +8,8 @@ EOS token left out, as the paper scores the decoded text; LensOptions(include_eo
 with log-probs at temperature 1 on the raw logits, sliced to the tokenizer vocabulary:
 
     junior NLL      -log p_j(x_t | x_<t)                              (legibility; lower = more legible)
-    kl_exact        KL(p_s || p_j) = sum_v p_s(v) [log p_s(v) - log p_j(v)]   (full vocabulary, HF only)
-    kl_reverse      KL(p_j || p_s)                                    (HF only)
+    kl_exact        KL(p_s || p_j) = sum_v p_s(v) [log p_s(v) - log p_j(v)]   (full vocabulary; HF engines)
+    kl_reverse      KL(p_j || p_s)                                    (HF engines)
     kl_k1           log p_s(x_t) - log p_j(x_t)                       (Monte Carlo, from token log-probs)
     kl_k3           (r - 1) - log r,  r = p_j(x_t) / p_s(x_t)         (Monte Carlo, >= 0)
 
@@ -328,9 +328,9 @@ def drift(
 ) -> pd.DataFrame:
     """KL drift of each senior CoT: one row per sample (nats/token, per-bin curves).
 
-    `senior` an HF engine: exact forward and reverse KL over the vocabulary, plus k1/k3 from the
-    same forwards (the senior reads its own stored prompt, the junior its chat prefix).
-    Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
+    `senior` and `junior` engines with full distributions (HF): exact forward and reverse KL over the
+    vocabulary, plus k1/k3 from the same forwards (the senior reads its own stored prompt, the junior
+    its chat prefix). Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
     (`logprobs` column; re-scored with `senior` when given and the column is missing) and the
     junior's teacher-forced log-probs; kl_exact and kl_reverse are NaN. `senior_tok` (default: the
     senior engine's) is checked against the junior's: drift refuses different vocabularies."""

@@ -67,3 +67,32 @@ def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch
         score.drift(solo_run, junior=str(tiny_pair[1]), engine="tpu")
     with pytest.raises(LensError, match="unknown lens"):
         score.run_lens("clarity", score.ScoreRequest(run=solo_run))
+
+
+def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch, tmp_path):
+    """Without a run, the solo run a lens makes has the fingerprint `tandem-eval solo --n 6` would give."""
+    from tandem_eval import score
+    from tandem_eval.config import default_ks
+
+    made = {}
+
+    def run_eval(cfg, out, progress):
+        made.update(cfg=cfg, out=out)
+        raise KeyboardInterrupt  # stop before any generation
+
+    monkeypatch.setattr("tandem_eval.pipeline.run_eval", run_eval)
+    with pytest.raises(KeyboardInterrupt):
+        score.legibility(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]), out=tmp_path, n=6, limit=1)
+    assert made["cfg"].ks == default_ks(6) == (1, 2, 4, 6) and made["out"] == tmp_path / "solo"
+
+
+def test_one_engine_factory_names_what_cannot_load(monkeypatch):
+    from tandem_eval import engines
+    from tandem_eval.engines import vllm_engine
+
+    assert engines.unavailable("hf") is None
+    assert engines.unavailable("tpu") == "unknown engine 'tpu'; valid: hf, vllm"
+    monkeypatch.setattr(vllm_engine, "vllm_available", lambda: False)
+    assert "vLLM is not installed" in engines.unavailable("vllm")
+    with pytest.raises(ValueError, match="vLLM is not installed"):
+        engines.load_engine("vllm", "unused", None)

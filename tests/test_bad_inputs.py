@@ -626,7 +626,7 @@ def test_an_unwritable_run_folder_is_refused_before_any_work(world, monkeypatch)
     before any model loads). os.access is faked: permission bits do not bind root, who runs CI."""
     import os
 
-    import tandem_eval.cli_lens as cli_lens
+    import tandem_eval.score as score
 
     root, paths = world
     ro = root / "readonly_run"
@@ -635,7 +635,7 @@ def test_an_unwritable_run_folder_is_refused_before_any_work(world, monkeypatch)
     real = os.access
     unwritable = lambda p, mode, **kw: not (mode & os.W_OK and str(ro) in str(p)) and real(p, mode, **kw)  # noqa: E731
     monkeypatch.setattr(os, "access", unwritable)
-    monkeypatch.setattr(cli_lens, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+    monkeypatch.setattr(score, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
     for argv in (
         ["regrade", str(ro)],
         ["legibility", "--run", str(ro), "--junior", paths["junior"]],

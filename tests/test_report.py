@@ -291,7 +291,7 @@ def test_report_from_training_logs_only(results, tmp_path):
 
 
 def test_position_curve_pools_tokens_by_relative_position():
-    curve = figures.position_curve([[0.0, 1.0, 2.0, 3.0], [10.0, float("nan")], []], bins=2)
+    curve = figures.token_pooled_curve([[0.0, 1.0, 2.0, 3.0], [10.0, float("nan")], []], bins=2)
     assert curve.tolist() == pytest.approx([(0 + 1 + 10) / 3, (2 + 3) / 2])
 
 

@@ -360,7 +360,7 @@ def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted
     del rec["tables"]["lens/jr/legibility.parquet"]
     solo.done_path.write_text(json.dumps(rec))
     with monkeypatch.context() as m:
-        m.setattr("tandem_eval.cli_lens._score", lambda *a: pytest.fail("--adopt must not score"))
+        m.setattr("tandem_eval.score._score", lambda *a: pytest.fail("--adopt must not score"))
         result = runner.invoke(app, [*args, "--adopt"])
     assert result.exit_code == 0, result.output
     assert verify_run(solo.path) and "jr" in RunFolder(solo.path).metrics()["lens"]

@@ -208,7 +208,7 @@ class Recipe(GRPOConfig):
         new = copy.copy(self)
         for key, value in changes.items():
             setattr(new, key, value)
-        new._check_tandem()
+        check_recipe(new)
         for key, value in trl_batch_fields(new, int(os.environ.get("WORLD_SIZE", "1"))).items():
             if key != "generation_batch_size":  # trl's post-init filled it in; keep it consistent
                 setattr(new, key, value)

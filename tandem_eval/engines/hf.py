@@ -46,6 +46,7 @@ import torch.nn.functional as F
 
 from ..config import Sampling
 from ..models import ModelError
+from . import hf_scoring
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 from .sampling import sample_at_positions
 
@@ -317,6 +318,7 @@ class _Live:
 class HFEngine:
     name = "hf"
     may_overrun = False  # stops exactly at every stop token; the loop never needs to truncate
+    full_distributions = True  # serves exact_kl (both models' full next-token distributions)
 
     def __init__(
         self,
@@ -577,19 +579,11 @@ class HFEngine:
         for a in range(0, hidden.shape[0], chunk):
             yield self._logits(hidden[a : a + chunk])[:, : self.vocab_size]
 
-    @torch.inference_mode()
-    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Teacher-forced raw log p(continuation token | prefix), one float64 array per item."""
-        out = []
-        for prompt, cont in zip(prompts, continuations):
-            if len(cont) == 0:
-                out.append(np.zeros(0))
-                continue
-            target = torch.tensor(list(cont), device=self.device)
-            parts, a = [], 0
-            for logits in self.logits_chunks(self.hidden_states(prompt, cont)):
-                lp = torch.log_softmax(logits, dim=-1)
-                parts.append(lp[torch.arange(len(lp)), target[a : a + len(lp)]])
-                a += len(lp)
-            out.append(torch.cat(parts).double().cpu().numpy())
-        return out
+    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], **kw) -> list[np.ndarray]:
+        """Teacher-forced raw log p(continuation token | prefix), one float64 array per item, in batched
+        forwards (hf_scoring.score; kw: batch_tokens, chunk, progress)."""
+        return hf_scoring.score(self, prompts, continuations, **kw)
+
+    def exact_kl(self, junior, prompts, junior_prompts, continuations, **kw) -> list[dict]:
+        """KL(self || junior) and back along teacher-forced continuations (hf_scoring.exact_kl)."""
+        return hf_scoring.exact_kl(self, junior, prompts, junior_prompts, continuations, **kw)

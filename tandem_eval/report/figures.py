@@ -113,8 +113,9 @@ def token_arrays(run, name: str) -> list[np.ndarray] | None:
     return [sign * np.asarray(a, dtype=float) for a in values]
 
 
-def position_curve(arrays, bins: int = POSITION_BINS) -> np.ndarray:
-    """Token-pooled mean of per-token values in `bins` equal slices of relative CoT position."""
+def token_pooled_curve(arrays, bins: int = POSITION_BINS) -> np.ndarray:
+    """Token-pooled mean of per-token values in `bins` equal slices of relative CoT position (every
+    token weighs the same; metrics.json's curves weigh every CoT the same: lens.sample_mean_curves)."""
     arrays = [np.asarray(a, dtype=float) for a in arrays]
     lengths = np.array([a.size for a in arrays], dtype=np.int64)
     if lengths.sum() == 0:
@@ -358,7 +359,7 @@ def _position_panel(ax, name: str, frames: dict, bins: int) -> None:
         if not arrays:
             continue
         n_samples = max(n_samples, len(arrays))
-        curve = position_curve(arrays, bins)
+        curve = token_pooled_curve(arrays, bins)
         x = (np.arange(bins) + 0.5) / bins * 100
         ax.plot(x, curve, color=colors[arm], label=arm, marker="o")
     per_token = "−log p_junior" if name == "legibility" else "exact KL"

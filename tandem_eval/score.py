@@ -1,0 +1,361 @@
+"""The score stage: legibility and drift of a senior's solo run folder, from Python or the CLI.
+
+`tandem-eval legibility` / `drift` (cli_lens.py) are thin shells over these two functions; a
+notebook gets the same files and numbers:
+
+    from tandem_eval import score
+    scored = score.legibility("runs/quick/solo")                    # the junior from tandem_meta.json
+    scored = score.drift("runs/quick/solo", junior="toy:self-paired/junior", engine="hf")
+    scored.summary["kl_exact"]["all"]["macro"]                       # the metrics.json entry
+    pd.read_parquet(scored.table)                                    # one row per sample
+
+Each call checks its inputs before any weights load, scores the solo CoTs with the junior (and for
+exact drift the senior), writes RUN/lens/<junior label>/<kind>.parquet, records it in COMPLETE
+and merges its summary into RUN/metrics.json under "lens" -> <junior label> -> <kind>. Without
+`run`, a solo run of `senior` is produced (or reused, resumably) under `out` first. The
+computations are tandem_eval.lens; the teacher forcing is the engines' (engines/base.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import lens
+from .config import EvalConfig, ModelSpec, Sampling, default_ks
+from .lens import LensError, LensOptions
+from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
+
+log = logging.getLogger(__name__)
+KINDS = lens.LENS_KINDS  # ("legibility", "drift")
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Which CoTs a lens scores, with which junior and backend; the solo settings (benchmarks, n,
+    limit, label, chat_template) describe the solo run made when `run` is not given."""
+
+    run: str | Path | None = None  # the senior's complete SOLO run folder
+    junior: str | None = None  # default: the junior the senior's trainer recorded (tandem_meta.json)
+    senior: str | None = None  # checked against the run's; needed without `run`
+    out: str | Path | None = None  # where the solo run is made without `run` (OUT/solo)
+    junior_label: str | None = None  # RUN/lens/LABEL/; default: the junior checkpoint's folder name
+    engine: str = "hf"  # hf: exact KL; vllm: k1/k3 from the stored senior log-probs
+    dtype: str = "float32"
+    threads: int | None = None  # torch CPU threads (default: every core)
+    chat_template: str | None = None  # the senior's template text, for the solo run made without `run`
+    junior_chat_template: str | None = None  # template text replacing the junior tokenizer's own
+    adopt: bool = False  # record a table an interrupted call wrote but did not record, instead of scoring
+    benchmarks: tuple[str, ...] = ("tiny",)
+    n: int = 8
+    limit: int | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What a lens call wrote: the table, its junior label and its metrics.json summary."""
+
+    run: Path
+    table: Path
+    junior_label: str
+    summary: dict
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The request's inputs after the checks: specs, the senior's tokenizer, the verified run (if given)."""
+
+    senior_spec: str
+    junior_spec: str
+    senior_tok: object
+    opts: LensOptions
+    rf: object | None
+
+
+def legibility(
+    run=None, junior: str | None = None, *, options: LensOptions = LensOptions(), progress: bool = False, **request
+) -> Scored:
+    """The junior's per-token NLL of the solo CoTs in `run` (see module doc); `request`: the other
+    ScoreRequest fields (senior, engine, junior_label, ...). Returns what was written."""
+    return run_lens("legibility", ScoreRequest(run=run, junior=junior, **request), options, progress)
+
+
+def drift(
+    run=None, junior: str | None = None, *, options: LensOptions = LensOptions(), progress: bool = False, **request
+) -> Scored:
+    """KL(senior || junior) along the solo CoTs in `run`: exact with engine "hf", else k1/k3."""
+    return run_lens("drift", ScoreRequest(run=run, junior=junior, **request), options, progress)
+
+
+def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), progress: bool = False) -> Scored:
+    """Score the senior's solo CoTs (`req.run`, else a solo run made under `req.out`) with the junior."""
+    if kind not in KINDS:
+        raise LensError(f"unknown lens {kind!r}; valid: {', '.join(KINDS)}")
+    checked = check_inputs(kind, req, opts)
+    opts = checked.opts
+    rf = checked.rf or _solo_run(req, checked, progress)
+    reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
+    if reason:
+        raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
+    junior_path = _model_path(checked.junior_spec, "junior")
+    jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior_path)
+    table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
+    from .results import check_write_target
+
+    check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
+    senior_path = _model_path(checked.senior_spec, "senior")
+    samples = rf.load_samples()
+    if samples.empty:
+        raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
+    if req.adopt:
+        per_sample = _adopted(rf, table, samples)
+    else:
+        from .pipeline import use_threads
+
+        use_threads(req.threads)
+        models = (senior_path, junior_path, checked.senior_tok)
+        per_sample = _score(kind, samples, models, req, opts, progress)
+    where = {"junior": str(junior_path.resolve()), "senior": str(senior_path), "engine": req.engine}
+    return _store(kind, rf, per_sample, opts, (table, req.adopt), where)
+
+
+# ---- checks (before any weights load) ----------------------------------------------------------
+def _model_path(spec: str, role: str) -> Path:
+    from .models import resolve_model  # HF folders and bundled toy:NAME checkpoints
+
+    try:
+        return resolve_model(spec)
+    except ValueError as e:
+        raise LensError(f"{role}: {e}") from None
+
+
+def _junior_spec(junior: str | None, senior: str) -> str:
+    """`junior`, else the junior the senior's trainer recorded (tandem_meta.json), as `handoff` does."""
+    if junior:
+        return junior
+    from .models import junior_from_metadata
+
+    found = junior_from_metadata(_model_path(senior, "senior"))
+    if not found:
+        raise LensError(f"no --junior given and senior {senior} has no tandem_meta.json naming one; pass --junior PATH")
+    return found
+
+
+def _given_run(req: ScoreRequest):
+    """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)."""
+    from .results import verify_run
+
+    rf = verify_run(req.run, allow_unrecorded=True)
+    cfg = rf.config()["config"]
+    if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
+        raise LensError(
+            f"{req.run} is a {cfg['mode']}/{cfg['schedule']} run; legibility and drift read the senior's "
+            "SOLO CoTs: pass its solo run folder"
+        )
+    if req.senior is not None and (
+        _model_path(req.senior, "senior").resolve() != _model_path(cfg["senior"]["path"], "senior").resolve()
+    ):
+        raise LensError(
+            f"{req.run} was generated by senior {cfg['senior']['path']}, not {req.senior}; drop --senior or "
+            "pass the matching run"
+        )
+    if req.chat_template is not None and req.chat_template != cfg.get("chat_template"):
+        raise LensError(
+            f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "
+            "the template recorded in its config.json; drop --chat-template (or drop --run)"
+        )
+    return rf
+
+
+def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
+    """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
+    tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
+    from .engines import unavailable
+    from .models import load_tokenizer
+    from .pipeline import check_model, check_template
+
+    if req.run is None and req.senior is None:
+        raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
+    if reason := unavailable(req.engine):
+        raise LensError(reason)
+    rf = _given_run(req) if req.run is not None else None
+    senior_template = rf.config()["config"].get("chat_template") if rf else req.chat_template
+    senior_spec = req.senior or rf.config()["config"]["senior"]["path"]  # recorded absolute
+    junior_spec = _junior_spec(req.junior, senior_spec)
+    junior_tok = check_model(junior_spec)
+    # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer
+    loads_senior = rf is None or (kind == "drift" and req.engine == "hf")
+    senior_tok = check_model(senior_spec) if loads_senior else load_tokenizer(_model_path(senior_spec, "senior"))
+    if not lens.vocab_matches(senior_tok, junior_tok):
+        if kind == "drift":
+            lens.require_shared_vocab(senior_tok, junior_tok)
+        if not opts.allow_vocab_mismatch:
+            raise LensError(
+                "senior and junior tokenizers differ; pass --allow-vocab-mismatch to compare them in bits "
+                "per byte of the CoT text instead of nats per shared token"
+            )
+    if rf is None:
+        check_template(senior_tok, senior_template, "senior", senior_spec, "--chat-template")
+    opts = dataclasses.replace(
+        opts, senior_chat_template=senior_template, junior_chat_template=req.junior_chat_template
+    )
+    if lens.junior_renders_prompt(senior_tok, junior_tok, opts):  # else it reads the stored prompt ids
+        check_template(junior_tok, req.junior_chat_template, "junior", junior_spec, "--junior-chat-template")
+    return _Checked(senior_spec, junior_spec, senior_tok, opts, rf)
+
+
+def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
+    """The senior's solo run produced (or reused, resumably) under `req.out`, as `tandem-eval solo` would."""
+    from .pipeline import run_eval
+
+    senior = req.senior
+    fields = {
+        "benchmarks": absolute_benchmarks(tuple(req.benchmarks)),
+        "n": req.n,
+        "ks": default_ks(req.n),  # the one --k default rule, so the same settings give one fingerprint
+        "limit": req.limit,
+        "engine": req.engine,
+        "threads": req.threads,
+        "chat_template": checked.opts.senior_chat_template,
+    }
+    folder = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
+    label = req.label or folder
+    fields = {k: v for k, v in fields.items() if v is not None}
+    cfg = EvalConfig(senior=ModelSpec(absolute_spec(senior)), mode="solo", schedule="solo", label=label, **fields)
+    out = Path(req.out) / "solo" if req.out else Path("runs") / folder_name(label) / "solo"
+    log.info("solo run of %s -> %s (reused if already there)", senior, out)
+    return run_eval(cfg, out, progress=progress)
+
+
+def _unique_junior_label(rf, explicit: str | None, spec: str, path: Path) -> str:
+    """The lens label of this junior in run `rf`: `explicit`, else the checkpoint's folder name; a
+    default label that already holds another junior's outputs (two folders both named `junior`)
+    becomes PARENT-NAME, then NAME-2, NAME-3...; an explicit one that does is refused."""
+    recorded = {}  # label -> the junior checkpoint whose outputs it holds
+    for name, kinds in (rf.metrics().get("lens") or {}).items():
+        paths = {e.get("junior") for e in kinds.values() if isinstance(e, dict) and e.get("junior")}
+        if paths:
+            recorded[name] = Path(next(iter(paths))).resolve()
+
+    def free(label: str) -> bool:
+        return recorded.get(label, path.resolve()) == path.resolve()
+
+    if explicit:
+        label = lens.junior_label(explicit)
+        if not free(label):
+            raise LensError(
+                f"--junior-label {label} already holds the outputs of junior {recorded[label]} in {rf.path}; "
+                "pass another --junior-label"
+            )
+        return label
+    base = lens.junior_label(spec)
+    parent = path.resolve().parent.name
+    candidates = [base] + ([folder_name(f"{parent}-{base}")] if parent and not spec.startswith("toy:") else [])
+    candidates += [f"{base}-{i}" for i in range(2, len(recorded) + 3)]
+    return next(c for c in candidates if free(c))
+
+
+# ---- scoring and recording ---------------------------------------------------------------------
+def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None):
+    """A teacher-forcing engine (temperature 0: nothing is sampled) through the one engine factory."""
+    from .engines import load_engine
+
+    kind = kind or req.engine
+    context = {"max_context": max_len + 8} if kind == "vllm" else {}
+    return load_engine(kind, path, Sampling(temperature=0, **context), dtype=req.dtype)
+
+
+def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):
+    """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
+    models = (senior path, junior path, senior tokenizer)."""
+    from .progress import progress_reporter
+
+    senior_path, junior_path, senior_tok = models
+    # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
+    max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
+    limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
+    j_engine = _engine(req, junior_path, min(max_len, limit - 8))
+    s_engine = None
+    per_cot = max(1, int(sum(len(t) for t in samples.token_ids) / len(samples)))  # tokens per CoT, for the rate
+    try:
+        if kind == "drift" and req.engine == "hf":
+            s_engine = _engine(req, senior_path, max_len, "hf")
+        what = f"{kind}: {junior_path.name} reads {len(samples)} CoTs"
+        with progress_reporter(len(samples), what, enabled=progress) as bar:
+            advance = lambda n: [bar.advance(per_cot) for _ in range(n)]  # noqa: E731
+            if kind == "legibility":
+                return lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
+            return lens.drift(samples, j_engine, senior=s_engine, senior_tok=senior_tok, opts=opts, progress=advance)
+    finally:
+        for e in (j_engine, s_engine):
+            if e is not None:
+                e.close()
+
+
+def _summary_fields(kind: str, per_sample, opts: LensOptions) -> tuple[dict, list[str], list[str]]:
+    """(metrics.json fields beside the CIs, metric columns, curve columns) of a lens table."""
+    extra = {
+        "include_eos": opts.include_eos,
+        "scope": "CoT tokens" + (" including the final EOS" if opts.include_eos else " without the final EOS"),
+        "chunk": opts.chunk,
+        "temperature": 1.0,
+        "logprobs": "raw logits, sliced to the tokenizer vocabulary",
+        "junior_chat_template": "custom" if opts.junior_chat_template else "tokenizer's own",
+    }
+    if kind == "drift":
+        extra.update(method=str(per_sample["method"].iloc[0]), direction="KL(senior || junior); lower = less drift")
+        return extra, lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
+    matched = bool(per_sample["vocab_match"].all())
+    extra.update(
+        # one unit per metric: nats per (shared) token only when the vocabularies match
+        unit="nats/token" if matched else "bits/byte",
+        units={"junior_nll_mean": "nats/token", "junior_bpb": "bits/byte"} if matched else {"junior_bpb": "bits/byte"},
+        vocab_match=matched,
+        allow_vocab_mismatch=opts.allow_vocab_mismatch,
+        primary="junior_nll_mean" if matched else "junior_bpb",
+        direction="lower = more legible",
+    )
+    return extra, lens.LEGIBILITY_METRICS if matched else ["junior_bpb"], ["nll_bins"]
+
+
+def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool], where: dict) -> Scored:
+    """The lens table `target` = (path in the run, adopted: already written) recorded in COMPLETE, and
+    its summary merged into metrics.json (other juniors' and kinds' entries stay)."""
+    table, adopted = target
+    jlabel = Path(table).parent.name
+    fields, metrics, curves = _summary_fields(kind, per_sample, opts)
+    extra = {**where, "junior_label": jlabel, **fields}
+    summary = lens.summarize(per_sample, metrics, curves, opts, extra)
+    # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
+    if adopted:
+        rf.register_table(table)
+        path = rf.path / table
+    else:
+        path = rf.write_table(table, per_sample)
+    by_junior = rf.metrics().get("lens", {})
+    by_junior.setdefault(jlabel, {})[kind] = summary
+    rf.update_metrics({"lens": by_junior})
+    return Scored(rf.path, path, jlabel, summary)
+
+
+def _adopted(rf, table: str, samples):
+    """adopt: the table a lens call wrote but did not record (it was stopped in between), checked to
+    hold one row per sample of this run, to be recorded as it is instead of scored again."""
+    from .results import _read_parquet
+
+    path = rf.path / table
+    if not path.exists():
+        raise LensError(f"--adopt: {path} does not exist; run the command without --adopt to compute it")
+    per_sample = _read_parquet(path, None, "run the command without --adopt to compute it again")
+    key = ["benchmark", "problem_id", "sample_idx"]
+    have = sorted(map(tuple, per_sample[key].astype(str).values.tolist()))
+    if have != sorted(map(tuple, samples[key].astype(str).values.tolist())):
+        raise LensError(
+            f"--adopt: {path} does not hold one row per sample of {rf.path}; run the command without --adopt to "
+            "compute it again"
+        )
+    return per_sample

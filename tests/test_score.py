@@ -1,0 +1,98 @@
+"""The score stage from Python (tandem_eval.score) equals the `legibility` / `drift` commands.
+
+    .venv/bin/python -m pytest tests/test_score.py -q        # ~30 s on 2 cores
+
+One tiny solo run is copied twice: the CLI scores one copy, `score.legibility` / `score.drift` the
+other, in-process. The lens tables must be byte-identical, the metrics.json entries equal apart
+from the run's own path, and COMPLETE must record the same tables with the same hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from tandem_eval.cli import app
+
+
+@pytest.fixture(scope="module")
+def solo_run(tiny_pair, tmp_path_factory):
+    senior, _ = tiny_pair
+    out = tmp_path_factory.mktemp("score") / "run"
+    args = ["solo", "--senior", str(senior), "--benchmark", "tiny", "--limit", "2", "--n", "2", "--k", "1,2"]
+    res = CliRunner().invoke(app, [*args, "--max-new-tokens", "16", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    return out / "solo"
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_score_module_equals_the_cli(solo_run, tiny_pair, tmp_path):
+    from tandem_eval import score
+
+    _, junior = tiny_pair
+    by_cli, by_lib = _copy(solo_run, tmp_path / "cli"), _copy(solo_run, tmp_path / "lib")
+    for kind in ("legibility", "drift"):
+        res = CliRunner().invoke(app, [kind, "--run", str(by_cli), "--junior", str(junior), "--n-boot", "50", "-q"])
+        assert res.exit_code == 0, res.output
+    opts = score.LensOptions(n_boot=50)
+    leg = score.legibility(by_lib, str(junior), options=opts)
+    dri = score.drift(by_lib, junior=str(junior), options=opts)
+    assert leg.table == by_lib / "lens" / "junior" / "legibility.parquet" and dri.junior_label == "junior"
+    for kind in ("legibility", "drift"):
+        a, b = (p / "lens" / "junior" / f"{kind}.parquet" for p in (by_cli, by_lib))
+        assert a.read_bytes() == b.read_bytes(), kind
+    lens_cli = json.loads((by_cli / "metrics.json").read_text())["lens"]
+    lens_lib = json.loads((by_lib / "metrics.json").read_text())["lens"]
+    assert lens_cli == lens_lib and lens_lib["junior"]["drift"] == dri.summary
+    assert lens_lib["junior"]["drift"]["method"] == "exact" and leg.summary["junior_nll_mean"]["all"]["macro"]
+    tables = [json.loads((p / "COMPLETE").read_text())["tables"] for p in (by_cli, by_lib)]
+    assert tables[0] == tables[1] and "lens/junior/drift.parquet" in tables[0]
+
+
+def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch):
+    from tandem_eval import score
+    from tandem_eval.lens import LensError
+
+    monkeypatch.setattr(score, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
+    with pytest.raises(LensError, match="--run SOLO_RUN_DIR"):
+        score.legibility()
+    with pytest.raises(LensError, match="unknown engine 'tpu'; valid: hf, vllm"):
+        score.drift(solo_run, junior=str(tiny_pair[1]), engine="tpu")
+    with pytest.raises(LensError, match="unknown lens"):
+        score.run_lens("clarity", score.ScoreRequest(run=solo_run))
+
+
+def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch, tmp_path):
+    """Without a run, the solo run a lens makes has the fingerprint `tandem-eval solo --n 6` would give."""
+    from tandem_eval import score
+    from tandem_eval.config import default_ks
+
+    made = {}
+
+    def run_eval(cfg, out, progress):
+        made.update(cfg=cfg, out=out)
+        raise KeyboardInterrupt  # stop before any generation
+
+    monkeypatch.setattr("tandem_eval.pipeline.run_eval", run_eval)
+    with pytest.raises(KeyboardInterrupt):
+        score.legibility(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]), out=tmp_path, n=6, limit=1)
+    assert made["cfg"].ks == default_ks(6) == (1, 2, 4, 6) and made["out"] == tmp_path / "solo"
+
+
+def test_one_engine_factory_names_what_cannot_load(monkeypatch):
+    from tandem_eval import engines
+    from tandem_eval.engines import vllm_engine
+
+    assert engines.unavailable("hf") is None
+    assert engines.unavailable("tpu") == "unknown engine 'tpu'; valid: hf, vllm"
+    monkeypatch.setattr(vllm_engine, "vllm_available", lambda: False)
+    assert "vLLM is not installed" in engines.unavailable("vllm")
+    with pytest.raises(ValueError, match="vLLM is not installed"):
+        engines.load_engine("vllm", "unused", None)

@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
@@ -51,7 +49,8 @@ from .cli_common import (
     user_errors,
 )
 from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
-from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
+from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
+from .terminal import console, print_benchmarks, print_paper_sets, print_passk, print_tax
 
 # Commands living in other modules, imported only when one of them runs (or shows its own --help):
 # they import pandas and torch, which would make every `tandem-eval --help` take seconds.
@@ -140,7 +139,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Evaluate tandem seniors: solo and handoff pass@k, communication tax, legibility, drift.",
 )
-console = Console()
 DEFAULT_SENIOR = "toy:self-paired/tandem"
 
 
@@ -268,28 +266,6 @@ def _ray_plan(workers: int | None, address: str | None):
     from .distributed import RayPlan
 
     return RayPlan(workers=workers, address=address)
-
-
-def read_chat_template(path: Path | None, option: str) -> str | None:
-    """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
-    if path is None:
-        return None
-    if not path.is_file():
-        raise ConfigError(f"{option} {path}: no such file; pass a Jinja template file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{option} {path}: cannot read it as UTF-8 text ({type(e).__name__}); fix the file") from None
-    if not text.strip():
-        raise ConfigError(f"{option} {path} is empty; pass a Jinja chat template")
-    from jinja2 import Environment, TemplateSyntaxError
-
-    try:
-        Environment().parse(text)
-    except TemplateSyntaxError as e:
-        msg = f"{option} {path}: Jinja syntax error at line {e.lineno}: {e.message}; fix the template"
-        raise ConfigError(msg) from None
-    return text
 
 
 def _config(
@@ -531,13 +507,7 @@ def benchmarks(
     if check is not None:
         _check_sets(check)
         return
-    table = Table("name", "group", "source", "size", "paper", "description")
-    for name, spec in BENCHMARKS.items():
-        size, paper = (str(v) if v is not None else "-" for v in (spec.size, spec.paper_size))
-        table.add_row(name, spec.group, str(spec.path or spec.hub_id), size, paper, spec.description)
-    console.print(table)
-    for name, members in BENCHMARK_SETS.items():
-        console.print(f"set {name}: {', '.join(members)}")
+    print_benchmarks(BENCHMARKS, BENCHMARK_SETS)
 
 
 def _check_sets(folder: Path) -> None:
@@ -545,86 +515,11 @@ def _check_sets(folder: Path) -> None:
     from .data.benchmarks import check_paper_sets
 
     rows, reasons = check_paper_sets(folder)
-    table = Table("benchmark", "group", "problems", "paper", "match", title=f"benchmark sets in {folder}")
-    for r in rows:
-        match = "-" if r["paper"] is None else ("yes" if r["match"] else "NO")
-        table.add_row(r["benchmark"], r["group"], str(r["problems"]), str(r["paper"] or "-"), match)
-    console.print(table)
+    print_paper_sets(rows, folder)
     if reasons:
         console.print(f"not the paper's sets: {'; '.join(reasons)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     console.print("the paper's four groups at the paper's sizes (texts not compared)")
-
-
-def _fmt(v) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
-def print_passk(runs: dict[str, dict], ks) -> None:
-    """One table: rows = benchmarks, groups and macro; columns = pass@k per run."""
-    first = next(iter(runs.values()))
-    label = _macro_label(first)
-    table = Table(title="pass@k (%)", caption=_macro_caption(first))
-    table.add_column("benchmark")
-    for name in runs:
-        for k in ks:
-            table.add_column(f"{name} @{k}", justify="right")
-    rows = [(b, "per_benchmark") for b in first["per_benchmark"]]
-    rows += [(g, "per_group") for g in first["per_group"] if g not in first["per_benchmark"]]
-    for name, level in rows + [(label, None)]:
-        cells = [
-            (r["macro"] if level is None else r[level].get(name, {})).get(f"pass@{k}")
-            for r in runs.values()
-            for k in ks
-        ]
-        table.add_row(name, *map(_fmt, cells))
-    console.print(table)
-
-
-def _macro_label(summary: dict) -> str:
-    """ "macro" only for the paper's four sets; runs written before the label existed are judged by size."""
-    if "macro_label" in summary:
-        return summary["macro_label"]
-    from .metrics.passk import macro_provenance
-
-    return macro_provenance(summary.get("n_problems", {}).get("per_group", {}))["macro_label"]
-
-
-def _macro_caption(summary: dict) -> str | None:
-    reasons = summary.get("paper_sets_reasons")
-    return f"{_macro_label(summary)}: {'; '.join(reasons)}" if reasons else None
-
-
-def print_tax(tax: dict, ks) -> None:
-    """Rows = (group or macro, k); solo and handoff pass@k, tax in points and retention, with 95% CIs."""
-    table = Table(title="communication tax = solo - handoff (points); retention = handoff / solo; 95% CI")
-    for col in ("scope", "k", "solo", "handoff", "tax [CI]", "retention [CI]", "p"):
-        table.add_column(col, justify="right")
-    levels = list(tax["per_group"].items()) + [(tax.get("macro_label", "macro"), tax["macro"])]
-    for name, entry in levels:
-        for k in ks:
-            e = entry.get(f"pass@{k}", {})
-            if "tax" not in e:
-                continue
-            t, r = e["tax"], e["retention"]
-            ret = (
-                "-"
-                if r["estimate"] is None
-                else (
-                    f"{100 * r['estimate']:.1f}% "
-                    f"[{_fmt(r['low'] and 100 * r['low'])}, {_fmt(r['high'] and 100 * r['high'])}]"
-                )
-            )
-            table.add_row(
-                name,
-                str(k),
-                _fmt(e["solo"]["estimate"]),
-                _fmt(e["handoff"]["estimate"]),
-                f"{_fmt(t['estimate'])} [{_fmt(t['low'])}, {_fmt(t['high'])}]",
-                ret,
-                _fmt(e.get("tax_p_value")),
-            )
-    console.print(table)
 
 
 @app.command()
@@ -636,8 +531,8 @@ def regrade(
     quiet: QuietOpt = False,
 ):
     """Re-grade a finished run with the installed grader (no regeneration); writes RUN/regrade.parquet."""
-    from .regrade import print_regrade
     from .regrade import regrade as regrade_run
+    from .terminal import print_regrade
 
     reason = not_writable(run) if run.is_dir() else None  # regrade.json/.parquet go into RUN: checked first
     if reason:

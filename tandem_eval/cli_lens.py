@@ -39,6 +39,7 @@ from .cli_common import (
     ThreadsOpt,
     VerboseOpt,
 )
+from .schemas import N_BOOT  # standard library only at import
 
 # compare, lens and runs import pandas and torch: imported inside the commands, so that
 # `tandem-eval --help` stays fast. Errors (LensError and the others) print one line via cli.CLIGroup.
@@ -113,7 +114,7 @@ def legibility_cmd(
     chunk: ChunkOpt = 256,
     bins: BinsOpt = 20,
     batch_tokens: BatchTokOpt = 8192,
-    n_boot: NBootOpt = 2000,
+    n_boot: NBootOpt = N_BOOT,
     junior_label: JuniorLabelOpt = None,
     include_eos: IncludeEosOpt = False,
     label: LabelOpt = None,
@@ -143,7 +144,7 @@ def drift_cmd(
     chunk: ChunkOpt = 256,
     bins: BinsOpt = 20,
     batch_tokens: BatchTokOpt = 8192,
-    n_boot: NBootOpt = 2000,
+    n_boot: NBootOpt = N_BOOT,
     junior_label: JuniorLabelOpt = None,
     include_eos: IncludeEosOpt = False,
     label: LabelOpt = None,
@@ -206,7 +207,7 @@ def compare_cmd(
         Literal["raise", "intersect"],
         typer.Option("--on-mismatch", help="Problems in only one run: raise, or intersect (compare shared)."),
     ] = "raise",
-    n_boot: NBootOpt = 2000,
+    n_boot: NBootOpt = N_BOOT,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap/permutation seed.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the table as JSON here.")] = None,
     junior: Annotated[
@@ -218,7 +219,7 @@ def compare_cmd(
     bootstrap CI over problems and a sign-flip permutation p-value."""
     from . import compare, runs
     from .lens import LensOptions
-    from .metrics.stats import to_jsonable
+    from .schemas import to_jsonable
 
     mode = runs.metric_mode(metric)
     if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run

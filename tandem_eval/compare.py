@@ -15,17 +15,16 @@ the solo run it was measured against (4 runs, problems resampled jointly; `metri
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from .lens import LensError, LensOptions
-from .metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value
+from .metrics.registry import lookup
+from .metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, sign_flip_p_value
 from .metrics.tax import tax_difference
 from .results import RunFolder, RunFolderError, verify_run
 
-_TAX = re.compile(r"^(tax|retention)@(\d+)$")
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 
 
@@ -50,18 +49,8 @@ def compare_values(
     for name, c in [*((g, cis["group"][g]) for g in sorted(cis["group"])), (MACRO, cis[MACRO])]:
         part = pairs if name == MACRO else pairs[pairs["group"] == name]
         weights = _macro_weights(part["group"].to_numpy() if name == MACRO else None, len(part))
-        table.append(
-            {
-                "group": name,
-                "a": c["a"].estimate,
-                "b": c["b"].estimate,
-                "diff": c["diff"].estimate,
-                "low": c["diff"].low,
-                "high": c["diff"].high,
-                "p_value": sign_flip_p_value(part["d"].to_numpy(), weights, opts.n_boot, opts.seed),
-                "n_problems": int(len(part)),
-            }
-        )
+        p_value = sign_flip_p_value(part["d"].to_numpy(), weights, opts.n_boot, opts.seed)
+        table.append(difference_row(name, c, p_value, len(part)))
     return pd.DataFrame(table)
 
 
@@ -76,7 +65,9 @@ def _check_problem_sets(a: pd.Index, b: pd.Index, on_mismatch: str) -> None:
 
 
 def is_tax_metric(metric: str) -> bool:
-    return _TAX.match(metric) is not None
+    """tax@K or retention@K: a difference of two paired runs per senior (the registry's aggregate)."""
+    found = lookup(metric)
+    return found is not None and found[1] is not None and found[0].name in ("tax@K", "retention@K")
 
 
 def solo_of(handoff: RunFolder) -> RunFolder:
@@ -105,14 +96,12 @@ def tax_compare(
 ) -> pd.DataFrame:
     """tax@K or retention@K of senior A minus senior B (rows as compare_values), from two handoff runs
     and their solo runs."""
-    m = _TAX.match(metric)
-    if m is None:
+    if not is_tax_metric(metric):
         raise LensError(f"not a tax metric: {metric!r}; use tax@K or retention@K (K a number)")
+    kind, k = metric.split("@")
     samples = [rf.load_samples() for rf in (solo_of(handoff_a), handoff_a, solo_of(handoff_b), handoff_b)]
     try:
-        rows = tax_difference(
-            *samples, int(m.group(2)), m.group(1), opts.n_boot, opts.seed, opts.alpha, on_mismatch=on_mismatch
-        )
+        rows = tax_difference(*samples, int(k), kind, opts, on_mismatch=on_mismatch)
     except ValueError as e:
         fix = f"; {MISMATCH_FIX}" if "problem sets differ" in str(e) else ""
         raise LensError(f"cannot pair the two seniors' runs: {e}{fix}") from None

@@ -1,8 +1,8 @@
 """Frozen configuration dataclasses with strict loading.
 
-Every run folder's `config.json` is `asdict(EvalConfig)` plus provenance; `from_dict` turns it
-back into the same objects and refuses unknown or missing keys, so a typo in a config file is an
-error, not a silently ignored setting.
+Every run folder's `config.json` is `asdict(EvalConfig)` plus provenance; `from_dict` (the strict
+loader of tandem_eval.schemas) turns it back into the same objects and refuses unknown or missing
+keys, so a typo in a config file is an error, not a silently ignored setting.
 
     from tandem_eval.config import EvalConfig, Sampling, from_dict
 """
@@ -13,13 +13,11 @@ import dataclasses
 import hashlib
 import json
 import math
-import types
-import typing
 from dataclasses import dataclass, field
 
-
-class ConfigError(ValueError):
-    """A configuration value or combination is invalid; the message names the fix."""
+# strict loading and JSON cleaning live in the schema module; their names here are kept for callers
+from .schemas import ConfigError, from_dict
+from .schemas import to_jsonable as json_safe
 
 
 @dataclass(frozen=True)
@@ -60,19 +58,6 @@ DTYPES = ("float32", "bfloat16", "float16")
 def default_ks(n: int) -> tuple[int, ...]:
     """pass@k values reported when --k is not given: the powers of two <= n, plus n itself."""
     return tuple(sorted({2**i for i in range(max(n, 1).bit_length()) if 2**i <= n} | {n})) if n >= 1 else (1,)
-
-
-def json_safe(obj):
-    """`obj` with every NaN/inf float replaced by None (null in JSON): degenerate results are results."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    if hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:  # numpy scalars
-        return json_safe(obj.item())
-    return obj
 
 
 @dataclass(frozen=True)
@@ -205,30 +190,17 @@ def to_dict(obj) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(obj)))
 
 
-def _coerce(tp, value, where: str):
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if value is None else _coerce(args[0], value, where)
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, where)
-    if origin is tuple:
-        (inner, *_) = typing.get_args(tp)
-        return tuple(_coerce(inner, v, where) for v in value)
-    return value
-
-
-def from_dict(cls, data: dict, where: str = "config"):
-    """Build dataclass `cls` from `data`, refusing unknown keys (strict loading)."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping for {cls.__name__}, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown} for {cls.__name__}; valid: {sorted(names)}")
-    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in data.items()}
-    try:
-        return cls(**kwargs)
-    except TypeError as e:  # a required key is missing
-        raise ConfigError(f"{where}: {e}") from None
+__all__ = [
+    "DTYPES",
+    "ConfigError",
+    "EvalConfig",
+    "Inputs",
+    "ModelSpec",
+    "Sampling",
+    "default_ks",
+    "fingerprint_of",
+    "from_dict",
+    "inputs_diff",
+    "json_safe",
+    "to_dict",
+]

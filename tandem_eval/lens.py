@@ -45,11 +45,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .metrics.stats import scoped_cis, to_jsonable
+from .metrics.stats import scoped_cis
 from .paths import folder_name
+from .schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, to_jsonable
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
-PROBLEM_KEY = ["benchmark", "problem_id"]
 LEGIBILITY_METRICS = ["junior_nll_mean", "junior_bpb"]
 DRIFT_METRICS = ["kl_exact", "kl_reverse", "kl_k1", "kl_k3"]
 Progress = Callable[[int], None]  # called with the number of samples just finished
@@ -67,9 +67,9 @@ class LensOptions:
     bins: int = 20  # relative-position bins of the per-position curves
     batch_tokens: int = 8192  # padded tokens per teacher-forced HF forward (several CoTs at once)
     allow_vocab_mismatch: bool = False  # legibility only: bits per byte over re-tokenized text
-    n_boot: int = 2000
-    seed: int = 0
-    alpha: float = 0.05
+    n_boot: int = N_BOOT
+    seed: int = BOOT_SEED
+    alpha: float = ALPHA
     include_eos: bool = False  # score the final EOS token too (the paper scores the text without it)
     # Jinja chat templates replacing the tokenizers' own: the senior's is the one its solo run was
     # rendered with (config.json), the junior's --junior-chat-template (a base junior has none)

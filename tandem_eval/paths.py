@@ -1,12 +1,14 @@
 """Paths and names at the boundary: what a run records for a path argument, a label as a folder name,
-and whether a folder can be written, so every command behaves the same from any working directory.
+whether a folder can be written, the text of a chat template file, so every command behaves the same
+from any working directory.
 
-    from tandem_eval.paths import absolute_spec, folder_name, not_writable
+    from tandem_eval.paths import absolute_spec, folder_name, not_writable, read_chat_template
     absolute_spec("ckpt/senior")      # "/home/me/ckpt/senior" (toy:NAME stays as given)
     folder_name("/tmp/x")             # "tmp-x": --label is a label, never a path
     not_writable("runs/a/solo")       # None, or "runs/a is not writable"
+    read_chat_template(Path("t.jinja"), "--chat-template")   # its text, checked to parse as Jinja
 
-Standard library only (the CLI imports it before `--help`).
+Standard library only (the CLI imports it before `--help`; jinja2 only when a template is read).
 """
 
 from __future__ import annotations
@@ -55,3 +57,27 @@ def not_writable(path: str | os.PathLike) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"{parent} is not writable"
     return None
+
+
+def read_chat_template(path: Path | None, option: str) -> str | None:
+    """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
+    from .config import ConfigError  # a bad --chat-template is bad input (one line, exit 2)
+
+    if path is None:
+        return None
+    if not path.is_file():
+        raise ConfigError(f"{option} {path}: no such file; pass a Jinja template file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{option} {path}: cannot read it as UTF-8 text ({type(e).__name__}); fix the file") from None
+    if not text.strip():
+        raise ConfigError(f"{option} {path} is empty; pass a Jinja chat template")
+    from jinja2 import Environment, TemplateSyntaxError
+
+    try:
+        Environment().parse(text)
+    except TemplateSyntaxError as e:
+        msg = f"{option} {path}: Jinja syntax error at line {e.lineno}: {e.message}; fix the template"
+        raise ConfigError(msg) from None
+    return text

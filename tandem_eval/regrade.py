@@ -107,36 +107,3 @@ def regrade(
         },
     )
     return RegradeResult(rf.path, table, pass_at_k, ks)
-
-
-def print_regrade(result: RegradeResult, show: int = 20) -> None:
-    """The disagreements (first `show` rows), their count, and pass@k stored vs regraded."""
-    from rich.table import Table
-
-    from .cli import console, print_passk
-
-    changed = result.changed
-    if len(changed):
-        table = Table(title="verdicts that changed (stored -> regraded)")
-        for col in ("benchmark", "problem", "sample", "mode", "answer", "gold", "stored", "regraded"):
-            table.add_column(col)
-        for r in changed.head(show).itertuples():
-            table.add_row(
-                r.benchmark,
-                str(r.problem_id),
-                str(r.sample_idx),
-                r.mode,
-                "-" if pd.isna(r.new_extracted_answer) else str(r.new_extracted_answer)[:40],
-                str(r.gold)[:40],
-                f"{r.old_correct} ({r.old_grade_status})",
-                f"{r.new_correct} ({r.new_grade_status})",
-            )
-        console.print(table)
-        if len(changed) > show:
-            console.print(f"... {len(changed) - show} more in {result.path / 'regrade.parquet'}")
-    graders = result.table[["old_grader", "new_grader"]].iloc[0] if len(result.table) else None
-    if graders is not None:
-        console.print(f"grader: stored {graders.old_grader}; regraded {graders.new_grader}", highlight=False)
-    console.print(f"{len(changed)} of {len(result.table)} samples changed verdict", highlight=False)
-    print_passk(result.pass_at_k, result.ks)
-    console.print(f"written: {result.path / 'regrade.parquet'}  {result.path / 'regrade.json'}")

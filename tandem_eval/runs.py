@@ -7,7 +7,7 @@ world's summary all read runs through this module (nothing else opens a run fold
     run.meta                                   # {"senior": "jargon/tandem/s0", "arm": "jargon/tandem", "seed": 0, ...}
     problem_values(run, "pass@4")              # index (benchmark, problem_id); columns value (percent), group
     problem_values(run, "kl_exact")            # from the run's drift table of its junior (lens.lens_file)
-    tok = load_tokenizer(run.config)           # the senior's tokenizer (paths and toy: names alike)
+    tok = run_tokenizer(run.config)            # the senior's tokenizer (paths and toy: names alike)
 
 Metrics (METRICS): pass@K (also solo_pass@K / handoff_pass@K, which check the run's mode), junior_nll,
 junior_bpb, kl_exact, kl_reverse, kl_k1, kl_k3; tax@K per problem needs two runs (`tax_values`).
@@ -19,6 +19,7 @@ names (`toy:NAME` and paths) are resolved by tandem_eval.models.resolve_model on
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import warnings
@@ -29,26 +30,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tandem_eval.lens import DRIFT_METRICS, LensError, junior_label, lens_file, lens_juniors
+from tandem_eval.lens import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
-from tandem_eval.results import RunFolder, RunFolderError, find_runs, verify_run
-from tandem_eval.schemas import check_file
+from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
+from tandem_eval.results import RunFolder, find_runs, verify_run
+from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
-_KEY = ["benchmark", "problem_id", "sample_idx"]
-PROBLEM_KEY = ["benchmark", "problem_id"]
-_PASS = re.compile(r"^(?:(solo|handoff)_)?pass@(\d+)$")
-_TAX = re.compile(r"^(tax|retention)@(\d+)$")
 _SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")
 _SEED_DIR = re.compile(r"^seed(\d+)$")
-# metric -> (lens table, column)
-LENS_METRICS = {
-    "junior_nll": ("legibility", "junior_nll_mean"),
-    "junior_bpb": ("legibility", "junior_bpb"),
-    **{m: ("drift", m) for m in DRIFT_METRICS},
-}
 DRIFT_ORDER = ("kl_exact", "kl_k3", "kl_k1")  # "kl": the first of these a drift table holds
-METRICS = ["solo_pass@K", "handoff_pass@K", "tax@K", "retention@K", *LENS_METRICS]
+METRICS = COMPARABLE  # what compare reads (tandem_eval.metrics.registry defines each)
 
 
 class ReportError(RuntimeError):
@@ -238,7 +230,7 @@ class Run:
         df = pd.read_parquet(path, columns=[c for c, is_list in columns.items() if arrays or not is_list])
         if "group" not in df.columns:
             df["group"] = df["benchmark"].map(self.groups()).fillna(df["benchmark"])
-        df = df.sort_values([c for c in _KEY if c in df.columns], kind="stable").reset_index(drop=True)
+        df = df.sort_values([c for c in SAMPLE_KEY if c in df.columns], kind="stable").reset_index(drop=True)
         df = _keep(df, self.keep)
         if not arrays:
             self._pp[cache_key] = df
@@ -335,17 +327,12 @@ def split_seed(label: str, path: Path | None = None) -> tuple[str, int | None]:
 
 def metric_mode(metric: str) -> str:
     """The run mode a metric is read from (solo or handoff); raises LensError on an unknown metric."""
-    m = _PASS.match(metric) or _TAX.match(metric)
-    if m and int(m.groups()[-1]) < 1:
+    found = lookup(metric)
+    if found and found[1] is not None and found[1] < 1:
         raise LensError(f"{metric}: K must be an integer >= 1 (e.g. {metric.split('@')[0]}@1)")
-    m = _PASS.match(metric)
-    if m and m.group(1):  # compare names the mode: solo_pass@K / handoff_pass@K (plain pass@K is per run)
-        return m.group(1)
-    if _TAX.match(metric):
-        return "handoff"
-    if metric in LENS_METRICS:
-        return "solo"
-    raise LensError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)} (K a number, e.g. handoff_pass@4)")
+    if found is None or found[0].mode == "any":  # plain pass@K is per run: compare names the mode
+        raise LensError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)} (K a number, e.g. handoff_pass@4)")
+    return found[0].mode
 
 
 def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd.DataFrame:
@@ -353,9 +340,9 @@ def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd
     value and group. pass@K in percent (every sample counts: exclude_truncated applies to lens
     metrics only); lens metrics are the mean over the problem's samples of the per-sample column of
     the run's lens table for its junior (`run.junior`; raises LensError naming the choices)."""
-    m = _PASS.match(metric)
-    if m:
-        k = int(m.group(2))
+    found = lookup(metric)
+    if found and is_pass(found[0]):
+        k = found[1]
         pp = run.per_problem([k]).set_index(PROBLEM_KEY)
         return pd.DataFrame({"value": pp[f"pass@{k}"] * 100.0, "group": pp["group"]})
     if metric not in LENS_METRICS:
@@ -397,7 +384,7 @@ def sample_values(run: Run, metric: str, exclude_truncated: bool = False) -> tup
             f"{run.path}: its junior has another tokenizer, so its NLL is per junior token, not comparable with "
             "nats per shared token; use junior_bpb (bits per byte) for juniors with different vocabularies"
         )
-    out = df[["benchmark", "problem_id", "group"]].assign(value=pd.to_numeric(df[column], errors="coerce"))
+    out = df[[*PROBLEM_KEY, "group"]].assign(value=pd.to_numeric(df[column], errors="coerce"))
     return out.dropna(subset=["value"]), source
 
 
@@ -440,12 +427,11 @@ def runs_in(path: str | Path) -> list[Run]:
     return runs
 
 
-def load_tokenizer(cfg: dict, override: str | Path | None = None):
+def run_tokenizer(cfg: dict, override: str | Path | None = None):
     """A run's tokenizer (override, else the senior's, else the junior's checkpoint), or None with a
     warning when none loads (an explicit override that fails raises ReportError). Checkpoint names
     toy:NAME goes through models.resolve_model, the one resolver; a path needs only tokenizer files."""
-    from tandem_eval.models import ModelError, resolve_model
-    from tandem_eval.models import load_tokenizer as load_at
+    from tandem_eval.models import ModelError, load_tokenizer, resolve_model
 
     candidates = [override] if override else [(cfg.get(r) or {}).get("path") for r in ("senior", "junior")]
     errors = []
@@ -455,7 +441,7 @@ def load_tokenizer(cfg: dict, override: str | Path | None = None):
             path = resolve_model(c) if str(c).startswith("toy:") else Path(str(c)).expanduser()
             if not path.exists():
                 raise ModelError(f"{path} not found")
-            return load_at(path)
+            return load_tokenizer(path)
         except ModelError as e:
             errors.append(f"{c}: {e}")
     if override:
@@ -467,3 +453,12 @@ def load_tokenizer(cfg: dict, override: str | Path | None = None):
         stacklevel=2,
     )
     return None
+
+
+def __getattr__(name: str):
+    """`load_tokenizer`, this module's former name of run_tokenizer (models.load_tokenizer loads a
+    tokenizer from a path): still served, with a deprecation message."""
+    if name == "load_tokenizer":
+        logging.getLogger(__name__).warning("tandem_eval.runs.load_tokenizer is deprecated; use run_tokenizer")
+        return run_tokenizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,6 +28,7 @@ from . import lens
 from .config import EvalConfig, ModelSpec, Sampling, default_ks
 from .lens import LensError, LensOptions
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
+from .schemas import SAMPLE_KEY
 
 log = logging.getLogger(__name__)
 KINDS = lens.LENS_KINDS  # ("legibility", "drift")
@@ -351,7 +352,7 @@ def _adopted(rf, table: str, samples):
     if not path.exists():
         raise LensError(f"--adopt: {path} does not exist; run the command without --adopt to compute it")
     per_sample = _read_parquet(path, None, "run the command without --adopt to compute it again")
-    key = ["benchmark", "problem_id", "sample_idx"]
+    key = SAMPLE_KEY
     have = sorted(map(tuple, per_sample[key].astype(str).values.tolist()))
     if have != sorted(map(tuple, samples[key].astype(str).values.tolist())):
         raise LensError(

@@ -60,7 +60,7 @@ class Trace:
         return float(np.mean(self.author_mask)) if self.author_mask else float("nan")
 
 
-class _Live:
+class _LiveTrace:
     def __init__(self, spec: TraceSpec, schedule: Schedule):
         self.spec = spec
         self.rng = np.random.default_rng(spec.seed)
@@ -78,11 +78,11 @@ def cogenerate(
 ) -> Iterator[Trace]:
     """Yield finished traces (in completion order) for every spec."""
     engines = {SENIOR: senior, JUNIOR: junior}
-    live: dict[Hashable, _Live] = {}
+    live: dict[Hashable, _LiveTrace] = {}
     pending = iter(specs)
     exhausted = False
 
-    def submit(lv: _Live) -> None:
+    def submit(lv: _LiveTrace) -> None:
         engine = engines[lv.state.author]
         if engine is None:
             raise ValueError(f"schedule {schedule.name!r} hands off to the junior, but no junior engine was given")
@@ -103,7 +103,7 @@ def cogenerate(
                 if spec is None:
                     exhausted = True
                     break
-                lv = _Live(spec, schedule)
+                lv = _LiveTrace(spec, schedule)
                 if spec.max_new_tokens <= 0:  # no budget at all: an empty, truncated trace
                     yield lv.trace
                     continue
@@ -134,7 +134,7 @@ def _release(engines: dict, key: Hashable) -> None:
             e.release(key)
 
 
-def _absorb(lv: _Live, comp, schedule: Schedule, engine: Engine) -> bool:
+def _absorb(lv: _LiveTrace, comp, schedule: Schedule, engine: Engine) -> bool:
     """Append a finished segment to its trace; return True when the trace is complete."""
     author, trace = lv.state.author, lv.trace
     last, tok = len(comp.token_ids) - 1, None

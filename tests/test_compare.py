@@ -20,6 +20,7 @@ from tandem_eval.lens import LensError, LensOptions
 from tandem_eval.metrics.stats import paired_compare
 from tandem_eval.metrics.tax import tax_difference
 from tandem_eval.results import verify_run
+from tandem_eval.schemas import Bootstrap
 
 GROUPS = {"b1": "g1", "b2": "g2"}
 P1, P2, P3 = ("b1", "p1"), ("b1", "p2"), ("b2", "p3")
@@ -113,7 +114,7 @@ def test_joint_resampling_equals_paired_compare_of_per_problem_taxes():
         df = pd.DataFrame(rows)
         df["correct"] = rng.random(len(df)) < 0.3 + 0.1 * run
         frames.append(df)
-    rows = {r["group"]: r for r in tax_difference(*frames, k=2, n_boot=300, seed=1)}
+    rows = {r["group"]: r for r in tax_difference(*frames, k=2, boot=Bootstrap(n_boot=300, seed=1))}
     from tandem_eval.metrics.passk import per_problem_pass_at_k
 
     pp = [per_problem_pass_at_k(f, [2]).set_index(["benchmark", "problem_id"]) for f in frames]

@@ -29,6 +29,7 @@ from tandem_eval.data import (
 )
 from tandem_eval.data import benchmarks as bm
 from tandem_eval.data import build_paper_sets as bps
+from tandem_eval.data import rows as data_rows
 from tandem_eval.data.prompts import _as_id_list
 
 
@@ -99,7 +100,7 @@ def test_registry_name_offline_fails_fast_with_fix():
 def test_unreachable_hub_fails_without_load(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr("datasets.config.HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(bm, "_hub_unreachable", lambda: "hub huggingface.co unreachable: nope")
+    monkeypatch.setattr(data_rows, "_hub_unreachable", lambda: "hub huggingface.co unreachable: nope")
     monkeypatch.setattr("datasets.load_dataset", lambda *a, **k: pytest.fail("must not load"))
     with pytest.raises(BenchmarkError, match="unreachable.*HF_HUB_OFFLINE=1.*--benchmark"):
         load_benchmark("minerva")

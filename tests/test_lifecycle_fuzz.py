@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tandem_eval import results
+from tandem_eval import durable
 from tandem_eval.cli_common import user_errors
 from tandem_eval.config import EvalConfig, ModelSpec
 from tandem_eval.pipeline import check_out_path, load_inputs, merge_shards, summarize
@@ -48,7 +48,7 @@ class Kills:
 
     def __init__(self, monkeypatch):
         self.left: int | None = None
-        real = results._replace_synced
+        real = durable._replace_synced
 
         def replace(tmp, path):
             if self.left is not None:
@@ -58,7 +58,7 @@ class Kills:
                 self.left -= 1
             real(tmp, path)
 
-        monkeypatch.setattr(results, "_replace_synced", replace)
+        monkeypatch.setattr(durable, "_replace_synced", replace)  # every atomic write renames through it
 
     def run(self, at: int | None, fn, *args):
         """fn(*args), killed at the `at`-th atomic write; a refusal (RunFolderError) is checked for one line."""

@@ -216,22 +216,22 @@ def test_summarize_labels_any_other_macro_and_says_why_once(caplog):
 def test_tax_and_printed_tables_carry_the_label(monkeypatch):
     from rich.console import Console
 
-    from tandem_eval import cli
+    from tandem_eval import terminal
 
-    monkeypatch.setattr(cli, "console", Console(width=250))  # no wrapping inside cells
+    monkeypatch.setattr(terminal, "console", Console(width=250))  # no wrapping inside cells
     from tandem_eval.metrics.tax import communication_tax
 
     samples = make_samples([("aime24", "aime", "a", [True, False]), ("amc23", "amc", "b", [False, True])])
     tax = communication_tax(samples, samples, [1], n_boot=20)
     assert tax["macro_label"] == "macro over these groups" and tax["paper_sets"] is False
     summary = summarize_pass_at_k(samples, [1])
-    with cli.console.capture() as cap:
-        cli.print_passk({"solo": summary}, [1])
-        cli.print_tax(tax, [1])
+    with terminal.console.capture() as cap:
+        terminal.print_passk({"solo": summary}, [1])
+        terminal.print_tax(tax, [1])
     text = cap.get()
     assert text.count("macro over these groups") >= 3  # pass@k row, its caption, tax row
     assert "missing group(s) minerva, olympiadbench" in " ".join(text.split())  # the caption wraps
     # A summary written before the label existed is judged by its group sizes.
     old = {k: v for k, v in summary.items() if not k.startswith(("macro_label", "paper_sets"))}
-    assert cli._macro_label(old) == "macro over these groups"
-    assert cli._macro_label(summarize_pass_at_k(paper_sized_samples(), [1])) == "macro"
+    assert terminal._macro_label(old) == "macro over these groups"
+    assert terminal._macro_label(summarize_pass_at_k(paper_sized_samples(), [1])) == "macro"

@@ -92,3 +92,47 @@ def test_readme_lists_the_sample_columns_from_the_schema():
     readme = (TOY.parent.parent / "README.md").read_text()
     for name in SCHEMAS:  # regenerate with `python -m tandem_eval.schemas` when a schema changes
         assert markdown_columns(name) in readme
+
+
+def test_json_cleaning_turns_numpy_scalars_into_numbers_and_nan_into_null():
+    import json
+
+    import numpy as np
+
+    from tandem_eval.config import json_safe
+    from tandem_eval.metrics.stats import to_jsonable as old_name
+    from tandem_eval.schemas import to_jsonable
+
+    assert json_safe is to_jsonable and old_name is to_jsonable  # one cleaning under its old names
+    raw = {"a": (np.float64("nan"), np.float32(1.5), np.int64(3), np.bool_(True)), 2: [float("inf"), None, "x"]}
+    clean = to_jsonable(raw)
+    assert clean == {"a": [None, 1.5, 3, True], "2": [None, None, "x"]}
+    assert [type(v) for v in clean["a"][1:]] == [float, int, bool]
+    json.dumps(clean, allow_nan=False)  # strict JSON
+
+
+def test_strict_loading_refuses_unknown_keys_and_the_recipe_types_are_strict():
+    from tandem_eval.config import Sampling
+    from tandem_eval.schemas import ConfigError, TypeMismatch, conform, from_dict
+
+    assert from_dict(Sampling, {"temperature": 0.5}).temperature == 0.5
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['temprature'\]"):
+        from_dict(Sampling, {"temprature": 0.5})
+    assert conform([1, 2], list[int]) == [1, 2] and conform("1e-6", float) == 1e-6
+    for value, tp in ((True, int), (1.5, int), ("a,b", list[int]), (float("nan"), str)):
+        with pytest.raises(TypeMismatch):
+            conform(value, tp)
+
+
+def test_the_schema_module_imports_no_pyarrow_or_pandas_and_owns_run_folder_error():
+    import subprocess
+    import sys
+
+    code = "import sys, tandem_eval.config; print([m for m in ('pyarrow', 'pandas') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"  # the CLI imports config (and so this module) before --help
+    from tandem_eval import schemas
+
+    assert RunFolderError is schemas.RunFolderError  # results re-exports it: one class, no import circle
+    assert schemas.SAMPLES.names[: len(schemas.SAMPLE_KEY) + 1] == ["benchmark", "group", "problem_id", "sample_idx"]
+    assert set(schemas.SAMPLE_KEY) <= set(schemas.SAMPLE_COLUMNS) and schemas.SAMPLE_KEY[:2] == schemas.PROBLEM_KEY

@@ -161,10 +161,10 @@ def test_tokenizer_paragraph_token_word_starts_and_prompt(tok):
 
 def test_sft_lowers_loss_and_writes_loadable_checkpoint(tok, tmp_path):
     from trainer.toy.models import build_toy_model, load_checkpoint
-    from trainer.toy.sft import META_FILE, Batches, Recipe, save_checkpoint, train
+    from trainer.toy.sft import META_FILE, Batches, SFTRecipe, save_checkpoint, train
 
     torch.set_num_threads(1)
-    recipe = Recipe(size="test", p_jargon=0.5, steps=5, lr=1e-2, batch_size=8, warmup_steps=1)
+    recipe = SFTRecipe(size="test", p_jargon=0.5, steps=5, lr=1e-2, batch_size=8, warmup_steps=1)
     model = build_toy_model(tok, "test", seed=0)
     probe = next(Batches(tok, recipe, seed=123, difficulty=Difficulty()))
     with torch.no_grad():
@@ -228,7 +228,7 @@ def test_difficulty_knob():
 
 
 def test_sft_style_mix_follows_the_recipe(tok):
-    from trainer.toy.sft import RECIPES, Batches, Recipe
+    from trainer.toy.sft import RECIPES, Batches, SFTRecipe
     from trainer.toy.task import is_terse
 
     def shares(recipe):
@@ -238,9 +238,9 @@ def test_sft_style_mix_follows_the_recipe(tok):
             sum(map(is_terse, texts)) / len(texts)
         ]
 
-    shortcut, jargon, terse = shares(Recipe(size="test", p_jargon=0.0, p_shortcut=0.5, steps=1))
+    shortcut, jargon, terse = shares(SFTRecipe(size="test", p_jargon=0.0, p_shortcut=0.5, steps=1))
     assert 0.4 < shortcut < 0.6 and jargon == 0 and terse == 0
-    shortcut, jargon, terse = shares(Recipe(size="test", p_jargon=0.85, steps=1))
+    shortcut, jargon, terse = shares(SFTRecipe(size="test", p_jargon=0.85, steps=1))
     assert shortcut == 0 and 0.75 < jargon < 0.95 and terse == 0
     shortcut, jargon, terse = shares(RECIPES[("emergent", "senior")])
     assert shortcut == 0 and jargon == 0 and 0.18 < terse < 0.32

@@ -166,6 +166,15 @@ def test_recipe_rules(tiny_pair, tmp_path, over, message):
         small(tiny_pair, tmp_path, **over)
 
 
+def test_recipe_replace_checks_the_rules_again(tiny_pair, tmp_path):
+    recipe = small(tiny_pair, tmp_path)
+    assert recipe.replace(heldout_n=8).heldout_n == 8
+    with pytest.raises(ConfigError, match="never hands off"):
+        recipe.replace(schedule="solo")  # a tandem arm must co-generate
+    with pytest.raises(ConfigError, match="held-out decoding"):
+        recipe.replace(heldout_top_p=2.0)
+
+
 def test_paragraph_round_cap_ends_the_trace_after_r_rounds(tiny_pair):
     from transformers import AutoTokenizer
 

@@ -198,13 +198,26 @@ def test_view_of_a_toy_tandem_run_loads_its_tokenizer(tmp_path):
 
     from tandem_eval.models import load_tokenizer as load_at
     from tandem_eval.models import resolve_model
-    from tandem_eval.runs import Run, load_tokenizer
+    from tandem_eval.runs import Run, run_tokenizer
 
     rf = write_run(tmp_path / "solo", solo_cfg("toy:tandem"), {("tiny", "tiny/0000"): [True, False]})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the old resolver warned "no tokenizer" and returned None
-        tok = load_tokenizer(Run.load(rf.path).config)
+        tok = run_tokenizer(Run.load(rf.path).config)
         page = build_page(rf.path)
     want = load_at(resolve_model("toy:tandem"))
     assert tok is not None and tok.get_vocab() == want.get_vocab()
     assert '"tok"' in page, "traces carry token surfaces only when a tokenizer loaded"
+
+
+def test_the_former_name_load_tokenizer_of_runs_is_served_with_a_deprecation_message(caplog):
+    import logging
+
+    from tandem_eval import runs
+
+    with caplog.at_level(logging.WARNING, logger="tandem_eval.runs"):
+        from tandem_eval.runs import load_tokenizer
+    assert load_tokenizer is runs.run_tokenizer
+    assert "deprecated; use run_tokenizer" in caplog.text
+    with pytest.raises(AttributeError):
+        runs.no_such_name  # noqa: B018

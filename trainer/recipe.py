@@ -17,9 +17,9 @@ trl fields derived from the tandem "step" (`DERIVED`: max_steps, save_steps, the
 bf16, use_vllm ...) are refused when set directly. Values are type-checked strictly: lists stay
 lists, integers are integers, floats are finite (and positive where they must be).
 
-Arms (`ARMS`) are labels with rules, checked here so a recipe cannot silently train the wrong
-thing: `tandem` must co-generate with a junior; `grpo`, `grpo-g16` and `kl-reg` must not; only
-`kl-reg` may (and must) have a KL coefficient (`beta`).
+Arms (`ARMS`) are labels with rules, checked (trainer/recipe_checks.py) so a recipe cannot
+silently train the wrong thing: `tandem` must co-generate with a junior; `grpo`, `grpo-g16` and
+`kl-reg` must not; only `kl-reg` may (and must) have a KL coefficient (`beta`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import dataclasses
 import enum
 import math
 import os
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,22 +37,10 @@ import yaml
 from trl import GRPOConfig
 
 from tandem_eval.config import ConfigError, Sampling
-from tandem_eval.schedules import needs_junior, parse_schedule
+from tandem_eval.schedules import parse_schedule
+from tandem_eval.schemas import TypeMismatch, conform
 
-
-@dataclass(frozen=True)
-class Arm:
-    junior_rollouts: bool  # rollouts are co-generated with the junior
-    kl: bool  # a KL penalty toward a reference (kl_ref) is part of the arm
-    doc: str
-
-
-ARMS: dict[str, Arm] = {
-    "grpo": Arm(False, False, "plain GRPO on solo rollouts (the control)"),
-    "tandem": Arm(True, False, "GRPO on senior/junior co-generated rollouts, loss on senior tokens only"),
-    "kl-reg": Arm(False, True, "plain GRPO + k3 KL penalty toward the senior's initial checkpoint (kl_ref)"),
-    "grpo-g16": Arm(False, False, "plain GRPO with 16 rollouts per prompt (matches tandem compute)"),
-}
+from .recipe_checks import ARMS, Arm, check_recipe  # noqa: F401  (ARMS, Arm: their former home)
 
 
 @dataclass(frozen=True)
@@ -86,6 +73,9 @@ def _help(text: str, default: Any = None, factory=None) -> Any:
 
 
 _SAMPLING = Sampling()
+# the recipe fields of Sampling's fields, in Sampling's order
+ROLLOUT_SAMPLING = ("temperature", "top_p", "top_k", "max_completion_length", "max_context")
+HELDOUT_SAMPLING = tuple(f"heldout_{f.name}" for f in dataclasses.fields(Sampling))
 
 
 @dataclass
@@ -148,7 +138,7 @@ class Recipe(GRPOConfig):
     project: str = _trl("project", "tandem-train")  # the trackio / wandb project
 
     def __post_init__(self):
-        self._check_tandem()
+        check_recipe(self)
         for key, value in trl_batch_fields(self, int(os.environ.get("WORLD_SIZE", "1"))).items():
             setattr(self, key, value)
         if self.bf16:
@@ -164,103 +154,11 @@ class Recipe(GRPOConfig):
         except ValueError as e:  # trl/transformers' own validation: keep it one line
             raise ConfigError(" ".join(str(e).split())) from None
 
-    def _check_tandem(self) -> None:
-        for name in ("arm", "senior", "train_data", "output_dir"):
-            if not getattr(self, name):
-                raise ConfigError(f"the recipe needs {name}")
-        if self.arm not in ARMS:
-            raise ConfigError(f"unknown arm {self.arm!r}; valid: {', '.join(ARMS)}")
-        arm = ARMS[self.arm]
-        for spec in (self.schedule, self.heldout_schedule):
-            try:
-                name, args = parse_schedule(spec)
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-            if name == "paragraph" and args and args[0] < 1:
-                raise ConfigError(f"schedule {spec!r}: paragraph:R needs R >= 1 rounds")
-        if arm.junior_rollouts and not needs_junior(self.schedule):
-            raise ConfigError(
-                f"arm {self.arm!r} co-generates with the junior; schedule {self.schedule!r} never "
-                "hands off (use e.g. word:0.5:32)"
-            )
-        if not arm.junior_rollouts and self.schedule != "solo":
-            raise ConfigError(f"arm {self.arm!r} uses solo rollouts; set schedule: solo (or arm: tandem)")
-        if arm.kl and self.beta <= 0:
-            raise ConfigError("arm 'kl-reg' needs beta > 0 (kl_coef: the coefficient of the KL toward kl_ref)")
-        if not arm.kl and self.beta != 0:
-            raise ConfigError(f"arm {self.arm!r} has no KL penalty; use arm: kl-reg for beta={self.beta}")
-        if not self.kl_ref:
-            raise ConfigError("kl_ref must be init, junior or a checkpoint path")
-        if self.kl_clamp is not None and not self.kl_clamp > 0:
-            raise ConfigError(f"kl_clamp must be > 0 (or unset), got {self.kl_clamp}")
-        if self.engine not in ("hf", "vllm") or self.heldout_engine not in ("hf", "vllm"):
-            raise ConfigError(f"unknown engine {self.engine!r}/{self.heldout_engine!r}; valid: hf, vllm")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"unknown dtype {self.dtype!r}; valid: float32, bfloat16, float16")
-        positive = (
-            "num_generations",
-            "prompts_per_step",
-            "updates_per_step",
-            "per_device_train_batch_size",
-            "save_every",
-            "max_completion_length",
-            "rollout_batch",
-            "heldout_n",
-            "heldout_batch_size",
-        )
-        optional_positive = ("steps", "train_limit", "max_prompt_tokens", "heldout_limit")
-        for name in positive + optional_positive:
-            value = getattr(self, name)
-            if (value is not None or name in positive) and (value is None or value < 1):
-                raise ConfigError(f"{name} must be >= 1, got {value}")
-        if self.heldout_every < 0:
-            raise ConfigError(f"heldout_every must be >= 0, got {self.heldout_every}")
-        if self.num_generations < 2:
-            raise ConfigError("num_generations (group_size) must be >= 2 (GRPO normalises rewards within a group)")
-        if (self.prompts_per_step * self.num_generations) % self.updates_per_step:
-            raise ConfigError(
-                f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations} rollouts "
-                f"do not split into {self.updates_per_step} equal updates"
-            )
-        band = self.senior_fraction_band
-        if band is not None and (len(band) != 2 or not 0 <= band[0] < band[1] <= 1):
-            raise ConfigError(f"senior_fraction_band must be [low, high] within [0, 1], got {band}")
-        if self.heldout_every and self.heldout_every % self.save_every:
-            raise ConfigError(
-                f"heldout_every ({self.heldout_every}) must be a multiple of save_every ({self.save_every}): "
-                "evaluation reads saved checkpoints"
-            )
-        if self.heldout_every and not self.heldout_benchmarks:
-            raise ConfigError("heldout_every > 0 needs heldout_benchmarks (held-out problems)")
-        if not set(self.heldout_modes) <= {"solo", "handoff"} or not self.heldout_modes:
-            raise ConfigError(f"heldout_modes must be solo and/or handoff, got {self.heldout_modes}")
-        # the held-out evaluation's settings, checked now rather than at its first run after training steps
-        ks = self.heldout_ks
-        if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= self.heldout_n for k in ks):
-            raise ConfigError(f"heldout_ks must be integers in [1, heldout_n={self.heldout_n}], got {ks}")
-        try:
-            Sampling(
-                temperature=self.heldout_temperature,
-                top_p=self.heldout_top_p,
-                top_k=self.heldout_top_k,
-                max_new_tokens=self.heldout_max_new_tokens,
-                max_context=self.heldout_max_context,
-            )
-        except ConfigError as e:  # Sampling names the CLI option: say which recipe field it was
-            raise ConfigError(f"held-out decoding (heldout_*): {e}") from None
-        self.rollout_sampling  # noqa: B018 -- validates temperature, top_p, budgets
-        self.eval  # noqa: B018
-
     # ---- derived --------------------------------------------------------------------------
     @property
     def rollout_sampling(self) -> Sampling:
-        return Sampling(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_new_tokens=self.max_completion_length,
-            max_context=self.max_context,
-        )
+        """The rollouts' decoding (trl's names: max_completion_length is the new-token budget)."""
+        return Sampling(*(getattr(self, name) for name in ROLLOUT_SAMPLING))
 
     @property
     def eval(self) -> EvalHook:
@@ -274,14 +172,13 @@ class Recipe(GRPOConfig):
             limit=self.heldout_limit,
             engine=self.heldout_engine,
             batch_size=self.heldout_batch_size,
-            sampling=Sampling(
-                temperature=self.heldout_temperature,
-                top_p=self.heldout_top_p,
-                top_k=self.heldout_top_k,
-                max_new_tokens=self.heldout_max_new_tokens,
-                max_context=self.heldout_max_context,
-            ),
+            sampling=self.heldout_sampling,
         )
+
+    @property
+    def heldout_sampling(self) -> Sampling:
+        """The held-out evaluation's decoding (heldout_temperature, ...)."""
+        return Sampling(*(getattr(self, name) for name in HELDOUT_SAMPLING))
 
     @property
     def uses_junior_model(self) -> bool:
@@ -311,7 +208,7 @@ class Recipe(GRPOConfig):
         new = copy.copy(self)
         for key, value in changes.items():
             setattr(new, key, value)
-        new._check_tandem()
+        check_recipe(new)
         for key, value in trl_batch_fields(new, int(os.environ.get("WORLD_SIZE", "1"))).items():
             if key != "generation_batch_size":  # trl's post-init filled it in; keep it consistent
                 setattr(new, key, value)
@@ -527,8 +424,8 @@ def _check_types(data: dict, where: str) -> dict:
         if key in DERIVED:
             raise ConfigError(f"{where}: {key} is derived from the recipe; set {DERIVED[key]} instead")
         try:
-            out[key] = _conform(value, hints[key])
-        except _Mismatch as e:
+            out[key] = conform(value, hints[key])
+        except TypeMismatch as e:
             raise ConfigError(f"{where}: {key}: expected {e}, got {value!r}") from None
         v = out[key]
         if isinstance(v, float):
@@ -539,10 +436,6 @@ def _check_types(data: dict, where: str) -> dict:
             if key in _NON_NEGATIVE and v < 0:
                 raise ConfigError(f"{where}: {key} must be >= 0, got {value!r}")
     return out
-
-
-class _Mismatch(Exception):
-    pass
 
 
 _HINTS: dict = {}
@@ -558,77 +451,3 @@ def _hints() -> dict:
             }
         )
     return _HINTS
-
-
-def _conform(value, tp):
-    """`value` as type `tp`, or _Mismatch naming what was expected. Strict: no str->list splits,
-    no float->int truncation, no bool as a number."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any or tp is object:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None:
-            if type(None) in args:
-                return None
-            raise _Mismatch(_name(tp))
-        members = [a for a in args if a is not type(None)]
-        # exact matches first, so "wandb" for `str | list[str]` stays a string
-        for a in sorted(members, key=lambda a: typing.get_origin(a) is not None):
-            try:
-                return _conform(value, a)
-            except _Mismatch:
-                continue
-        raise _Mismatch(_name(tp))
-    if origin is typing.Literal:
-        if value in args:
-            return value
-        raise _Mismatch(f"one of {list(args)}")
-    if origin in (list, tuple):
-        if isinstance(value, (list, tuple)):
-            item = args[0] if args else Any
-            return [_conform(v, item) for v in value]
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and args:
-            return [_conform(value, args[0])]  # one value for a list field: a one-item list
-        raise _Mismatch(_name(tp))
-    if origin is dict or tp is dict:
-        if isinstance(value, dict):
-            return value
-        raise _Mismatch("a mapping")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise _Mismatch("true or false")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise _Mismatch("an integer")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-6 as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise _Mismatch("a number")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise _Mismatch("a string")
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        if isinstance(value, (str, tp)):
-            return value
-        raise _Mismatch(f"one of {[m.value for m in tp]}")
-    return value  # trl/transformers objects (AcceleratorConfig ...): their own validation
-
-
-def _name(tp) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}
-    if tp in names:
-        return names[tp]
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (list, tuple):
-        return f"a list of {_name(args[0]) if args else 'values'}"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_name(a) if a is not type(None) else "null" for a in args)
-    return getattr(tp, "__name__", str(tp))

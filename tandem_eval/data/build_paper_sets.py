@@ -49,8 +49,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tandem_eval.data.benchmarks import BENCHMARKS, BenchmarkError, _as_text, _env_true, _hub_unreachable
+from tandem_eval.data.benchmarks import BENCHMARKS
 from tandem_eval.data.prompts import INSTRUCTION
+from tandem_eval.data.rows import BenchmarkError, _as_text, _env_true, _hub_unreachable
 
 log = logging.getLogger(__name__)
 

@@ -57,6 +57,7 @@ from ..data.prompts import PromptError
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..models import check_vocab, junior_from_metadata, resolve_model
+from ..paths import read_chat_template
 from ..pipeline import check_model, check_template, close_engines, open_engines
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
@@ -121,8 +122,6 @@ class TandemLM(TemplateLM):
         self.max_length = max_length or _max_positions(senior_path)
         self.default_max_gen_toks, self.add_bos_token = max_gen_toks, add_bos_token
         self.batch_size = batch_size
-        from ..cli import read_chat_template
-
         template = read_chat_template(Path(chat_template), "chat_template=") if chat_template else None
         self.cfg = EvalConfig(
             senior=ModelSpec(str(senior), dtype),

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..metrics.tax import communication_tax
+from ..schemas import N_BOOT
 
 INFO_PATH = ("arguments", "gen_args_0", "arg_2", "tandem")
 
@@ -73,7 +74,7 @@ _METRICS = {"exact_match", "acc", "acc_norm", "f1", "em", "pass@1"}
 
 
 def lm_eval_tax(
-    solo: str | Path, handoff: str | Path, metric: str = "exact_match", filter_name: str | None = None, n_boot=2000
+    solo: str | Path, handoff: str | Path, metric: str = "exact_match", filter_name: str | None = None, n_boot=N_BOOT
 ) -> dict:
     """Solo, handoff, tax (points) and retention per task and macro with paired bootstrap CIs.
 

@@ -16,9 +16,9 @@ from tandem_eval.metrics.stats import (
     paired_compare,
     percentile_ci,
     sign_flip_p_value,
-    to_jsonable,
 )
 from tandem_eval.metrics.tax import communication_tax
+from tandem_eval.schemas import to_jsonable
 
 __all__ = [
     "CI",

@@ -29,12 +29,11 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.data.benchmarks import OTHER_MACRO_LABEL, PAPER_MACRO_LABEL, paper_set_reasons
-from tandem_eval.metrics.stats import to_jsonable
+from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, to_jsonable
 
 log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("problem_id", "benchmark", "group", "sample_idx", "correct")
-PROBLEM_KEY = ["benchmark", "problem_id"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -147,7 +146,7 @@ def _check_samples(samples: pd.DataFrame) -> None:
     bad = ~samples["correct"].isin([True, False])
     if bad.any():
         raise ValueError(f"{int(bad.sum())} samples have a `correct` value that is not True/False")
-    dup = samples.duplicated(PROBLEM_KEY + ["sample_idx"])
+    dup = samples.duplicated(SAMPLE_KEY)
     if dup.any():
         raise ValueError(
             f"{int(dup.sum())} duplicate (benchmark, problem_id, sample_idx) rows; "

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, to_jsonable  # noqa: F401  (to_jsonable: its former home)
+
 # Above this many problems the exact sign-flip enumeration (2**n vectors) is replaced by Monte Carlo.
 EXACT_PERMUTATION_MAX_N = 16
 
@@ -62,7 +64,7 @@ def macro_mean(values: pd.Series, groups: pd.Series) -> float:
     return float(per_group.mean(skipna=False)) if len(per_group) else math.nan
 
 
-def t_interval(values: Any, alpha: float = 0.05) -> tuple[float, float, float] | None:
+def t_interval(values: Any, alpha: float = ALPHA) -> tuple[float, float, float] | None:
     """(mean, low, high): the Student-t interval of the mean with len(values) - 1 degrees of freedom,
     e.g. over one value per training seed (a seed-level analysis, scipy.stats.t). None below two
     finite values; values without spread give a zero-width interval."""
@@ -103,7 +105,7 @@ def bootstrap_means(
     return np.mean(est_parts, axis=0), np.mean(boot_parts, axis=0)
 
 
-def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = 0.05) -> CI:
+def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = ALPHA) -> CI:
     """Percentile interval of bootstrap `draws`; non-finite draws (e.g. a ratio over 0) are dropped."""
     draws = np.asarray(draws, dtype=float)
     draws = draws[np.isfinite(draws)]
@@ -117,9 +119,9 @@ def percentile_ci(estimate: float, draws: np.ndarray, alpha: float = 0.05) -> CI
 def bootstrap_ci(
     per_problem: pd.DataFrame | pd.Series,
     stat_fn: Callable[[np.ndarray], np.ndarray] | None = None,
-    n_boot: int = 2000,
-    alpha: float = 0.05,
-    seed: int = 0,
+    n_boot: int = N_BOOT,
+    alpha: float = ALPHA,
+    seed: int = BOOT_SEED,
     groups: pd.Series | None = None,
 ) -> CI:
     """Bootstrap CI over problems for a statistic of per-problem values.
@@ -152,9 +154,9 @@ def scoped_cis(
     columns: str | list[str] = "value",
     stats: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
     levels: tuple[str, ...] = ("group",),
-    n_boot: int = 2000,
-    seed: int = 0,
-    alpha: float = 0.05,
+    n_boot: int = N_BOOT,
+    seed: int = BOOT_SEED,
+    alpha: float = ALPHA,
     cluster: str | None = None,
 ) -> dict:
     """THE CI builder per scope: {level: {name: CIs}} for each column of `levels` (e.g. benchmark,
@@ -234,12 +236,12 @@ def clustered_bootstrap_means(
 def paired_compare(
     a: pd.Series,
     b: pd.Series,
-    n_boot: int = 2000,
-    seed: int = 0,
+    n_boot: int = N_BOOT,
+    seed: int = BOOT_SEED,
     groups: pd.Series | None = None,
     test: str = "permutation",
     on_mismatch: str = "raise",
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
 ) -> Paired:
     """Compare two runs' per-problem values of one metric on the same problems (index = problem).
 
@@ -327,19 +329,19 @@ def swap_p_value(
     return (1 + count) / (1 + len(null))
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Recursively turn numpy scalars into Python numbers and NaN/inf into None (strict JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    return obj
+def difference_row(group: str, cis: dict, p_value: float, n_problems: int) -> dict:
+    """One row of an A - B comparison: the two estimates, the difference with its CI, p, n."""
+    a, b, d = cis["a"], cis["b"], cis["diff"]
+    return {
+        "group": group,
+        "a": a.estimate,
+        "b": b.estimate,
+        "diff": d.estimate,
+        "low": d.low,
+        "high": d.high,
+        "p_value": p_value,
+        "n_problems": int(n_problems),
+    }
 
 
 def _first_column(means: np.ndarray) -> np.ndarray:

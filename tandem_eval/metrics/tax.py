@@ -28,10 +28,16 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from tandem_eval.metrics.passk import PROBLEM_KEY, _check_ks, macro_provenance, per_problem_pass_at_k
-from tandem_eval.metrics.stats import MACRO, _macro_weights, scoped_cis, sign_flip_p_value, swap_p_value, to_jsonable
-
-ALPHA = 0.05
+from tandem_eval.metrics.passk import _check_ks, macro_provenance, per_problem_pass_at_k
+from tandem_eval.metrics.stats import (
+    MACRO,
+    _macro_weights,
+    difference_row,
+    scoped_cis,
+    sign_flip_p_value,
+    swap_p_value,
+)
+from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, Bootstrap, to_jsonable
 
 # Statistics of the (macro) mean pass@k of the two runs; columns are [solo, handoff] in percent.
 # Vectorised over resamples: `m` has shape (B, 2).
@@ -47,8 +53,8 @@ def communication_tax(
     solo_samples: pd.DataFrame,
     handoff_samples: pd.DataFrame,
     ks: Iterable[int],
-    n_boot: int = 2000,
-    seed: int = 0,
+    n_boot: int = N_BOOT,
+    seed: int = BOOT_SEED,
 ) -> dict:
     """Solo, handoff, tax and retention per benchmark / group / macro for each k, with CIs.
 
@@ -120,9 +126,7 @@ def tax_difference(
     handoff_b: pd.DataFrame,
     k: int,
     statistic: str = "tax",
-    n_boot: int = 2000,
-    seed: int = 0,
-    alpha: float = ALPHA,
+    boot: Bootstrap = Bootstrap(),
     on_mismatch: str = "raise",
 ) -> list[dict]:
     """tax@k (or retention@k) of senior A minus that of senior B, per benchmark group and macro.
@@ -132,7 +136,9 @@ def tax_difference(
     p-value: stats.swap_p_value (the seniors swapped within problems; for tax the sign-flip test).
     Problems in only one senior's runs raise ValueError unless on_mismatch="intersect".
     Returns rows {"group", "a", "b", "diff", "low", "high", "p_value", "n_problems"} (tax in points).
+    `boot`: resamples, seed and alpha (any object with n_boot, seed, alpha, e.g. lens.LensOptions).
     """
+    n_boot, seed, alpha = boot.n_boot, boot.seed, boot.alpha
     if statistic not in ("tax", "retention"):
         raise ValueError(f"statistic must be 'tax' or 'retention', got {statistic!r}")
     if on_mismatch not in ("raise", "intersect"):
@@ -170,16 +176,5 @@ def tax_difference(
         rows_of = slice(None) if name == MACRO else groups == name
         v, strata = values[rows_of], groups if name == MACRO else None
         p = swap_p_value(v[:, :2], v[:, 2:], fn, _macro_weights(strata, len(v)), n_boot, seed)
-        rows.append(
-            {
-                "group": name,
-                "a": c["a"].estimate,
-                "b": c["b"].estimate,
-                "diff": c["diff"].estimate,
-                "low": c["diff"].low,
-                "high": c["diff"].high,
-                "p_value": p,
-                "n_problems": int(len(v)),
-            }
-        )
+        rows.append(difference_row(name, c, p, len(v)))
     return rows

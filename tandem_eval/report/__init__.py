@@ -3,8 +3,9 @@
     from tandem_eval.report import build_report, find_results, collect
     build_report([find_results("toy")], "results/toy/report")    # what `tandem-eval report` does
 
-Modules: collect (run discovery, arms), tables (Table 2), figures, style (the one style module),
-view (self-contained HTML trace viewer), cli (the `report` and `view` commands). Nothing here
+Modules: collect (run discovery, arms), cells (Table 2's columns and each arm's CIs), tables
+(Table 2), figures (panels: what every figure shares; training_figures), style (the one style
+module), view (self-contained HTML trace viewer), cli (the `report` and `view` commands). Nothing here
 loads a model; a report on hundreds of problems takes seconds on a CPU.
 """
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import typer
 
+from tandem_eval.schemas import N_BOOT
+
 RESULTS_HELP = "run folders, or folders holding them (default: the repository's results/)"
 
 
@@ -33,7 +35,7 @@ def report(
     inputs: list[Path] | None = typer.Argument(None, help=RESULTS_HELP, show_default=False),
     out: Path = typer.Option(..., "--out", "-o", help="folder for table2.{md,tex,csv} and figures (.png + .pdf)"),
     k: int | None = typer.Option(None, help="k of the main table (default 4 if every run has it, else the largest)"),
-    n_boot: int = typer.Option(2000, "--n-boot", help="bootstrap resamples of problems for CIs and SE bands"),
+    n_boot: int = typer.Option(N_BOOT, "--n-boot", help="bootstrap resamples of problems for CIs and SE bands"),
     seed: int = typer.Option(0, help="bootstrap seed (fixed, so reruns give byte-identical tables)"),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="also write the figures"),
     label: list[str] | None = typer.Option(

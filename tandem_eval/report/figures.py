@@ -24,47 +24,31 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from tandem_eval.lens import LensError
 from tandem_eval.report import style
-from tandem_eval.report.collect import TRAIN_LOG, Collection
-from tandem_eval.report.tables import MACRO, N_BOOT, SEED, Table, scoped_ci
-from tandem_eval.runs import problem_values, sample_values, split_seed
+from tandem_eval.report.cells import MACRO, N_BOOT, SEED
+from tandem_eval.report.collect import Collection
+from tandem_eval.report.panels import (  # noqa: F401  (arm_labels, pooled_cis, degenerate_reason: their former home)
+    arm_labels,
+    arm_legend,
+    common_ks,
+    degenerate_reason,
+    mark_degenerate,
+    n_problems_in,
+    panel_grid,
+    pooled_cis,
+    scopes_of,
+)
+from tandem_eval.report.tables import Table
+from tandem_eval.report.training_figures import fig_training, training_evals  # noqa: F401  (one import for every figure)
+from tandem_eval.runs import sample_values
+from tandem_eval.schemas import PROBLEM_KEY
 
 POSITION_BINS = 20
 
 
 # ---- data -------------------------------------------------------------------------------------
-
-
-def arm_labels(col: Collection, by_seed: bool = False) -> dict[str, list[str]]:
-    """{arm: run labels of its seeds, in seed order}; runs labelled ARM/sN share the arm ARM.
-    by_seed: every label is its own arm (one line per seed's run, today's per-run view)."""
-    out: dict[str, list[tuple]] = {}
-    for label in col.arms:
-        run = next(r for r in col.runs if r.label == label)
-        arm, s = (label, None) if by_seed else split_seed(label, run.path)
-        out.setdefault(arm, []).append((s if s is not None else -1, label))
-    return {arm: [label for _, label in sorted(labels)] for arm, labels in sorted(out.items())}
-
-
-def pooled_cis(runs: list, metric: str, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
-    """Per group and macro CI of `metric` (runs.problem_values) over one arm's runs, one per seed:
-    one run -> the plain bootstrap over its problems; several -> mean over seeds × problems with the
-    two-way clustered bootstrap, as the table's per-arm rows."""
-    runs = [r for r in runs if r is not None]
-    if not runs:
-        return {}
-    if len(runs) == 1:
-        return scoped_ci(problem_values(runs[0], metric), "value", n_boot, seed)
-    values = pd.concat([problem_values(r, metric).assign(seed=i) for i, r in enumerate(runs)])
-    return scoped_ci(values, "value", n_boot, seed, cluster="seed")
-
-
-def _common_ks(runs: list) -> list[int]:
-    return sorted(set.intersection(*(set(r.ks) for r in runs))) if runs else []
 
 
 def passk_curves(
@@ -81,7 +65,7 @@ def passk_curves(
             else:
                 runs = [col.handoff(label, schedule) for label in labels] if schedule else []
             runs = [r for r in runs if r is not None]
-            for k in _common_ks(runs):
+            for k in common_ks(runs):
                 for scope, ci in pooled_cis(runs, f"pass@{k}", n_boot, seed).items():
                     rows.append(
                         {
@@ -98,24 +82,6 @@ def passk_curves(
                     )
     columns = ["senior", "mode", "scope", "k", "estimate", "se", "low", "high", "n_seeds"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def _n_problems(col: Collection, scope: str) -> int:
-    """Problems in a scope (group or macro), the most any solo/handoff run of the collection has."""
-    n = 0
-    for r in col.runs:
-        s = r.samples()
-        keys = (
-            s[["benchmark", "problem_id"]]
-            if scope == MACRO
-            else s.loc[s["group"] == scope, ["benchmark", "problem_id"]]
-        )
-        n = max(n, len(keys.drop_duplicates()))
-    return n
-
-
-def _scopes(values) -> list[str]:
-    return sorted(s for s in set(values) if s != MACRO) + [MACRO]
 
 
 def array_column(columns: dict[str, bool], needle: str) -> str | None:
@@ -168,53 +134,6 @@ def token_pooled_curve(arrays, bins: int = POSITION_BINS) -> np.ndarray:
 # ---- figures ------------------------------------------------------------------------------------
 
 
-def degenerate_reason(values, n_problems: int | None = None) -> str | None:
-    """Why a panel's numbers cannot show a difference: all zero, one problem, or no variance."""
-    v = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce").dropna(), dtype=float)
-    if v.size == 0:
-        return "no data"
-    if n_problems is not None and n_problems <= 1:
-        return "one problem only"
-    if np.all(v == 0):
-        return "all values are 0"
-    if v.size > 1 and np.ptp(v) == 0:
-        return "no variance (all values equal)"
-    return None
-
-
-def _mark_degenerate(ax, values, n_problems: int | None = None) -> None:
-    reason = degenerate_reason(values, n_problems)
-    if reason:
-        ax.text(
-            0.5,
-            0.5,
-            f"degenerate data: {reason}",
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-            color="#C00000",
-            fontsize=7,
-            bbox={"facecolor": "white", "edgecolor": "#C00000", "linewidth": 0.6, "alpha": 0.9},
-        )
-
-
-def _legend(fig, arms: list[str], modes: list[str] | None = None, colors: dict | None = None) -> None:
-    colors = colors or style.arm_colors(arms)
-    handles = [Line2D([], [], color=colors[a], linewidth=3, label=a) for a in arms]
-    for m in modes or []:
-        handles.append(Line2D([], [], color="black", label=style.MODE_LABEL[m], **style.MODE_LINE[m]))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6 if len(handles) <= 8 else 4))
-
-
-def _panels(n: int, ncols: int = 3, panel_h: float = 1.6):
-    nrows, ncols, figsize = style.grid_size(n, ncols, panel_h)
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, layout="constrained")
-    axes = axes.ravel()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, list(axes[:n])
-
-
 def fig_passk(
     col: Collection,
     schedule: str | None = None,
@@ -229,9 +148,9 @@ def fig_passk(
     if curves.empty:
         return None
     with style.paper():
-        scopes = _scopes(curves["scope"])
+        scopes = scopes_of(curves["scope"])
         colors = style.arm_colors(curves["senior"].unique())  # no two arms share a colour
-        fig, axes = _panels(len(scopes))
+        fig, axes = panel_grid(len(scopes))
         for ax, scope in zip(axes, scopes):
             part = curves[curves["scope"] == scope]
             for (arm, mode), line in part.groupby(["senior", "mode"], sort=True):
@@ -252,12 +171,14 @@ def fig_passk(
             ax.minorticks_off()
             seeds = sorted(part["n_seeds"].unique()) if "n_seeds" in part and len(part) else [1]
             over = f"; means over {'≤' if len(seeds) > 1 else ''}{seeds[-1]} seeds" if seeds[-1] > 1 else ""
-            style.title(ax, f"{'Macro' if scope == MACRO else scope} (n={_n_problems(col, scope)}{over}; bands ±1 SE)")
-            _mark_degenerate(ax, part["estimate"], _n_problems(col, scope))
+            style.title(
+                ax, f"{'Macro' if scope == MACRO else scope} (n={n_problems_in(col, scope)}{over}; bands ±1 SE)"
+            )
+            mark_degenerate(ax, part["estimate"], n_problems_in(col, scope))
             ax.set_xlabel("k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
         modes = sorted(curves["mode"].unique(), key=["solo", "handoff"].index)
-        _legend(fig, sorted(curves["senior"].unique()), modes, colors)
+        arm_legend(fig, sorted(curves["senior"].unique()), modes, colors)
     return fig
 
 
@@ -266,7 +187,7 @@ def fig_tax(table: Table | None):
     if table is None or not any(c.key == "tax" for c in table.columns):
         return None
     rows = table.rows.dropna(subset=["tax"])
-    scopes = _scopes(rows["scope"])
+    scopes = scopes_of(rows["scope"])
     arms = sorted(rows["senior"].unique())
     colors = style.arm_colors(arms)  # no two bars' arms share a colour
     width = 0.8 / len(arms)
@@ -295,7 +216,7 @@ def fig_tax(table: Table | None):
         ax.set_ylabel(f"communication tax@{table.k} (points)")
         style.title(ax, f"solo − handoff pass@{table.k} ({table.schedule}); error bars: 95% CI")
         values = pd.concat([rows["solo"], rows["handoff"]]) if {"solo", "handoff"} <= set(rows) else rows["tax"]
-        _mark_degenerate(ax, values, int(n.max()) if len(n) else None)
+        mark_degenerate(ax, values, int(n.max()) if len(n) else None)
         # below the axes, inside the canvas (constrained layout makes room), whatever the number of arms
         fig.legend(loc="outside lower center", ncol=min(len(arms), 4))
     return fig
@@ -332,8 +253,8 @@ def _mean_ci(frame: pd.DataFrame, n_boot: int, seed: int):
     from tandem_eval.metrics.stats import bootstrap_ci, clustered_bootstrap_means, percentile_ci
 
     if frame["seed"].nunique() <= 1:
-        return bootstrap_ci(frame.groupby(["benchmark", "problem_id"])["value"].mean(), n_boot=n_boot, seed=seed)
-    cells = frame.groupby(["seed", "benchmark", "problem_id"])["value"].mean().reset_index("seed")
+        return bootstrap_ci(frame.groupby(PROBLEM_KEY)["value"].mean(), n_boot=n_boot, seed=seed)
+    cells = frame.groupby(["seed", *PROBLEM_KEY])["value"].mean().reset_index("seed")
     est, boot = clustered_bootstrap_means(cells, ["value"], "seed", False, n_boot, seed)
     return percentile_ci(float(est[0]), boot[:, 0])
 
@@ -345,9 +266,26 @@ def fig_legibility(
     seeds, with the mean over problems and its 95% bootstrap CI, clustered over seeds × problems when
     there are several), and their per-position curves (token-pooled mean per slice of relative CoT
     position) when the lens tables carry per-token arrays. Titles name the junior. by_seed: per run."""
-    import seaborn as sns
+    juniors = col.pick_juniors_once()  # first: it settles whose lens outputs the panels read
+    panels = _lens_panels(col, by_seed)
+    if not panels:
+        return None
+    who = sorted({juniors.get(a, "?") for a in col.arms if a in juniors})
+    reader = f"junior {who[0]}" if len(who) == 1 else "juniors " + ", ".join(who)
+    with style.paper():
+        fig, axes = panel_grid(len(panels), ncols=2, panel_h=1.9)
+        for ax, (kind, name, ylabel, frames) in zip(axes, panels):
+            if kind == "dist":
+                _distribution_panel(ax, name, frames, reader, n_boot, seed)
+            else:
+                _position_panel(ax, name, frames, bins)
+            ax.set_ylabel(ylabel)
+    return fig
 
-    juniors = col.pick_juniors_once()
+
+def _lens_panels(col: Collection, by_seed: bool) -> list[tuple]:
+    """(kind, lens table, y label, frames) of every legibility/drift panel: a distribution panel per
+    unit with data, and a per-position panel where the lens tables carry per-token arrays."""
     panels = []
     # one unit per panel: nats per shared token (same-vocabulary juniors), bits per byte when some
     # junior has another tokenizer (every junior then, so they compare), KL in nats per token
@@ -363,200 +301,71 @@ def fig_legibility(
         panels.append(("dist", name, ylabel, frames))
         if "bits" not in ylabel and any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
             panels.append(("pos", name, ylabel, frames))
-    if not panels:
-        return None
-    who = sorted({juniors.get(a, "?") for a in col.arms if a in juniors})
-    reader = f"junior {who[0]}" if len(who) == 1 else "juniors " + ", ".join(who)
-    with style.paper():
-        fig, axes = _panels(len(panels), ncols=2, panel_h=1.9)
-        for ax, (kind, name, ylabel, frames) in zip(axes, panels):
-            arms = sorted(frames)
-            colors = style.arm_colors(arms)
-            what = "legibility" if name == "legibility" else "drift"
-            if kind == "dist":
-                data = pd.concat([f.assign(senior=arm) for arm, (f, _, _) in frames.items()], ignore_index=True)
-                sns.violinplot(
-                    data=data,
-                    x="senior",
-                    y="value",
-                    hue="senior",
-                    order=arms,
-                    hue_order=arms,
-                    palette=colors,
-                    cut=0,
-                    inner="quartile",
-                    linewidth=0.6,
-                    legend=False,
-                    ax=ax,
-                )
-                labels = []
-                for i, arm in enumerate(arms):
-                    f = frames[arm][0]
-                    ci = _mean_ci(f, n_boot, seed)
-                    ax.errorbar(
-                        [i], [ci.estimate], yerr=[[ci.estimate - ci.low], [ci.high - ci.estimate]],
-                        color="black", marker="D", markersize=2.5, capsize=2, linewidth=0.8,
-                    )  # fmt: skip
-                    n_seeds = f["seed"].nunique()
-                    n_arm = len(f[["benchmark", "problem_id"]].drop_duplicates())
-                    labels.append(f"{arm}\nn={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
-                ax.set_xticks(range(len(arms)), labels)
-                sources = sorted({s for _, s, _ in frames.values()})
-                n_problems = max(len(frames[a][0][["benchmark", "problem_id"]].drop_duplicates()) for a in arms)
-                style.title(
-                    ax,
-                    f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"
-                    f"n={n_problems} problems; ◆ mean over problems, 95% CI",
-                )
-                ax.set_xlabel("senior")
-                _mark_degenerate(ax, data["value"], n_problems)
-            else:
-                n_samples = 0
-                for arm in arms:  # tokens pooled over the arm's seeds
-                    arrays = [a for run in frames[arm][2] for a in (token_arrays(run, name) or [])]
-                    if not arrays:
-                        continue
-                    n_samples = max(n_samples, len(arrays))
-                    curve = token_pooled_curve(arrays, bins)
-                    x = (np.arange(bins) + 0.5) / bins * 100
-                    ax.plot(x, curve, color=colors[arm], label=arm, marker="o")
-                per_token = "−log p_junior" if name == "legibility" else "exact KL"
-                style.title(ax, f"per position ({per_token} per token; n={n_samples} CoTs; token-pooled means, no CI)")
-                ax.set_xlabel("relative position in CoT (%)")
-                ax.legend(loc="best")
-            ax.set_ylabel(ylabel)
-    return fig
+    return panels
 
 
-TRAIN_PANELS = [  # (log column, y label); "kl" matches the first column starting with "kl"
-    ("reward", "reward (mean per rollout)"),
-    ("accuracy", "training accuracy (fraction)"),
-    ("senior_fraction", "senior-token fraction"),
-    ("kl", "KL to junior (nats/token)"),
-    ("truncation_rate", "truncation rate (fraction at the budget)"),
-    ("response_length", "response length (tokens)"),
-]
+def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, seed: int) -> None:
+    """Violins of per-sample values per arm, each with the mean over problems and its 95% CI."""
+    import seaborn as sns
+
+    arms = sorted(frames)
+    colors = style.arm_colors(arms)
+    what = "legibility" if name == "legibility" else "drift"
+    data = pd.concat([f.assign(senior=arm) for arm, (f, _, _) in frames.items()], ignore_index=True)
+    sns.violinplot(
+        data=data,
+        x="senior",
+        y="value",
+        hue="senior",
+        order=arms,
+        hue_order=arms,
+        palette=colors,
+        cut=0,
+        inner="quartile",
+        linewidth=0.6,
+        legend=False,
+        ax=ax,
+    )
+    labels = []
+    for i, arm in enumerate(arms):
+        f = frames[arm][0]
+        ci = _mean_ci(f, n_boot, seed)
+        ax.errorbar(
+            [i], [ci.estimate], yerr=[[ci.estimate - ci.low], [ci.high - ci.estimate]],
+            color="black", marker="D", markersize=2.5, capsize=2, linewidth=0.8,
+        )  # fmt: skip
+        n_seeds = f["seed"].nunique()
+        n_arm = len(f[PROBLEM_KEY].drop_duplicates())
+        labels.append(f"{arm}\nn={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
+    ax.set_xticks(range(len(arms)), labels)
+    sources = sorted({s for _, s, _ in frames.values()})
+    n_problems = max(len(frames[a][0][PROBLEM_KEY].drop_duplicates()) for a in arms)
+    style.title(
+        ax,
+        f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"
+        f"n={n_problems} problems; ◆ mean over problems, 95% CI",
+    )
+    ax.set_xlabel("senior")
+    mark_degenerate(ax, data["value"], n_problems)
 
 
-def _train_column(log: pd.DataFrame, key: str) -> str | None:
-    if key in log.columns and log[key].notna().any():
-        return key
-    if key == "kl":
-        return next((c for c in sorted(log.columns) if c.startswith("kl") and log[c].notna().any()), None)
-    return None
-
-
-def _training_arms(col: Collection, by_seed: bool = False) -> dict[str, list]:
-    """{arm: its trainings, one per seed} (a trainer's arm ARM/sN, or a seedN folder above it)."""
-    out: dict[str, list] = {}
-    for t in col.trainings:
-        # split_seed reads a run folder's two parents: the trainer folder and a seedN folder above it
-        arm, s = (t.arm, None) if by_seed else split_seed(t.arm, t.path / TRAIN_LOG)
-        out.setdefault(arm, []).append((s if s is not None else -1, str(t.path), t))
-    return {arm: [t for _, _, t in sorted(ts, key=lambda x: x[:2])] for arm, ts in sorted(out.items())}
-
-
-def training_evals(
-    col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
-) -> pd.DataFrame:
-    """senior, step, k, estimate, se, n_seeds (macro pass@k, percent) of every arm's periodic
-    evals, pooled over the arm's seeds at each step (by_seed: one curve per training)."""
-    rows = []
-    for arm, trainings in _training_arms(col, by_seed).items():
-        by_step: dict[int, list] = {}
-        for t in trainings:
-            for run in t.evals:
-                by_step.setdefault(run.step, []).append(run)
-        for step, runs in sorted(by_step.items(), key=lambda x: (x[0] is None, x[0])):
-            ks = _common_ks(runs)
-            if not ks:
-                continue
-            kk = k if k in ks else (4 if 4 in ks else max(ks))
-            ci = pooled_cis(runs, f"pass@{kk}", n_boot, seed).get(MACRO)
-            if ci is not None:
-                rows.append(
-                    {"senior": arm, "step": step, "k": kk, "estimate": ci.estimate, "se": ci.se, "n_seeds": len(runs)}
-                )
-    return pd.DataFrame(rows, columns=["senior", "step", "k", "estimate", "se", "n_seeds"])
-
-
-def _log_curves(trainings: list, key: str) -> pd.DataFrame | None:
-    """step, mean, low, high of one log column over an arm's trainings (low/high = min/max over seeds)."""
-    parts = []
-    for t in trainings:
-        column = _train_column(t.log, key) if "step" in t.log.columns else None
-        if column is not None:
-            parts.append(t.log[["step", column]].dropna().set_axis(["step", "value"], axis=1))
-    if not parts:
-        return None
-    g = pd.concat(parts).groupby("step")["value"]
-    return pd.DataFrame({"mean": g.mean(), "low": g.min(), "high": g.max(), "n": g.size()}).reset_index()
-
-
-def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False):
-    """Training dynamics against step: trainer-log panels present in any log (per arm, the mean over
-    its seeds with a min–max band), plus held-out pass@k (±1 SE over seeds × problems). by_seed: per run."""
-    logs = [t for t in col.trainings if "step" in t.log.columns and len(t.log)]
-    arms = {a: [t for t in ts if t in logs] for a, ts in _training_arms(col, by_seed).items()}
-    arms = {a: ts for a, ts in arms.items() if ts}
-    evals = training_evals(col, k, n_boot, seed, by_seed)
-    keys = [(key, label) for key, label in TRAIN_PANELS if any(_train_column(t.log, key) for t in logs)]
-    n = len(keys) + (not evals.empty)
-    if n == 0:
-        return None
-    colors = style.arm_colors([*arms, *evals.get("senior", [])])
-    with style.paper():
-        fig, axes = _panels(n, ncols=min(n, 3))
-        for ax, (key, label) in zip(axes, keys):
-            seeds = 1
-            for arm, trainings in arms.items():
-                d = _log_curves(trainings, key)
-                if d is None:
-                    continue
-                color = colors[arm]
-                several = int(d["n"].max()) > 1
-                seeds = max(seeds, len(trainings))
-                if several:  # min–max over seeds
-                    low, high = d["low"], d["high"]
-                    if len(d) > 50:
-                        low, high = low.rolling(10, min_periods=1).mean(), high.rolling(10, min_periods=1).mean()
-                    ax.fill_between(d["step"], low, high, color=color, alpha=0.18, linewidth=0)
-                if len(d) > 50:  # raw values faintly, a rolling mean on top
-                    if not several:
-                        ax.plot(d["step"], d["mean"], color=color, alpha=0.25, linewidth=0.6, marker="")
-                    ax.plot(d["step"], d["mean"].rolling(10, min_periods=1).mean(), color=color, marker="")
-                else:
-                    ax.plot(d["step"], d["mean"], color=color, marker=".")
-            n_steps = max((int(t.log["step"].nunique()) for t in logs), default=0)
-            if seeds > 1:  # two lines: the panels are narrow
-                style.title(ax, f"n={n_steps} steps, ≤{seeds} seeds/arm\n(mean; band = min–max; no CI)")
-            else:
-                style.title(ax, f"n={n_steps} steps (trainer log, per-step values; no CI)")
-            ax.set_xlabel("training step")
-            ax.set_ylabel(label)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            values = pd.concat([t.log[c] for t in logs if (c := _train_column(t.log, key))])
-            if key != "kl" and key != "truncation_rate":  # zero KL / no truncation are ordinary
-                _mark_degenerate(ax, values)
-        if not evals.empty:
-            ax = axes[-1]
-            for arm, d in evals.groupby("senior", sort=True):
-                d = d.sort_values("step")
-                color = colors[arm]
-                ax.plot(d["step"], d["estimate"], color=color, marker="o")
-                ax.fill_between(
-                    d["step"], d["estimate"] - d["se"], d["estimate"] + d["se"], color=color, alpha=0.18, linewidth=0
-                )
-            ax.set_xlabel("training step")
-            ax.set_ylabel(f"held-out pass@{int(evals['k'].iloc[0])} (%)")
-            n = max((len(r.per_problem([1])) for t in col.trainings for r in t.evals), default=0)
-            seeds = int(evals["n_seeds"].max())
-            over = f"; means over {seeds} seeds" if seeds > 1 else ""
-            style.title(ax, f"held-out macro (n={n} problems{over}; bands ±1 SE)")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            _mark_degenerate(ax, evals["estimate"], n)
-        _legend(fig, sorted(set(arms) | set(evals["senior"])))
-    return fig
+def _position_panel(ax, name: str, frames: dict, bins: int) -> None:
+    """Token-pooled mean per slice of relative CoT position, one curve per arm (its seeds pooled)."""
+    arms = sorted(frames)
+    colors = style.arm_colors(arms)
+    n_samples = 0
+    for arm in arms:  # tokens pooled over the arm's seeds
+        arrays = [a for run in frames[arm][2] for a in (token_arrays(run, name) or [])]
+        if not arrays:
+            continue
+        n_samples = max(n_samples, len(arrays))
+        curve = token_pooled_curve(arrays, bins)
+        x = (np.arange(bins) + 0.5) / bins * 100
+        ax.plot(x, curve, color=colors[arm], label=arm, marker="o")
+    per_token = "−log p_junior" if name == "legibility" else "exact KL"
+    style.title(ax, f"per position ({per_token} per token; n={n_samples} CoTs; token-pooled means, no CI)")
+    ax.set_xlabel("relative position in CoT (%)")
+    ax.legend(loc="best")
 
 
 def dose_curve(
@@ -609,8 +418,8 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED
         ax.set_xticks(sorted(data["takeover"].unique()))  # integer takeover points only
         ax.set_xlabel("takeover point N (senior paragraphs, then junior)")
         ax.set_ylabel(f"pass@{k} (%)")
-        n = _n_problems(col, MACRO)
+        n = n_problems_in(col, MACRO)
         style.title(ax, f"handoff dose curve, macro (n={n} problems; dotted: solo; bars: 95% CI)")
-        _mark_degenerate(ax, data["estimate"], n)
+        mark_degenerate(ax, data["estimate"], n)
         ax.legend(loc="best")
     return fig

@@ -7,56 +7,36 @@ mean ± half-width of the 95% bootstrap CI, best value per column in bold; Markd
     t = table2(collect(["results/toy"]), k=4)      # a Table: rows (DataFrame) + caption facts
     print(to_markdown(t)); open("t.tex", "w").write(to_latex(t))
 
-Numbers come from tandem_eval.metrics (pass@k, communication_tax, bootstrap_ci) on the run
-folders' samples; nothing is re-implemented here. Output is deterministic: fixed bootstrap seed,
+Numbers come from tandem_eval.report.cells (each arm's cells, through tandem_eval.metrics on the
+run folders' samples); nothing is re-implemented here. Output is deterministic: fixed bootstrap seed,
 rows sorted (groups alphabetically, macro last; seniors by label), fixed float formatting, no
 paths or dates, so a rerun on the same run folders is byte-identical.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from tandem_eval.lens import LensError
-from tandem_eval.metrics.stats import scoped_cis
-from tandem_eval.metrics.tax import communication_tax
+from tandem_eval.metrics.registry import fmt_value
+from tandem_eval.report.cells import (  # noqa: F401  (COLUMNS, scoped_ci, passk_cis: their former home)
+    COLUMNS,
+    DRIFT_ESTIMATORS,
+    MACRO,
+    MC_ESTIMATORS,
+    N_BOOT,
+    SEED,
+    Column,
+    arm_cells,
+    as_float,
+    passk_cis,
+    scoped_ci,
+    seed_cells,
+)
 from tandem_eval.report.collect import Collection
-from tandem_eval.runs import Run, problem_values
-
-MACRO = "macro"
-N_BOOT = 2000
-SEED = 0
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    header: str  # "{k}" is replaced by the table's k
-    unit: str
-    better: str  # "max" | "min"
-    decimals: int
-
-
-COLUMNS = [
-    Column("solo", "solo pass@{k}", "%", "max", 1),
-    Column("handoff", "handoff pass@{k}", "%", "max", 1),
-    Column("retention", "retention@{k}", "%", "max", 1),
-    Column("tax", "tax@{k}", "pts", "min", 1),
-    Column("nll", "junior NLL", "nats/tok", "min", 3),  # same-vocabulary juniors only
-    Column("bpb", "junior NLL", "bits/byte", "min", 3),  # any junior; shown when some junior has another vocabulary
-    Column("kl_exact", "KL exact", "nats/tok", "min", 3),
-    Column("kl_k3", "KL k3 (MC)", "nats/tok", "min", 3),
-    Column("kl_k1", "KL k1 (MC)", "nats/tok", "min", 3),
-]
-# Drift estimators, each in its own column (never one column mixing them). The Monte-Carlo columns
-# appear only when some senior has no exact KL; then they are filled for every senior that has them.
-DRIFT_ESTIMATORS = ("kl_exact", "kl_k3", "kl_k1")
-MC_ESTIMATORS = ("kl_k3", "kl_k1")
+from tandem_eval.runs import Run
 
 
 @dataclass
@@ -71,123 +51,7 @@ class Table:
     groups: list[str] = field(default_factory=list)
 
 
-# ---- numbers ---------------------------------------------------------------------------------
-
-
-def scoped_ci(
-    values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = SEED, cluster: str | None = None
-) -> dict:
-    """Per group and macro (equal weight per group, stratified bootstrap) CI of the mean of
-    `column` over problems (stats.scoped_cis). `values`: one row per problem (per seed x problem
-    with `cluster`) with a `group` column."""
-    cis = scoped_cis(values, column, n_boot=n_boot, seed=seed, cluster=cluster)
-    return {**cis["group"], **({MACRO: cis[MACRO]} if MACRO in cis else {})}
-
-
-def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
-    """Per group and macro CI of a run's pass@k, in percent."""
-    return scoped_ci(problem_values(run, f"pass@{k}"), "value", n_boot, seed)
-
-
-def side_cis(run: Run | None, metric: str, n_boot: int, seed: int) -> dict:
-    """Per group and macro CI of a lens metric (runs.LENS_METRICS) over problems; {} without the table."""
-    if run is None:
-        return {}
-    try:
-        values = problem_values(run, metric)
-    except LensError:
-        return {}
-    return scoped_ci(values, "value", n_boot, seed) if len(values.dropna()) else {}
-
-
-def _ci_dict(ci) -> dict:
-    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high}
-
-
-def _arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int, seed: int) -> dict:
-    """{scope: {metric: {estimate, low, high}}} for one arm's solo and handoff runs."""
-    cells: dict[str, dict] = {}
-
-    def put(metric, cis):
-        for scope, ci in cis.items():
-            cells.setdefault(scope, {})[metric] = _ci_dict(ci)
-
-    if solo is not None and hand is not None:
-        try:
-            tax = communication_tax(solo.samples(), hand.samples(), [k], n_boot=n_boot, seed=seed)
-        except ValueError as e:  # different problem sets: report both runs, but no paired tax
-            warnings.warn(f"{arm}: no communication tax ({e})", stacklevel=2)
-            tax = None
-        if tax is not None:
-            scopes = {**tax["per_group"], MACRO: tax["macro"]}
-            for scope, entry in scopes.items():
-                entry = entry.get(f"pass@{k}", {})
-                for metric in ("solo", "handoff", "tax", "retention"):
-                    if metric in entry:
-                        e = {
-                            x: _num(entry[metric][x]) * (100.0 if metric == "retention" else 1.0)
-                            for x in ("estimate", "low", "high")
-                        }
-                        cells.setdefault(scope, {})[metric] = e
-    for metric, run in (("solo", solo), ("handoff", hand)):
-        if run is not None and not any(metric in c for c in cells.values()):
-            put(metric, passk_cis(run, k, n_boot, seed))
-    put("nll", side_cis(solo, "junior_nll", n_boot, seed))
-    put("bpb", side_cis(solo, "junior_bpb", n_boot, seed))
-    for estimator in DRIFT_ESTIMATORS:
-        put(estimator, side_cis(solo, estimator, n_boot, seed))
-    return cells
-
-
-def _seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
-    """{scope: {metric: {estimate, low, high}}} of one arm over several seeds' (solo, handoff) runs:
-    mean over seeds x problems, CI from the two-way clustered bootstrap (stats.scoped_cis, cluster=seed)."""
-    cells: dict[str, dict] = {}
-
-    def frame(runs, metric):
-        parts = []
-        for i, r in enumerate(runs):
-            try:
-                parts.append(problem_values(r, metric).assign(seed=i))
-            except LensError:
-                return None
-        return pd.concat(parts) if parts else None
-
-    def put(metric, cis):
-        for scope, ci in cis.items():
-            cells.setdefault(scope, {})[metric] = _ci_dict(ci)
-
-    solos, hands = [p[0] for p in seeds if p[0] is not None], [p[1] for p in seeds if p[1] is not None]
-    both = [p for p in seeds if p[0] is not None and p[1] is not None]
-    if both and len(both) == len(seeds):
-        sv, hv = frame([p[0] for p in both], f"pass@{k}"), frame([p[1] for p in both], f"pass@{k}")
-        joint = sv.rename(columns={"value": "solo"}).set_index("seed", append=True)
-        joint = joint.join(hv.set_index("seed", append=True)["value"].rename("handoff"), how="inner")
-        joint = joint.reset_index("seed")
-        stats = {
-            "solo": lambda m: m[:, 0],
-            "handoff": lambda m: m[:, 1],
-            "tax": lambda m: m[:, 0] - m[:, 1],
-            "retention": lambda m: 100.0 * m[:, 1] / m[:, 0],
-        }
-        cis = scoped_cis(joint, ["solo", "handoff"], stats=stats, n_boot=n_boot, seed=seed, cluster="seed")
-        for scope, entry in {**cis["group"], MACRO: cis.get(MACRO)}.items():
-            if entry is not None:
-                for metric, ci in entry.items():
-                    cells.setdefault(scope, {})[metric] = _ci_dict(ci)
-    else:
-        for metric, runs in (("solo", solos), ("handoff", hands)):
-            if runs:
-                put(metric, scoped_ci(frame(runs, f"pass@{k}"), "value", n_boot, seed, cluster="seed"))
-    for metric, key in (("junior_nll", "nll"), ("junior_bpb", "bpb"), *((e, e) for e in DRIFT_ESTIMATORS)):
-        values = frame(solos, metric) if solos else None
-        if values is not None and len(values.dropna()):
-            put(key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))
-    return cells
-
-
-def _num(x) -> float:
-    return math.nan if x is None else float(x)
+# ---- rows ------------------------------------------------------------------------------------
 
 
 def default_k(col: Collection) -> int:
@@ -221,9 +85,9 @@ def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None
     rows = []
     for arm, pair in pairs.items():
         if isinstance(pair, list):  # one arm's seeds: aggregated (one seed: that run's own numbers)
-            cells = _seed_cells(pair, k, n_boot, seed) if len(pair) > 1 else _arm_cells(*pair[0], arm, k, n_boot, seed)
+            cells = seed_cells(pair, k, n_boot, seed) if len(pair) > 1 else arm_cells(*pair[0], arm, k, n_boot, seed)
         else:
-            cells = _arm_cells(*pair, arm, k, n_boot, seed)
+            cells = arm_cells(*pair, arm, k, n_boot, seed)
         for scope, metrics in cells.items():
             if scopes is not None and scope not in scopes:
                 continue
@@ -232,9 +96,9 @@ def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None
                 m = metrics.get(c.key, {})
                 row.update(
                     {
-                        c.key: _num(m.get("estimate")),
-                        f"{c.key}_low": _num(m.get("low")),
-                        f"{c.key}_high": _num(m.get("high")),
+                        c.key: as_float(m.get("estimate")),
+                        f"{c.key}_low": as_float(m.get("low")),
+                        f"{c.key}_high": as_float(m.get("high")),
                     }
                 )
             rows.append(row)
@@ -289,29 +153,7 @@ def table2(
             by_arm.setdefault(run.arm, []).append(pair)
         pairs = by_arm
         juniors = {arm_of[a]: j for a, j in juniors.items() if a in arm_of}
-    shared, per_group, union = shared_problems(runs)
-    note = None
-    if shared == union:
-        rows, sizes = _rows(pairs, k, n_boot, seed), _sizes(pairs, k)
-    else:
-        group_view = _restricted(pairs, set().union(*per_group.values()))
-        rows, sizes = _rows(group_view, k, n_boot, seed, scopes=set(per_group)), _sizes(group_view, k)
-        sizes.pop(MACRO, None)
-        if shared:
-            macro_view = _restricted(pairs, shared)
-            rows += _rows(macro_view, k, n_boot, seed, scopes={MACRO})
-            sizes[MACRO] = len(shared)
-            shared_groups = sorted({g for g, keys in per_group.items() if keys & shared})
-            note = (
-                f"the runs cover different problems ({len(union)} in all): each group row uses the problems shared "
-                f"by the runs holding that group; the macro uses only the {len(shared)} problems every run shares "
-                f"(groups {', '.join(shared_groups)})"
-            )
-        else:
-            note = (
-                f"the runs cover different problems ({len(union)} in all) and no problem is shared by every run, "
-                "so there is no macro row; each group row uses the problems shared by the runs holding that group"
-            )
+    rows, sizes, note = _rows_on_shared_problems(pairs, runs, k, n_boot, seed)
     df = pd.DataFrame(rows)
     if df.empty:
         raise ValueError("no arm has a solo or handoff run to tabulate")
@@ -324,6 +166,32 @@ def table2(
     groups = sorted(set(df["scope"]) - {MACRO})
     shown = {a: j for a, j in juniors.items() if a in pairs}
     return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups)
+
+
+def _rows_on_shared_problems(pairs: dict, runs: list[Run], k: int, n_boot: int, seed: int):
+    """(rows, problems per scope, note): every group row on the problems the runs holding that group
+    share, the macro on those every run shares; the note says how rows were restricted (None: not)."""
+    shared, per_group, union = shared_problems(runs)
+    if shared == union:
+        return _rows(pairs, k, n_boot, seed), _sizes(pairs, k), None
+    group_view = _restricted(pairs, set().union(*per_group.values()))
+    rows, sizes = _rows(group_view, k, n_boot, seed, scopes=set(per_group)), _sizes(group_view, k)
+    sizes.pop(MACRO, None)
+    if not shared:
+        note = (
+            f"the runs cover different problems ({len(union)} in all) and no problem is shared by every run, "
+            "so there is no macro row; each group row uses the problems shared by the runs holding that group"
+        )
+        return rows, sizes, note
+    rows += _rows(_restricted(pairs, shared), k, n_boot, seed, scopes={MACRO})
+    sizes[MACRO] = len(shared)
+    shared_groups = sorted({g for g, keys in per_group.items() if keys & shared})
+    note = (
+        f"the runs cover different problems ({len(union)} in all): each group row uses the problems shared "
+        f"by the runs holding that group; the macro uses only the {len(shared)} problems every run shares "
+        f"(groups {', '.join(shared_groups)})"
+    )
+    return rows, sizes, note
 
 
 def _drop_unneeded_bpb(df: pd.DataFrame) -> pd.DataFrame:
@@ -346,21 +214,6 @@ def _drop_unneeded_mc(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---- formatting ------------------------------------------------------------------------------
-
-
-def fmt_value(est: float, low: float, high: float, decimals: int, pm: str = "±") -> str:
-    """'55.6 ± 2.1' (± half-width of the CI), '55.6' without a CI, '–' without a value."""
-    if not math.isfinite(est):
-        return "–"
-    text = _fixed(est, decimals)
-    if math.isfinite(low) and math.isfinite(high):
-        text += f" {pm} {_fixed((high - low) / 2, decimals)}"
-    return text
-
-
-def _fixed(x: float, decimals: int) -> str:
-    s = f"{x:.{decimals}f}"
-    return s[1:] if s.startswith("-") and float(s) == 0 else s  # no "-0.0"
 
 
 def best_mask(rows: pd.DataFrame, col: Column) -> pd.Series:
@@ -425,7 +278,7 @@ def _junior_text(juniors: dict[str, str]) -> str:
 
 
 def _header(c: Column, k: int) -> str:
-    return f"{c.header.format(k=k)} ({c.unit})"
+    return c.metric.header(k)
 
 
 def _md_cell(text) -> str:

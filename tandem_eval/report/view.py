@@ -33,7 +33,8 @@ import pandas as pd
 from tandem_eval.paths import not_writable
 from tandem_eval.report.collect import Collection, Run
 from tandem_eval.results import atomic_write_text, check_write_target
-from tandem_eval.runs import ReportError, load_tokenizer, runs_in  # noqa: F401 (load_tokenizer: notebooks)
+from tandem_eval.runs import ReportError, run_tokenizer, runs_in
+from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY
 
 MAX_TRACES = 1000
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece byte fallback
@@ -164,15 +165,15 @@ def _select(samples: pd.DataFrame, max_traces: int) -> pd.DataFrame:
     """All traces, or every sample of evenly spaced problems so that at most max_traces remain."""
     if len(samples) <= max_traces:
         return samples
-    keys = samples[["benchmark", "problem_id"]].drop_duplicates().sort_values(["benchmark", "problem_id"])
+    keys = samples[PROBLEM_KEY].drop_duplicates().sort_values(PROBLEM_KEY)
     per_problem = len(samples) / len(keys)
     n_keep = max(1, int(max_traces // per_problem))
     pick = keys.iloc[np.linspace(0, len(keys) - 1, n_keep).round().astype(int)]
-    return samples.merge(pick, on=["benchmark", "problem_id"])
+    return samples.merge(pick, on=PROBLEM_KEY)
 
 
 def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
-    samples = run.samples().sort_values(["benchmark", "problem_id", "sample_idx"], kind="stable")
+    samples = run.samples().sort_values(SAMPLE_KEY, kind="stable")
     total = len(samples)
     samples = _select(samples, max_traces)
     surprise = _surprise(run)
@@ -224,7 +225,7 @@ def build_page(
         summary.append(run_summary(run))
         key = str(tokenizer_path or (run.config.get("senior") or {}).get("path"))
         if key not in tokenizers:
-            tokenizers[key] = load_tokenizer(run.config, tokenizer_path)
+            tokenizers[key] = run_tokenizer(run.config, tokenizer_path)
         rows, n = _trace_rows(run, tokenizers[key], max(1, max_traces // len(runs)))
         traces += [(r["b"], r["p"], order, r["i"], r) for r in rows]
         total += n

@@ -41,17 +41,17 @@ import pandas as pd
 
 from ..compare import tax_compare
 from ..lens import LensError, LensOptions
-from ..metrics.stats import MACRO, macro_mean, scoped_cis, t_interval, to_jsonable
+from ..metrics.registry import METRICS as REGISTRY
+from ..metrics.registry import fmt_interval, fmt_value, header
+from ..metrics.stats import MACRO, macro_mean, scoped_cis, t_interval
 from ..report.collect import read_train_log
-from ..report.tables import fmt_value
 from ..results import RunFolder, atomic_write_json, atomic_write_text
 from ..runs import problem_values, runs_in
+from ..schemas import BOOT_SEED, N_BOOT, PROBLEM_KEY, to_jsonable
 from .jargon import is_terse, uses_jargon
 
 SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
-N_BOOT = 2000
-BOOT_SEED = 0
 ALPHA = 0.05
 PARITY = 5.0  # points: solo accuracy "matches" when the difference's CI lies inside +-PARITY
 TAX_EFFECT = 3.0  # points: the paper's effect size (GRPO tax 3.2 vs tandem 0.1, macro pass@4)
@@ -67,17 +67,13 @@ PER_PROBLEM = {
     "junior_nll": ("junior_nll", "solo"),
 }
 METRICS = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "kl_exact", "junior_nll", "jargon", "terse"]
-LABELS = {
-    "solo_pass@1": "solo pass@1 (%)",
-    "solo_pass@4": "solo pass@4 (%)",
-    "handoff_pass@4": "handoff pass@4 (%)",
-    "tax@4": "tax@4 (pts)",
+LABELS = {  # the registry's headers (tandem_eval.metrics.registry), the toy's own styles, and KL's symbol
+    **{m: header(m) for m in METRICS[:6]},
     "kl_exact": "KL(S‖J) (nats/tok)",
-    "junior_nll": "junior NLL (nats/tok)",
     "jargon": "jargon CoTs (%)",
     "terse": "terse CoTs (%)",
 }
-DECIMALS = {"kl_exact": 3, "junior_nll": 3}
+DECIMALS = {m: REGISTRY[m].decimals for m in ("kl_exact", "junior_nll")}
 
 
 # ------------------------------------------------------------------ reading
@@ -108,7 +104,7 @@ def _frame(seeds: dict[int, dict[str, object]]) -> pd.DataFrame:
         if "solo" in modes:
             s = modes["solo"].samples()
             for name, detect in (("jargon", uses_jargon), ("terse", is_terse)):
-                cols[name] = s.assign(j=s["text"].map(detect) * 100.0).groupby(["benchmark", "problem_id"])["j"].mean()
+                cols[name] = s.assign(j=s["text"].map(detect) * 100.0).groupby(PROBLEM_KEY)["j"].mean()
         if cols:
             df = pd.DataFrame(cols)
             if "solo_pass@4" in df and "handoff_pass@4" in df:
@@ -146,7 +142,7 @@ def difference(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     no difference can use: they are named, never silently dropped. "ci": the two-way bootstrap (seeds
     and problems resampled jointly); "seed_ci": a paired t interval over the seeds' macro differences
     (S - 1 degrees of freedom; None below 2 seeds)."""
-    key = ["seed", "benchmark", "problem_id"]
+    key = ["seed", *PROBLEM_KEY]
     ja, jb = a.reset_index().set_index(key), b.reset_index().set_index(key)
     both = pd.merge(ja, jb, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
     both = both.reset_index(["seed"]).rename(columns={"group_a": "group"})
@@ -231,11 +227,7 @@ def training_summary(scenario_dir: Path, arm: str) -> dict:
 
 # ------------------------------------------------------------------ verdicts
 def _fmt(cell: dict, decimals: int = 1, signed: bool = False, key: str = "ci") -> str:
-    sign = "+" if signed else ""
-    if cell.get(key) is None:
-        return "–"
-    lo, hi = cell[key]
-    return f"{cell['mean']:{sign}.{decimals}f} [{lo:{sign}.{decimals}f}, {hi:{sign}.{decimals}f}]"
+    return fmt_interval(cell["mean"], cell.get(key), decimals, signed)
 
 
 def conservative(cell: dict | None) -> tuple[float, float] | None:

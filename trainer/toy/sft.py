@@ -57,7 +57,7 @@ META_FILE = "toy_meta.json"
 
 
 @dataclass(frozen=True)
-class Recipe:
+class SFTRecipe:
     size: str  # a key of models.SIZES
     p_jargon: float  # probability that an example's solution is in jargon style
     steps: int
@@ -80,21 +80,21 @@ class Recipe:
 # * self-paired senior, +300 steps on 50%-shortcut data (~2 min): sampled pass@1 10.4% on 300 test
 #   problems x 8 samples; it takes the shortcut in 81% of its CoTs (3.6% correct there, 39% on the
 #   plain ones). Greedy takes it always (4.5%). 70% shortcut data left too little plain (3.5%).
-_BASE = Recipe(size="senior", p_jargon=0.0, steps=800)
+_BASE = SFTRecipe(size="senior", p_jargon=0.0, steps=800)
 _FROM_BASE = {"lr": 1e-3, "warmup_steps": 20, "init": "the plain base senior"}
-SHORTCUT = Recipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
+SHORTCUT = SFTRecipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
 # * emergent senior, +300 steps on 25% terse / 75% plain data: the terse notation is rare in the
 #   initial senior's CoTs, and its junior (the same checkpoint) continues it no better (pilot numbers:
 #   results/toy/pilot-v3.json). 10% terse data was too rare to learn from: at the rollout temperature
 #   0.6 the initial senior opened 1% of its CoTs tersely, and 60 GRPO steps did not raise it (pilot).
-TERSE = Recipe(size="senior", p_jargon=0.0, p_terse=0.25, steps=300, **_FROM_BASE)
-RECIPES: dict[tuple[str, str], Recipe] = {
+TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse=0.25, steps=300, **_FROM_BASE)
+RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,
     ("self-paired", "junior"): SHORTCUT,  # = the senior's initial checkpoint (--copy-from it)
     ("emergent", "senior"): TERSE,
     ("emergent", "junior"): TERSE,  # = the senior's initial checkpoint (--copy-from it)
-    ("jargon", "senior"): Recipe(size="senior", p_jargon=0.85, steps=400, **_FROM_BASE),
+    ("jargon", "senior"): SFTRecipe(size="senior", p_jargon=0.85, steps=400, **_FROM_BASE),
     ("jargon", "junior"): _BASE,  # = the base senior (--copy-from it): plain only
 }
 CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than its parent
@@ -114,7 +114,7 @@ class Batches:
 
     POOL = 8
 
-    def __init__(self, tokenizer, recipe: Recipe, seed: int, difficulty: Difficulty):
+    def __init__(self, tokenizer, recipe: SFTRecipe, seed: int, difficulty: Difficulty):
         self.tok, self.recipe = tokenizer, recipe
         self.problems = iter_problems("train", seed, difficulty)
         self.rng = random.Random(f"style/{seed}")
@@ -171,7 +171,7 @@ LOG_EVERY = 50
 def train(
     model,
     tokenizer,
-    recipe: Recipe,
+    recipe: SFTRecipe,
     *,
     seed: int = 0,
     minutes: float | None = None,

@@ -1,0 +1,116 @@
+"""The metric registry: every metric a run folder yields, defined once (name, label, unit, direction,
+decimals, where its per-sample values come from, how they aggregate), and the one cell formatting.
+
+Report tables, figures, `compare`, the terminal tables and the toy world's summary read metric
+metadata here, so a unit or a number of decimals is never written twice.
+
+    from tandem_eval.metrics.registry import METRICS, lookup, header, fmt_value
+    m, k = lookup("handoff_pass@4")          # (Metric handoff_pass@K, 4)
+    header("tax@4")                           # "tax@4 (pts)"
+    fmt_value(55.61, 53.5, 57.7, m.decimals)  # "55.6 ± 2.1"
+
+Names with `@K` take a number (pass@4, tax@4). Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+PER_PROBLEM_PASS = "pass@k per problem (unbiased, over its n samples)"
+PER_PROBLEM_MEAN = "mean over the problem's samples of the lens table's per-sample column"
+PAIRED = "solo minus handoff per problem (paired runs)"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric. `name` is what users type (`compare --metric`), with K for a number; `label` may
+    hold "{k}"; `better` is "max" or "min"; `source` is (lens table, per-sample column) for lens
+    metrics, None for those computed from samples.parquet; `aggregate` says how a problem's value is made."""
+
+    name: str
+    label: str
+    unit: str
+    better: str
+    decimals: int
+    aggregate: str
+    source: tuple[str, str] | None = None
+    mode: str = "solo"  # the run mode the metric reads (pass@K: the run's own)
+
+    def header(self, k: int | None = None) -> str:
+        """'tax@4 (pts)': the label (K filled in) and the unit."""
+        return f"{self.label.format(k=k)} ({self.unit})"
+
+
+def _lens(name: str, label: str, unit: str, table: str, column: str) -> Metric:
+    return Metric(name, label, unit, "min", 3, PER_PROBLEM_MEAN, (table, column))
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("pass@K", "pass@{k}", "%", "max", 1, PER_PROBLEM_PASS, mode="any"),
+        Metric("solo_pass@K", "solo pass@{k}", "%", "max", 1, PER_PROBLEM_PASS),
+        Metric("handoff_pass@K", "handoff pass@{k}", "%", "max", 1, PER_PROBLEM_PASS, mode="handoff"),
+        Metric("tax@K", "tax@{k}", "pts", "min", 1, PAIRED, mode="handoff"),
+        Metric("retention@K", "retention@{k}", "%", "max", 1, "handoff / solo pass@k (paired runs)", mode="handoff"),
+        _lens("junior_nll", "junior NLL", "nats/tok", "legibility", "junior_nll_mean"),  # same-vocabulary juniors
+        _lens("junior_bpb", "junior NLL", "bits/byte", "legibility", "junior_bpb"),  # any junior
+        _lens("kl_exact", "KL exact", "nats/tok", "drift", "kl_exact"),
+        _lens("kl_reverse", "KL reverse", "nats/tok", "drift", "kl_reverse"),
+        _lens("kl_k1", "KL k1 (MC)", "nats/tok", "drift", "kl_k1"),
+        _lens("kl_k3", "KL k3 (MC)", "nats/tok", "drift", "kl_k3"),
+    )
+}
+LENS_METRICS = {name: m.source for name, m in METRICS.items() if m.source}  # name -> (lens table, column)
+COMPARABLE = [name for name, m in METRICS.items() if m.mode != "any"]  # those that name the run mode they read
+_WITH_K = re.compile(r"^(?P<base>.+)@(?P<k>\d+)$")
+
+
+def lookup(name: str) -> tuple[Metric, int | None] | None:
+    """(the metric, K) of a metric name such as `kl_exact` or `handoff_pass@4`; None if unknown."""
+    if name in METRICS and not name.endswith("@K"):
+        return METRICS[name], None
+    m = _WITH_K.match(name)
+    if m and f"{m['base']}@K" in METRICS:
+        return METRICS[f"{m['base']}@K"], int(m["k"])
+    return None
+
+
+def is_pass(metric: Metric) -> bool:
+    return metric.aggregate == PER_PROBLEM_PASS
+
+
+def header(name: str) -> str:
+    """The column header of a metric name: `solo_pass@1` -> 'solo pass@1 (%)'."""
+    metric, k = lookup(name)
+    return metric.header(k)
+
+
+# ---- cell formatting ----------------------------------------------------------------------------
+
+
+def fixed(x: float, decimals: int) -> str:
+    """x with `decimals` decimals, never '-0.0'."""
+    s = f"{x:.{decimals}f}"
+    return s[1:] if s.startswith("-") and float(s) == 0 else s
+
+
+def fmt_value(est: float, low: float, high: float, decimals: int, pm: str = "±") -> str:
+    """'55.6 ± 2.1' (± half-width of the CI), '55.6' without a CI, '–' without a value."""
+    if not math.isfinite(est):
+        return "–"
+    text = fixed(est, decimals)
+    if math.isfinite(low) and math.isfinite(high):
+        text += f" {pm} {fixed((high - low) / 2, decimals)}"
+    return text
+
+
+def fmt_interval(mean: float, ci, decimals: int = 1, signed: bool = False) -> str:
+    """'+1.2 [-0.3, +2.7]' (signed) or '1.2 [0.3, 2.7]'; '–' without an interval."""
+    if ci is None:
+        return "–"
+    sign = "+" if signed else ""
+    lo, hi = ci
+    return f"{mean:{sign}.{decimals}f} [{lo:{sign}.{decimals}f}, {hi:{sign}.{decimals}f}]"

@@ -146,6 +146,42 @@ def check_weights(path: Path) -> None:
     raise ModelError(f"{path} has no weights (model.safetensors or pytorch_model.bin); save them with save_pretrained")
 
 
+SUPPORTED_FAMILIES = "Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3, OLMo 2"  # what the HF engine is tested on
+_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
+
+
+def check_supported(config) -> None:
+    """Raise a one-line ModelError if the HF engine cannot serve a model with this config.
+
+    Cheap (reads the config and the model class, loads no weights): check_checkpoint runs it before
+    loading anything, and the HF engine before its weights load. What passes is still checked
+    numerically when an engine is built."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    arch = ", ".join(getattr(config, "architectures", None) or [type(config).__name__])
+    what = f"{arch} (model_type {getattr(config, 'model_type', '?')!r})"
+    fix = f"use a decoder-only causal LM such as {SUPPORTED_FAMILIES}, or --engine vllm if vLLM supports it"
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelError(f"{what} is an encoder-decoder model; the HF engine serves decoder-only causal LMs: {fix}")
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise ModelError(f"{what} has no causal-LM class in transformers (remote code is not supported); {fix}")
+    text = config.get_text_config()
+    kinds = set(getattr(text, "layer_types", None) or []) - _LAYER_KINDS
+    if kinds:
+        raise ModelError(
+            f"{what} has {', '.join(sorted(map(str, kinds)))} layers; the HF engine serves full and "
+            f"sliding-window attention layers only; {fix}"
+        )
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    if not cls.is_backend_compatible():
+        raise ModelError(
+            f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
+            f"which the HF engine needs; {fix}"
+        )
+    if getattr(text, "num_kv_shared_layers", 0):
+        raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")
+
+
 def check_checkpoint(path: Path) -> dict:
     """config.json readable and known to transformers, weights present; returns the config dict."""
     data = read_model_config(path)
@@ -156,9 +192,7 @@ def check_checkpoint(path: Path) -> dict:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelError(f"{Path(path) / 'config.json'} is not usable by transformers ({_short(e)})") from None
     check_weights(path)
-    from .engines.hf import check_supported  # the reference engine's architecture check (config only)
-
-    check_supported(config)
+    check_supported(config)  # the reference engine's architecture check (config only)
     return data
 
 

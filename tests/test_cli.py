@@ -75,7 +75,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*a, **k):
         raise ValueError("a bug, not bad input")
 
-    monkeypatch.setattr("tandem_eval.pipeline.merge_shards", broken)
+    monkeypatch.setattr("tandem_eval.generate.merge_shards", broken)
     (tmp_path / "shard-0-of-1" / "solo").mkdir(parents=True)
     (tmp_path / "shard-0-of-1" / "solo" / "config.json").write_text("{}")
     r = CliRunner().invoke(cli.app, ["merge", str(tmp_path)])

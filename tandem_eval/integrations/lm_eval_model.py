@@ -17,7 +17,7 @@ score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mis
 chat_template (a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior
 has none). The junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior
 template argument. The checkpoints, tokenizers and template are checked before any weights load
-(`checks.check_models`, as `tandem-eval solo` does).
+(`models.check_models`, as `tandem-eval solo` does).
 
 Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
 `cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
@@ -52,13 +52,12 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
-from ..checks import check_models
 from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..generate import close_engines, open_engines
-from ..models import junior_from_metadata, resolve_model
+from ..models import check_models, junior_from_metadata, resolve_model
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 

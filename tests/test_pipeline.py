@@ -409,3 +409,9 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     writes.clear()
     r = CliRunner().invoke(app, args + (["--junior", junior] if command == "handoff" else []))
     assert r.exit_code == 0 and writes == [], (r.output, writes)
+    if command == "handoff":  # a folder written when the tax followed COMPLETE, stopped in between: repaired
+        metrics = handoff.metrics()
+        handoff.metrics_path.write_text(json.dumps({k: v for k, v in metrics.items() if k != "tax"}))
+        r = CliRunner().invoke(app, args + ["--junior", junior])
+        assert r.exit_code == 0 and writes == [("handoff-paragraph", ["solo_run", "tax"])], (r.output, writes)
+        assert handoff.metrics() == metrics

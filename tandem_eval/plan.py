@@ -65,12 +65,11 @@ class Validated:
     checkpoints: Checkpoints | None = None
 
 
-def validate(cfg: EvalConfig, outs: dict | list = (), solo_run: str | Path | None = None) -> Validated:
-    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts, out
-    folders), before any engine loads or anything is written; raises a user error (one-line message).
-
-    `outs`: the out folders, each mapped to the config its existing run must hold (a function of the
-    hashed config: None compares nothing), or a list of folders to check without configs."""
+def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = None) -> Validated:
+    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts),
+    before any engine loads or anything is written; raises a user error (one-line message).
+    `outs` and `solo_run` (out folders to check without comparing settings, a solo run that must be
+    complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
     parse_schedule(cfg.schedule)
     check_engine(cfg.engine)
@@ -83,8 +82,10 @@ def validate(cfg: EvalConfig, outs: dict | list = (), solo_run: str | Path | Non
             f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
         )
     prompts = check_prompts(cfg, tok, problems)
-    outs = outs if isinstance(outs, dict) else dict.fromkeys(outs)
-    check_out_paths({Path(out): want(cfg) if want else None for out, want in outs.items()})
+    if outs:
+        check_out_paths(dict.fromkeys(map(Path, outs)))
+    if solo_run is not None:
+        verify_run(solo_run)
     return Validated(problems, grader_versions, cfg, prompts, checkpoints)
 
 
@@ -121,7 +122,8 @@ class Plan:
 def plan_run(cfg: EvalConfig, out: str | Path, extra: dict | None = None) -> Plan:
     """One run folder `out` for `cfg` (solo, or a handoff run alone); `extra` goes into its config.json."""
     out = Path(out)
-    checked = validate(cfg, {out: lambda c: c})
+    checked = validate(cfg)
+    check_out_paths({out: checked.cfg})
     return Plan(checked, (RunPlan(checked.cfg, out, RunFolder(out).is_complete(), dict(extra or {})),))
 
 
@@ -138,9 +140,9 @@ def plan_handoff(
     solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
     solo_dir = Path(solo_run) if solo_run is not None else solo_out
     reuse = solo_run is not None or RunFolder(solo_dir).is_complete()
-    outs = {handoff_out: lambda c: c} if reuse else {solo_out: solo_config, handoff_out: lambda c: c}
-    checked = validate(cfg, outs)
+    checked = validate(cfg)
     cfg = checked.cfg
+    check_out_paths({handoff_out: cfg} if reuse else {solo_out: solo_config(cfg), handoff_out: cfg})
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         record = check_solo_reuse(cfg, verify_run(solo_dir), allow_solo_mismatch, how)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from .config import ConfigError, EvalConfig, inputs_diff, solo_config, to_dict
@@ -21,7 +22,7 @@ from .engines.vllm_engine import vllm_available
 from .grading import check_grader_versions
 from .models import resolve_model
 from .paths import not_writable
-from .results import RunFolder, RunFolderError
+from .results import RunFolder, RunFolderError, config_diff
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
 
 
 def _check_same_run(path: Path, cfg: EvalConfig) -> None:
-    """An existing run at `path` holds the experiment `cfg` (RunFolder.init names the differences)."""
+    """An existing run at `path` holds the experiment `cfg`; the refusal names the differences."""
     config_path = path / "config.json"
     if not config_path.exists():
         return
@@ -58,8 +59,16 @@ def _check_same_run(path: Path, cfg: EvalConfig) -> None:
         fingerprint = json.loads(config_path.read_text(encoding="utf-8"))["fingerprint"]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         raise RunFolderError(f"{config_path} is damaged; pass a new --out, or delete {path} to restart") from None
-    if fingerprint != cfg.fingerprint():
-        RunFolder(path).init(cfg)  # raises "holds a different run (diff...)" (or warns: from before hashes)
+    if fingerprint == cfg.fingerprint():
+        return
+    old = RunFolder(path).config()["config"]  # refuses an edited config.json
+    if old.get("inputs") is None and fingerprint == replace(cfg, inputs=None).fingerprint():
+        log.warning("%s predates content hashes of benchmark files: their content is not checked", path)
+        return  # the same settings, but its files cannot be checked
+    raise RunFolderError(
+        f"{path} holds a different run ({config_diff(old, to_dict(cfg))}); pass a new --out, or delete the folder "
+        "to start over"
+    )
 
 
 def check_engine(engine: str) -> None:

@@ -371,11 +371,11 @@ def solo(
     options = dict(locals())  # the command's options, before any other local name
     setup_logging(verbose, quiet)
     cfg = run_config("solo", options)
-    plan = _ray_plan(ray_workers, ray_address)
-    if plan is not None:
+    ray = _ray_plan(ray_workers, ray_address)
+    if ray is not None:
         from .distributed import ray_solo
 
-        rf = ray_solo(cfg, _out_dir(out, cfg), plan)
+        rf = ray_solo(cfg, _out_dir(out, cfg), ray)
     else:
         from .generate import run_eval
 
@@ -440,11 +440,11 @@ def handoff(
     setup_logging(verbose, quiet)
     _check_handoff_schedule(schedule)
     cfg = run_config("handoff", options)
-    plan = _ray_plan(ray_workers, ray_address)
-    if plan is not None:
+    ray = _ray_plan(ray_workers, ray_address)
+    if ray is not None:
         from .distributed import ray_handoff
 
-        solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run, allow_solo_mismatch)
+        solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), ray, solo_run, allow_solo_mismatch)
     else:
         from .generate import run_handoff
 

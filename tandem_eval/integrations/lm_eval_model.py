@@ -91,25 +91,7 @@ class TandemLM(TemplateLM):
         **kwargs,
     ):
         super().__init__()
-        unknown = sorted(k for k in kwargs if k not in IGNORED_ARGS)
-        if unknown:
-            raise ConfigError(
-                f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
-                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
-                "add_bos_token, chat_template"
-            )
-        if not senior:
-            raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
-        if score_with not in ("senior", "junior"):
-            raise ConfigError(f"score_with must be senior or junior, got {score_with!r}")
-        senior_path = resolve_model(str(senior))
-        wants_junior = needs_junior(str(schedule)) or score_with == "junior"
-        if wants_junior and not junior:
-            junior = junior_from_metadata(senior_path)
-            if not junior:
-                raise ConfigError(
-                    f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
-                )
+        senior_path, junior, wants_junior = _pair(senior, junior, str(schedule), score_with, kwargs)
         seed = _int_arg("seed", seed)
         max_length = None if max_length in (None, "") else _int_arg("max_length", max_length, minimum=2)
         max_gen_toks = _int_arg("max_gen_toks", max_gen_toks, minimum=1)
@@ -326,6 +308,31 @@ def _int_arg(name: str, value, minimum: int | None = None) -> int:
     if minimum is not None and number < minimum:
         raise ConfigError(f"model_args {name}={value}: must be >= {minimum}")
     return number
+
+
+def _pair(senior, junior, schedule: str, score_with: str, unknown_args: dict) -> tuple:
+    """The model_args' senior checkpoint folder, the junior (default: the senior's recorded one when the
+    schedule or score_with=junior needs one) and whether one is needed; refuses unknown model_args."""
+    unknown = sorted(k for k in unknown_args if k not in IGNORED_ARGS)
+    if unknown:
+        raise ConfigError(
+            f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
+            "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
+            "add_bos_token, chat_template"
+        )
+    if not senior:
+        raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
+    if score_with not in ("senior", "junior"):
+        raise ConfigError(f"score_with must be senior or junior, got {score_with!r}")
+    senior_path = resolve_model(str(senior))
+    wants_junior = needs_junior(schedule) or score_with == "junior"
+    if wants_junior and not junior:
+        junior = junior_from_metadata(senior_path)
+        if not junior:
+            raise ConfigError(
+                f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
+            )
+    return senior_path, junior, wants_junior
 
 
 def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:

@@ -1,4 +1,4 @@
-"""`tandem-eval`: the command line. Thin commands over pipeline, lens and report.
+"""`tandem-eval`: the command line. Thin commands over the generate stage (plan, generate), lens and report.
 
     tandem-eval solo --senior CKPT --benchmark tiny --n 8
     tandem-eval handoff --senior CKPT --junior JR --schedule paragraph --out runs/ckpt
@@ -48,7 +48,7 @@ from .cli_common import (
     one_line,
     user_errors,
 )
-from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks, json_safe
+from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
 from .terminal import console, print_benchmarks, print_paper_sets, print_passk, print_tax
 
@@ -268,35 +268,42 @@ def _ray_plan(workers: int | None, address: str | None):
     return RayPlan(workers=workers, address=address)
 
 
-def _config(
-    *,
-    mode: str,
-    senior: str,
-    junior: str | None = None,
-    schedule: str,
-    benchmark: list[str],
-    n: int,
-    k: str | None,
-    dtype: str,
-    label: str | None,
-    chat_template: Path | None,
-    junior_chat_template: Path | None = None,
-    **fields,
-) -> EvalConfig:
-    """The run's EvalConfig from the command's options; `fields` are EvalConfig fields taken as given."""
-    return EvalConfig(  # paths recorded absolute: the run reads the same from any working directory
+# Command options that are not EvalConfig fields: where and how the command runs.
+_NOT_CONFIG = ("out", "quiet", "verbose", "ray_workers", "ray_address", "solo_run", "allow_solo_mismatch")
+_SAMPLING = ("temperature", "top_p", "top_k", "max_new_tokens", "max_context")
+
+
+def run_config(mode: str, options: dict) -> EvalConfig:
+    """The run's EvalConfig from a solo or handoff command's options (its parameters by name): the
+    default senior (and junior), sampling, paths recorded absolute (the run reads the same from any
+    working directory), --k, the label and the chat templates; other options are EvalConfig fields."""
+    o = {key: value for key, value in options.items() if key not in _NOT_CONFIG}
+    senior = _default_senior(o.pop("senior"))
+    junior = o.pop("junior", None)
+    junior = _default_junior(senior, junior) if mode == "handoff" else None
+    sampling = Sampling(*(o.pop(name) for name in _SAMPLING))
+    dtype, k, label = o.pop("dtype"), o.pop("k"), o.pop("label")
+    return EvalConfig(
         senior=ModelSpec(absolute_spec(senior), dtype),
         junior=ModelSpec(absolute_spec(junior), dtype) if junior else None,
         mode=mode,
-        schedule=schedule,
-        benchmarks=absolute_benchmarks(benchmark),
-        n=n,
-        ks=parse_ks(k, n),
+        schedule=o.pop("schedule", "solo"),
+        benchmarks=absolute_benchmarks(o.pop("benchmark")),
+        ks=parse_ks(k, o["n"]),
+        sampling=sampling,
         label=label or Path(senior.replace("toy:", "toy-")).name,
-        chat_template=read_chat_template(chat_template, "--chat-template"),
-        junior_chat_template=read_chat_template(junior_chat_template, "--junior-chat-template"),
-        **fields,
+        chat_template=read_chat_template(o.pop("chat_template"), "--chat-template"),
+        junior_chat_template=read_chat_template(o.pop("junior_chat_template", None), "--junior-chat-template"),
+        **o,
     )
+
+
+def _check_handoff_schedule(schedule: str) -> None:
+    from .schedules import parse_schedule
+
+    parse_schedule(schedule)
+    if schedule == "solo":
+        raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
 
 
 def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
@@ -337,37 +344,17 @@ def solo(
     ray_address: RayAddressOpt = None,
 ):
     """The senior alone: n samples per problem, unbiased pass@k per benchmark and macro."""
-    from .pipeline import run_eval
-
+    options = dict(locals())  # the command's options, before any other local name
     setup_logging(verbose, quiet)
-    cfg = _config(
-        mode="solo",
-        senior=_default_senior(senior),
-        schedule="solo",
-        benchmark=benchmark,
-        group=group,
-        n=n,
-        k=k,
-        engine=engine,
-        limit=limit,
-        seed=seed,
-        batch_size=batch_size,
-        sampling=Sampling(temperature, top_p, top_k, max_new_tokens, max_context),
-        dtype=dtype,
-        tensor_parallel_size=tensor_parallel_size,
-        num_shards=num_shards,
-        shard_index=shard_index,
-        allow_grader_mismatch=allow_grader_mismatch,
-        threads=threads,
-        label=label,
-        chat_template=chat_template,
-    )
-    plan = _ray_plan(ray_workers, ray_address)
-    if plan is not None:
+    cfg = run_config("solo", options)
+    ray = _ray_plan(ray_workers, ray_address)
+    if ray is not None:
         from .distributed import ray_solo
 
-        rf = ray_solo(cfg, _out_dir(out, cfg), plan)
+        rf = ray_solo(cfg, _out_dir(out, cfg), ray)
     else:
+        from .generate import run_eval
+
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
     console.print(f"run folder: {rf.path}")
     print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
@@ -425,45 +412,18 @@ def handoff(
     ray_address: RayAddressOpt = None,
 ):
     """Senior and junior alternate reasoning steps; reports solo vs handoff pass@k, tax and retention."""
-    from .pipeline import run_handoff
-    from .schedules import parse_schedule
-
+    options = dict(locals())  # the command's options, before any other local name
     setup_logging(verbose, quiet)
-    parse_schedule(schedule)
-    if schedule == "solo":
-        raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
-    s = _default_senior(senior)
-    cfg = _config(
-        mode="handoff",
-        senior=s,
-        junior=_default_junior(s, junior),
-        schedule=schedule,
-        benchmark=benchmark,
-        group=group,
-        n=n,
-        k=k,
-        engine=engine,
-        limit=limit,
-        seed=seed,
-        batch_size=batch_size,
-        sampling=Sampling(temperature, top_p, top_k, max_new_tokens, max_context),
-        dtype=dtype,
-        tensor_parallel_size=tensor_parallel_size,
-        num_shards=num_shards,
-        shard_index=shard_index,
-        allow_grader_mismatch=allow_grader_mismatch,
-        threads=threads,
-        allow_vocab_mismatch=allow_vocab_mismatch,
-        label=label,
-        chat_template=chat_template,
-        junior_chat_template=junior_chat_template,
-    )
-    plan = _ray_plan(ray_workers, ray_address)
-    if plan is not None:
+    _check_handoff_schedule(schedule)
+    cfg = run_config("handoff", options)
+    ray = _ray_plan(ray_workers, ray_address)
+    if ray is not None:
         from .distributed import ray_handoff
 
-        solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), plan, solo_run, allow_solo_mismatch)
+        solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), ray, solo_run, allow_solo_mismatch)
     else:
+        from .generate import run_handoff
+
         solo_rf, handoff_rf, tax = run_handoff(
             cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
         )
@@ -475,23 +435,13 @@ def handoff(
 @app.command()
 def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-of-N subfolders to merge.")):
     """Merge the outputs of --num-shards N processes into ROOT/solo and ROOT/handoff-* (and recompute the tax)."""
-    from .metrics.tax import communication_tax
-    from .pipeline import merge_shards
+    from .generate import merge_runs
 
     parts = sorted(p for p in root.glob("shard-*-of-*") if p.is_dir())
     if not parts:
         raise FileNotFoundError(f"no shard-I-of-N folders under {root}; run with --num-shards first")
     kinds = sorted({c.name for p in parts for c in p.iterdir() if (c / "config.json").exists()})
-    merged = {kind: merge_shards([p / kind for p in parts], root / kind) for kind in kinds}
-    for kind, rf in merged.items():
-        if kind.startswith("handoff") and "solo" in merged:
-            ks = list(rf.config()["config"]["ks"])
-            rf.update_metrics(
-                {
-                    "tax": json_safe(communication_tax(merged["solo"].load_samples(), rf.load_samples(), ks)),
-                    "solo_run": str(merged["solo"].path.resolve()),
-                }
-            )
+    for rf in merge_runs(root, parts, kinds).values():
         console.print(f"merged {len(parts)} shards -> {rf.path}")
 
 

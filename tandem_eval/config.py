@@ -77,7 +77,7 @@ class Inputs:
     """What a run read, by content: the SHA-256 of every benchmark file (as the run names it) and of
     the resolved problem list before sharding (benchmark, group, id, problem, answer of each problem,
     in order), so an edited file or a changed hub dataset is another run, and every shard of one run
-    provably saw the same problems. Filled in by tandem_eval.pipeline.validate."""
+    provably saw the same problems. Filled in by tandem_eval.plan.validate."""
 
     files: tuple[tuple[str, str], ...] = ()  # (benchmark file, its SHA-256); hub datasets have none
     problems: str = ""  # SHA-256 of the resolved problem list
@@ -112,7 +112,7 @@ class EvalConfig:
     # torch CPU threads (--threads; None = the machine's cores). Out of the fingerprint: the thread
     # count changes speed, not samples, so a run resumes or is reused under any --threads.
     threads: int | None = None
-    inputs: Inputs | None = None  # the benchmarks' content (pipeline.validate fills it in; None: not hashed)
+    inputs: Inputs | None = None  # the benchmarks' content (plan.validate fills it in; None: not hashed)
 
     def __post_init__(self):
         if self.mode == "handoff" and self.junior is None:
@@ -151,6 +151,11 @@ class EvalConfig:
     def fingerprint(self) -> str:
         """Hash of the fields that change samples (not sharding or batch size)."""
         return fingerprint_of(to_dict(self))
+
+
+def solo_config(cfg: EvalConfig) -> EvalConfig:
+    """The senior's solo run that a handoff run is compared with (independent of the junior)."""
+    return dataclasses.replace(cfg, mode="solo", schedule="solo", junior=None, allow_vocab_mismatch=False)
 
 
 def fingerprint_of(config: dict) -> str:

@@ -27,8 +27,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, EvalConfig, json_safe
-from .metrics.tax import communication_tax
+from .config import ConfigError, EvalConfig
+from .plan import handoff_dirname
 from .results import RunFolder, verify_run
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,6 @@ def shard_dir(out_root: Path, index: int, num_shards: int) -> Path:
 
 def _kinds(cfg: EvalConfig, solo_run) -> list[str]:
     """The run folders each shard fills."""
-    from .pipeline import handoff_dirname
-
     if cfg.mode == "solo":
         return ["solo"]
     return [handoff_dirname(cfg.schedule)] if solo_run is not None else ["solo", handoff_dirname(cfg.schedule)]
@@ -65,8 +63,8 @@ def _kinds(cfg: EvalConfig, solo_run) -> list[str]:
 def run_shard(cfg: EvalConfig, out_root: str, solo_record: dict | None = None) -> str:
     """One shard in this process (what each Ray task runs): solo, or solo + handoff like the CLI.
 
-    solo_record: the checked --solo-run (see pipeline.check_solo_reuse); the shard then runs the handoff only."""
-    from .pipeline import handoff_dirname, run_eval, run_handoff
+    solo_record: the checked --solo-run (see checks.check_solo_reuse); the shard then runs the handoff only."""
+    from .generate import run_eval, run_handoff
 
     root = shard_dir(Path(out_root), cfg.shard_index, cfg.num_shards)
     if cfg.mode == "solo":
@@ -80,20 +78,10 @@ def run_shard(cfg: EvalConfig, out_root: str, solo_record: dict | None = None) -
 
 def merge_root(out_root: str | Path, kinds: list[str], num_shards: int, solo_run=None) -> dict[str, RunFolder]:
     """Merge OUT/shard-*-of-N/KIND into OUT/KIND for each kind; a handoff kind gets its tax."""
-    from .pipeline import merge_shards
+    from .generate import merge_runs
 
-    out_root = Path(out_root)
-    merged = {
-        kind: merge_shards([shard_dir(out_root, i, num_shards) / kind for i in range(num_shards)], out_root / kind)
-        for kind in kinds
-    }
-    solo = verify_run(solo_run) if solo_run is not None else merged.get("solo")
-    for kind, rf in merged.items():
-        if kind.startswith("handoff") and solo is not None:
-            ks = list(rf.config()["config"]["ks"])
-            tax = json_safe(communication_tax(solo.load_samples(), rf.load_samples(), ks))
-            rf.update_metrics({"tax": tax, "solo_run": str(solo.path.resolve())})
-    return merged
+    parts = [shard_dir(Path(out_root), i, num_shards) for i in range(num_shards)]
+    return merge_runs(out_root, parts, kinds, solo_run)
 
 
 def run_on_ray(
@@ -106,11 +94,12 @@ def run_on_ray(
         raise ConfigError('--ray-workers/--ray-address need Ray: pip install -e ".[ray]" (ray==2.60.0)') from None
     if cfg.num_shards != 1:
         raise ConfigError("--ray-workers/--ray-address choose the shards themselves; drop --num-shards/--shard-index")
-    from .pipeline import check_solo_reuse, validate
+    from .checks import check_solo_reuse
+    from .plan import validate
 
     if plan.address not in (None, "auto"):
         _check_reachable(plan.address)
-    checked = validate(cfg, (), solo_run)  # the single-process checks, in the driver, before any task starts
+    checked = validate(cfg)  # the single-process checks, in the driver, before any task starts
     cfg, problems = checked.cfg, checked.problems
     if plan.workers is not None and plan.workers > len(problems):
         raise ConfigError(
@@ -154,9 +143,7 @@ def ray_solo(cfg: EvalConfig, out_root: str | Path, plan: RayPlan) -> RunFolder:
 def ray_handoff(
     cfg: EvalConfig, out_root: str | Path, plan: RayPlan, solo_run=None, allow_solo_mismatch: bool = False
 ) -> tuple[RunFolder, RunFolder, dict]:
-    """`tandem-eval handoff` on Ray: (solo, handoff, tax) like pipeline.run_handoff."""
-    from .pipeline import handoff_dirname
-
+    """`tandem-eval handoff` on Ray: (solo, handoff, tax) like generate.run_handoff."""
     folders = run_on_ray(cfg, out_root, plan, solo_run, allow_solo_mismatch)
     handoff = folders[handoff_dirname(cfg.schedule)]
     solo = folders["solo"] if solo_run is None else verify_run(solo_run)

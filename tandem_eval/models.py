@@ -7,6 +7,8 @@ vocabulary-identity check that evaluation and training share.
     check_checkpoint(path)                        # config.json + weights headers, no weights loaded
     check_vocab(senior_tok, junior_tok, allow_mismatch=False)
     same = check_pair(senior_path, junior_path)   # the same, from paths (used by the trainer)
+    tok = check_model("toy:tandem")               # checkpoint files + tokenizer, no weights; the tokenizer
+    senior_tok, same_vocab = check_models(cfg)    # a run's senior (+ junior) and their chat templates
     one_model = same_weights(senior_path, junior_path)  # a self-paired pair: load the weights once
 
 Every check here reads only small files (config.json, tokenizer files, safetensors headers), so it
@@ -17,7 +19,14 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .schedules import needs_junior
+
+if TYPE_CHECKING:
+    from .config import EvalConfig
 
 TOY_DIR = Path(__file__).resolve().parent / "toy" / "checkpoints"
 META_FILE = "tandem_meta.json"  # written by trainer/ into every checkpoint it saves
@@ -146,6 +155,42 @@ def check_weights(path: Path) -> None:
     raise ModelError(f"{path} has no weights (model.safetensors or pytorch_model.bin); save them with save_pretrained")
 
 
+SUPPORTED_FAMILIES = "Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3, OLMo 2"  # what the HF engine is tested on
+_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
+
+
+def check_supported(config) -> None:
+    """Raise a one-line ModelError if the HF engine cannot serve a model with this config.
+
+    Cheap (reads the config and the model class, loads no weights): check_checkpoint runs it before
+    loading anything, and the HF engine before its weights load. What passes is still checked
+    numerically when an engine is built."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    arch = ", ".join(getattr(config, "architectures", None) or [type(config).__name__])
+    what = f"{arch} (model_type {getattr(config, 'model_type', '?')!r})"
+    fix = f"use a decoder-only causal LM such as {SUPPORTED_FAMILIES}, or --engine vllm if vLLM supports it"
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelError(f"{what} is an encoder-decoder model; the HF engine serves decoder-only causal LMs: {fix}")
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise ModelError(f"{what} has no causal-LM class in transformers (remote code is not supported); {fix}")
+    text = config.get_text_config()
+    kinds = set(getattr(text, "layer_types", None) or []) - _LAYER_KINDS
+    if kinds:
+        raise ModelError(
+            f"{what} has {', '.join(sorted(map(str, kinds)))} layers; the HF engine serves full and "
+            f"sliding-window attention layers only; {fix}"
+        )
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    if not cls.is_backend_compatible():
+        raise ModelError(
+            f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
+            f"which the HF engine needs; {fix}"
+        )
+    if getattr(text, "num_kv_shared_layers", 0):
+        raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")
+
+
 def check_checkpoint(path: Path) -> dict:
     """config.json readable and known to transformers, weights present; returns the config dict."""
     data = read_model_config(path)
@@ -156,9 +201,7 @@ def check_checkpoint(path: Path) -> dict:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelError(f"{Path(path) / 'config.json'} is not usable by transformers ({_short(e)})") from None
     check_weights(path)
-    from .engines.hf import check_supported  # the reference engine's architecture check (config only)
-
-    check_supported(config)
+    check_supported(config)  # the reference engine's architecture check (config only)
     return data
 
 
@@ -264,3 +307,73 @@ def check_chat_template(tokenizer, chat_template: str | None, source: str, optio
     if not ids:
         raise PromptError(f"the chat template of {source} renders an empty prompt; fix it or pass {option} FILE")
     return ids
+
+
+# ---- a run's checkpoints: every check before weights load ---------------------------------------
+def check_model(spec_path: str):
+    """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer.
+    Every command that loads a model's weights runs this first (solo, handoff, legibility, drift, lm-eval)."""
+    path = resolve_model(spec_path)
+    check_checkpoint(path)
+    tok = load_tokenizer(path)
+    check_embedding_rows(path, tok)
+    return tok
+
+
+def check_template(tok, chat_template: str | None, who: str, spec_path: str, option: str) -> None:
+    """The prompt renders with `chat_template` (or the tokenizer's own); errors name `option`."""
+    source = f"{option} (the {who}'s template)" if chat_template else f"the {who} checkpoint {spec_path}"
+    check_chat_template(tok, chat_template, source, option)
+
+
+def check_models(cfg: EvalConfig, junior: bool | None = None, templates: bool = True, option: str = "--chat-template"):
+    """The senior's (and with `junior`, default: when the schedule needs one, the junior's) checkpoint,
+    tokenizer and vocabulary, and the chat templates that render prompts; no weights load. Returns
+    the senior's tokenizer and the run's Checkpoints.
+
+    templates=False (lm-eval): the senior's template is checked only when `cfg.chat_template` is given
+    (lm-eval renders with it only under --apply_chat_template), the junior's never (it reads text).
+    `option` is the flag that replaces the senior's template, as errors name it."""
+    tok = check_model(cfg.senior.path)
+    if templates or cfg.chat_template:
+        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, option)
+    if cfg.junior is None or not (needs_junior(cfg.schedule) if junior is None else junior):
+        return tok, run_checkpoints(cfg, True)
+    junior_tok = check_model(cfg.junior.path)
+    same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+    if templates and (not same or cfg.junior_chat_template):  # the junior renders its own prompt only then
+        check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
+    return tok, run_checkpoints(cfg, same)
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """A run's checkpoints as engines load them: the folders, and how the junior (None when the
+    schedule needs none) relates to the senior."""
+
+    senior: Path
+    junior: Path | None = None
+    same_vocab: bool = True  # token-level handoff; False: text-level, the junior re-tokenizes the trace
+    shared: bool = False  # the junior is the senior's own model in the same dtype: its weights load once
+
+
+def run_checkpoints(cfg: EvalConfig, same_vocab: bool | None = None) -> Checkpoints:
+    """`cfg`'s checkpoints resolved; `same_vocab` as already checked (None: the tokenizers are
+    loaded and compared here)."""
+    senior = resolve_model(cfg.senior.path)
+    if cfg.junior is None or not needs_junior(cfg.schedule):
+        return Checkpoints(senior)
+    junior = resolve_model(cfg.junior.path)
+    if same_vocab is None:
+        same_vocab = check_vocab(load_tokenizer(senior), load_tokenizer(junior), cfg.allow_vocab_mismatch)
+    return Checkpoints(senior, junior, same_vocab, shares_senior_model(cfg))
+
+
+def shares_senior_model(cfg: EvalConfig) -> bool:
+    """The junior is the senior's own model: same checkpoint (or a byte-identical copy) in the same
+    dtype. HF: two engines on one loaded model; vLLM: one engine for both roles."""
+    return (
+        cfg.junior is not None
+        and cfg.junior.dtype == cfg.senior.dtype
+        and same_weights(cfg.senior.path, cfg.junior.path)
+    )

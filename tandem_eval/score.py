@@ -115,7 +115,7 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
     if req.adopt:
         per_sample = _adopted(rf, table, samples)
     else:
-        from .pipeline import use_threads
+        from .generate import use_threads
 
         use_threads(req.threads)
         models = (senior_path, junior_path, checked.senior_tok)
@@ -176,8 +176,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
     from .engines import unavailable
-    from .models import load_tokenizer
-    from .pipeline import check_model, check_template
+    from .models import check_model, check_template, load_tokenizer
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
@@ -211,7 +210,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
 
 def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
     """The senior's solo run produced (or reused, resumably) under `req.out`, as `tandem-eval solo` would."""
-    from .pipeline import run_eval
+    from .generate import run_eval
 
     senior = req.senior
     fields = {

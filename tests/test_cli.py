@@ -75,7 +75,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*a, **k):
         raise ValueError("a bug, not bad input")
 
-    monkeypatch.setattr("tandem_eval.pipeline.merge_shards", broken)
+    monkeypatch.setattr("tandem_eval.generate.merge_shards", broken)
     (tmp_path / "shard-0-of-1" / "solo").mkdir(parents=True)
     (tmp_path / "shard-0-of-1" / "solo" / "config.json").write_text("{}")
     r = CliRunner().invoke(cli.app, ["merge", str(tmp_path)])
@@ -95,6 +95,14 @@ def test_shared_options_are_defined_once():
             )
 
 
-def test_config_takes_keywords_only():
-    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY or p.kind is inspect.Parameter.VAR_KEYWORD
-               for p in inspect.signature(cli._config).parameters.values())  # fmt: skip
+def test_solo_and_handoff_build_their_config_in_one_function():
+    """Every option of solo and handoff is an EvalConfig field, a sampling setting, or named as not one."""
+    from tandem_eval.config import Sampling, default_ks
+
+    for command, mode in ((cli.solo, "solo"), (cli.handoff, "handoff")):
+        options = {name: p.default for name, p in inspect.signature(command).parameters.items()}
+        options.update(senior=cli.DEFAULT_SENIOR, **({"junior": cli.DEFAULT_SENIOR} if mode == "handoff" else {}))
+        cfg = cli.run_config(mode, options)
+        assert (cfg.mode, cfg.sampling, cfg.ks, cfg.label) == (mode, Sampling(), default_ks(8), "tandem")
+        with pytest.raises(TypeError, match="stray"):
+            cli.run_config(mode, {**options, "stray": 1})  # a local that is no option is refused, not dropped

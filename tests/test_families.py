@@ -23,8 +23,8 @@ from test_lens import FAST, _brute
 from tandem_eval import lens
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Request, generate
-from tandem_eval.engines.hf import HFEngine, check_supported
-from tandem_eval.models import ModelError
+from tandem_eval.engines.hf import HFEngine
+from tandem_eval.models import ModelError, check_supported
 from tandem_eval.schedules import make_schedule
 from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
 

@@ -323,7 +323,7 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)  # the session's own thread count stays
     monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 0.0, 0.0))
-    with caplog.at_level("WARNING", logger="tandem_eval.pipeline"):
+    with caplog.at_level("WARNING", logger="tandem_eval.generate"):
         use_threads(1)
         use_threads(None)
     assert calls == [1, len(os.sched_getaffinity(0))]  # default: every core this process may use

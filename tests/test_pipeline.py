@@ -243,12 +243,12 @@ def test_default_k_is_the_powers_of_two_up_to_n_plus_n(tiny_pair, tmp_path):
 
 
 def test_engine_crash_before_any_sample_leaves_no_run_folder(cfg, engines, tmp_path, monkeypatch):
-    import tandem_eval.pipeline as pipeline
+    import tandem_eval.generate as generate
 
     def crash(*args, **kwargs):
         raise RuntimeError("engine died")
 
-    monkeypatch.setattr(pipeline, "_generate", crash)
+    monkeypatch.setattr(generate, "_generate", crash)
     with pytest.raises(RuntimeError, match="engine died"):
         run_eval(cfg, tmp_path / "a" / "b" / "run", engines, progress=False)
     assert list(tmp_path.iterdir()) == []
@@ -346,3 +346,72 @@ def test_check_pair_reads_only_tokenizers_and_configs(tiny_pair, tmp_path):
     from tandem_eval.models import check_pair
 
     assert check_pair(*tiny_pair) is True
+
+
+def _spy(monkeypatch, calls: list, module, name: str) -> None:
+    """Count calls of module.name (where its callers look it up), passing them through."""
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        calls.append(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+
+
+@pytest.mark.parametrize("command", ["handoff", "solo"])
+def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complete(
+    command, tiny_pair, tmp_path, monkeypatch
+):
+    """Plan once, then execute: one validation (tokenizers and benchmarks loaded, prompts rendered,
+    out folders checked once), and per run folder one metrics.json write, the tax included, then COMPLETE."""
+    from collections import Counter
+
+    import tandem_eval.models as models
+    import tandem_eval.plan as plan
+
+    calls, writes = [], []
+    for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
+        _spy(monkeypatch, calls, module, name)
+    _spy(monkeypatch, calls, models, "check_model")
+    update, record = RunFolder.update_metrics, RunFolder._write_record
+    monkeypatch.setattr(
+        RunFolder, "update_metrics", lambda rf, new: (writes.append((rf.path.name, sorted(new))), update(rf, new))[1]
+    )
+    monkeypatch.setattr(
+        RunFolder, "_write_record", lambda rf, rec: (writes.append((rf.path.name, "COMPLETE")), record(rf, rec))[1]
+    )
+    senior, junior = tiny_pair
+    args = [command, "--senior", senior, *"--limit 1 --n 1 --max-new-tokens 8 -q".split(), "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, args + (["--junior", junior] if command == "handoff" else []))
+    assert r.exit_code == 0, r.output
+    models = 2 if command == "handoff" else 1  # each checkpoint and tokenizer checked once
+    assert Counter(calls) == {
+        "validate": 1,
+        "check_out_paths": 1,
+        "load_inputs": 1,
+        "check_prompts": 1,
+        "check_model": models,
+    }
+    summary = ["grade_status", "handoffs_per_trace", "mean_tokens", "n_problems", "n_samples", "pass_at_k"]
+    summary += ["senior_fraction", "truncation_rate"]
+    want = [("solo", sorted(summary)), ("solo", "COMPLETE")]
+    if command == "handoff":
+        want += [("handoff-paragraph", sorted([*summary, "solo_run", "tax"])), ("handoff-paragraph", "COMPLETE")]
+    assert writes == want
+    handoff = RunFolder(tmp_path / "handoff-paragraph")
+    if command == "handoff":  # the tax compares with the solo run made first, recorded in config.json
+        assert (
+            handoff.metrics()["solo_run"] == handoff.config()["solo_run"]["path"] == str((tmp_path / "solo").resolve())
+        )
+    # a rerun reuses both complete runs: no engine loads, nothing is written again
+    monkeypatch.setattr("tandem_eval.generate.load_engines", lambda *a, **k: pytest.fail("loaded an engine"))
+    writes.clear()
+    r = CliRunner().invoke(app, args + (["--junior", junior] if command == "handoff" else []))
+    assert r.exit_code == 0 and writes == [], (r.output, writes)
+    if command == "handoff":  # a folder written when the tax followed COMPLETE, stopped in between: repaired
+        metrics = handoff.metrics()
+        handoff.metrics_path.write_text(json.dumps({k: v for k, v in metrics.items() if k != "tax"}))
+        r = CliRunner().invoke(app, args + ["--junior", junior])
+        assert r.exit_code == 0 and writes == [("handoff-paragraph", ["solo_run", "tax"])], (r.output, writes)
+        assert handoff.metrics() == metrics

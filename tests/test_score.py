@@ -80,7 +80,7 @@ def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch,
         made.update(cfg=cfg, out=out)
         raise KeyboardInterrupt  # stop before any generation
 
-    monkeypatch.setattr("tandem_eval.pipeline.run_eval", run_eval)
+    monkeypatch.setattr("tandem_eval.generate.run_eval", run_eval)
     with pytest.raises(KeyboardInterrupt):
         score.legibility(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]), out=tmp_path, n=6, limit=1)
     assert made["cfg"].ks == default_ks(6) == (1, 2, 4, 6) and made["out"] == tmp_path / "solo"

@@ -43,7 +43,8 @@ def eval_config(ckpt: Path, junior: Path | None, recipe: Recipe) -> EvalConfig:
 
 
 def evaluate_checkpoint(ckpt: Path, junior: Path | None, recipe: Recipe, step: int) -> dict:
-    from tandem_eval.pipeline import run_eval, run_handoff, solo_config
+    from tandem_eval.config import solo_config
+    from tandem_eval.generate import run_eval, run_handoff
 
     cfg = eval_config(ckpt, junior, recipe)
     out = Path(recipe.output_dir) / "evals" / f"step-{step:06d}"

@@ -45,7 +45,8 @@ import torch
 import torch.nn.functional as F
 
 from ..config import Sampling
-from ..models import ModelError
+from ..models import SUPPORTED_FAMILIES as _FAMILIES
+from ..models import ModelError, check_supported
 from . import hf_scoring
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 from .sampling import sample_at_positions
@@ -53,39 +54,6 @@ from .sampling import sample_at_positions
 MERGE_TOKENS = 4  # feeds this short share one batched, padded attention call (decode, word handoffs)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ATTENTION = "tandem_rows"  # registered attention names: ATTENTION + "_" + the model's original
-_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
-_FAMILIES = "Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3, OLMo 2"
-
-
-def check_supported(config) -> None:
-    """Raise a one-line ModelError if the HF engine cannot serve a model with this config.
-
-    Cheap (reads the config and the model class, loads no weights): the CLI calls it before
-    loading anything. What passes is still checked numerically when an engine is built."""
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
-
-    arch = ", ".join(getattr(config, "architectures", None) or [type(config).__name__])
-    what = f"{arch} (model_type {getattr(config, 'model_type', '?')!r})"
-    fix = f"use a decoder-only causal LM such as {_FAMILIES}, or --engine vllm if vLLM supports it"
-    if getattr(config, "is_encoder_decoder", False):
-        raise ModelError(f"{what} is an encoder-decoder model; the HF engine serves decoder-only causal LMs: {fix}")
-    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
-        raise ModelError(f"{what} has no causal-LM class in transformers (remote code is not supported); {fix}")
-    text = config.get_text_config()
-    kinds = set(getattr(text, "layer_types", None) or []) - _LAYER_KINDS
-    if kinds:
-        raise ModelError(
-            f"{what} has {', '.join(sorted(map(str, kinds)))} layers; the HF engine serves full and "
-            f"sliding-window attention layers only; {fix}"
-        )
-    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
-    if not cls.is_backend_compatible():
-        raise ModelError(
-            f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
-            f"which the HF engine needs; {fix}"
-        )
-    if getattr(text, "num_kv_shared_layers", 0):
-        raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")
 
 
 class _RowStore:

@@ -17,7 +17,7 @@ score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mis
 chat_template (a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior
 has none). The junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior
 template argument. The checkpoints, tokenizers and template are checked before any weights load
-(`pipeline.check_models`, as `tandem-eval solo` does).
+(`models.check_models`, as `tandem-eval solo` does).
 
 Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
 `cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
@@ -56,9 +56,9 @@ from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..engines import load_engine
 from ..engines.bridge import RetokenizingEngine
-from ..models import check_vocab, junior_from_metadata, resolve_model
+from ..generate import close_engines, open_engines
+from ..models import check_models, junior_from_metadata, resolve_model
 from ..paths import read_chat_template
-from ..pipeline import check_model, check_template, close_engines, open_engines
 from ..schedules import make_schedule, needs_junior
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -92,25 +92,7 @@ class TandemLM(TemplateLM):
         **kwargs,
     ):
         super().__init__()
-        unknown = sorted(k for k in kwargs if k not in IGNORED_ARGS)
-        if unknown:
-            raise ConfigError(
-                f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
-                "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
-                "add_bos_token, chat_template"
-            )
-        if not senior:
-            raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
-        if score_with not in ("senior", "junior"):
-            raise ConfigError(f"score_with must be senior or junior, got {score_with!r}")
-        senior_path = resolve_model(str(senior))
-        wants_junior = needs_junior(str(schedule)) or score_with == "junior"
-        if wants_junior and not junior:
-            junior = junior_from_metadata(senior_path)
-            if not junior:
-                raise ConfigError(
-                    f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
-                )
+        senior_path, junior, wants_junior = _pair(senior, junior, str(schedule), score_with, kwargs)
         seed = _int_arg("seed", seed)
         max_length = None if max_length in (None, "") else _int_arg("max_length", max_length, minimum=2)
         max_gen_toks = _int_arg("max_gen_toks", max_gen_toks, minimum=1)
@@ -135,7 +117,8 @@ class TandemLM(TemplateLM):
             allow_vocab_mismatch=allow_vocab_mismatch,
             chat_template=template,
         )
-        _check_inputs(self.cfg, score_with == "junior" or wants_junior)
+        # the up-front checks of `tandem-eval solo`, before any weights load
+        check_models(self.cfg, junior=score_with == "junior" or wants_junior, templates=False, option="chat_template=")
         engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
@@ -326,15 +309,29 @@ def _int_arg(name: str, value, minimum: int | None = None) -> int:
     return number
 
 
-def _check_inputs(cfg: EvalConfig, junior: bool) -> None:
-    """The up-front checks of `tandem-eval solo` (checkpoint files, safetensors headers, tokenizers,
-    vocabularies), before any weights load; the senior's template only when chat_template= is given
-    (lm-eval renders prompts with it only under --apply_chat_template)."""
-    tok = check_model(cfg.senior.path)
-    if cfg.chat_template:
-        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, "chat_template=")
-    if junior and cfg.junior is not None:
-        check_vocab(tok, check_model(cfg.junior.path), cfg.allow_vocab_mismatch, cfg.senior.path, cfg.junior.path)
+def _pair(senior, junior, schedule: str, score_with: str, unknown_args: dict) -> tuple:
+    """The model_args' senior checkpoint folder, the junior (default: the senior's recorded one when the
+    schedule or score_with=junior needs one) and whether one is needed; refuses unknown model_args."""
+    unknown = sorted(k for k in unknown_args if k not in IGNORED_ARGS)
+    if unknown:
+        raise ConfigError(
+            f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
+            "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
+            "add_bos_token, chat_template"
+        )
+    if not senior:
+        raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
+    if score_with not in ("senior", "junior"):
+        raise ConfigError(f"score_with must be senior or junior, got {score_with!r}")
+    senior_path = resolve_model(str(senior))
+    wants_junior = needs_junior(schedule) or score_with == "junior"
+    if wants_junior and not junior:
+        junior = junior_from_metadata(senior_path)
+        if not junior:
+            raise ConfigError(
+                f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
+            )
+    return senior_path, junior, wants_junior
 
 
 def _sampling(kwargs: dict, max_new_tokens: int, max_context: int) -> Sampling:

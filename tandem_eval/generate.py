@@ -1,0 +1,439 @@
+"""The generate stage: execute a checked plan into run folders (shards, resume, grading, pass@k and
+the communication tax into metrics.json), and merge the run folders of --num-shards processes.
+
+`plan.plan_run` / `plan.plan_handoff` check every input once; `execute` runs the plan without
+checking anything again: it sets torch's threads once, opens the engines only when a run needs
+generating, fills each run folder (resumable: it skips every sample already in a shard and flushes
+graded samples every `flush_every` traces), and writes each metrics.json once, the tax included,
+before COMPLETE. `run_eval` and `run_handoff` plan and execute in one call.
+
+    from tandem_eval.generate import run_handoff
+    solo, handoff, tax = run_handoff(EvalConfig(senior=ModelSpec("ckpt"), junior=ModelSpec("jr"),
+                                                mode="handoff", schedule="paragraph"), "runs/ckpt")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .config import EvalConfig, from_dict, json_safe
+from .data import prompt_ids
+from .engines import load_engine
+from .engines.bridge import RetokenizingEngine
+from .grading import Grader
+from .metrics import summarize_pass_at_k
+from .metrics.tax import communication_tax
+from .models import Checkpoints, run_checkpoints
+from .plan import Plan, RunPlan, Validated, plan_handoff, plan_run
+from .progress import progress_reporter
+from .results import RunFolder, RunFolderError, config_diff, verify_run
+from .schedules import make_schedule, needs_junior
+from .tandem import TraceSpec, budget, cogenerate, trace_seed
+
+log = logging.getLogger(__name__)
+
+
+def use_threads(threads: int | None = None) -> int:
+    """Set torch's CPU threads to `threads` (default: the cores this process may use) and return it;
+    warn when the 1-minute load average already exceeds the cores (another process competes for
+    them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
+    import torch
+
+    cores = _usable_cores()
+    torch.set_num_threads(threads or cores)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > cores:
+        log.warning(
+            "the 1-minute load average is %.1f on %d cores: other processes compete for them, so this run may be "
+            "several times slower; wait for them, or give each process a share with --threads",
+            load,
+            cores,
+        )
+    return torch.get_num_threads()
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
+    """Load the senior (and the junior when the schedule needs one) on the configured backend.
+
+    `engine_kw` go to both engines' constructors (e.g. `device` for hf). Sets torch's CPU threads first
+    (cfg.threads, see use_threads)."""
+    use_threads(cfg.threads)
+    return load_engines(cfg, run_checkpoints(cfg), **engine_kw)
+
+
+def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict:
+    """open_engines without setting threads, from the checkpoints as the plan resolved them."""
+    kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
+    if cfg.engine == "vllm":
+        kw["tensor_parallel_size"] = cfg.tensor_parallel_size
+        kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
+    log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
+    engines = {"senior": load_engine(cfg.engine, checkpoints.senior, cfg.sampling, **kw)}
+    if checkpoints.junior is None:
+        return engines
+    tok = engines["senior"].tokenizer
+    try:
+        if checkpoints.shared and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
+            log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
+            engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
+        elif checkpoints.shared:
+            # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
+            # the loop credits each finished segment to its trace's current author, not to an engine.
+            log.info("the junior %s is the senior's own model: one vLLM engine serves both", cfg.junior.path)
+            engines["junior"] = engines["senior"]
+        else:
+            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
+            kw["dtype"] = cfg.junior.dtype
+            engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
+        if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
+            engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+    except BaseException:  # a junior that fails to load must not leave the senior's engine running
+        close_engines(engines)
+        raise
+    return engines
+
+
+def close_engines(engines: dict) -> None:
+    for e in {id(e): e for e in engines.values()}.values():  # a self-paired vLLM engine serves two roles
+        e.close()
+
+
+def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
+    rows = []
+    for trace, g in zip(traces, grades):
+        problem, sample_idx, seed = meta[trace.key]
+        mask = np.asarray(trace.author_mask, dtype=np.int8)
+        rows.append(
+            {
+                "problem_id": problem.problem_id,
+                "benchmark": problem.benchmark,
+                "group": problem.group,
+                "sample_idx": sample_idx,
+                "mode": cfg.mode,
+                "schedule": cfg.schedule,
+                "seed": seed,
+                "problem": problem.problem,
+                "prompt": tokenizer.decode(list(trace.prompt_ids)),
+                "text": tokenizer.decode(trace.token_ids, skip_special_tokens=True),
+                "prompt_ids": list(trace.prompt_ids),
+                "token_ids": trace.token_ids,
+                "author_mask": mask.tolist(),
+                "logprobs": trace.logprobs,
+                "gold": problem.answer,
+                "extracted_answer": g.extracted,
+                "correct": bool(g.correct),
+                "grade_status": g.status,
+                "finish_reason": trace.finish_reason,
+                "n_tokens": len(trace.token_ids),
+                "n_senior_tokens": int(mask.sum()),
+                "senior_fraction": float(mask.mean()) if len(mask) else float("nan"),
+                "n_handoffs": trace.n_handoffs,
+            }
+        )
+    return rows
+
+
+def summarize(samples: pd.DataFrame, cfg: EvalConfig) -> dict:
+    """metrics.json content for a finished run."""
+    truncated = samples.finish_reason == "length"
+    return json_safe(
+        {
+            "pass_at_k": summarize_pass_at_k(samples, list(cfg.ks)),
+            "n_samples": int(len(samples)),
+            "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
+            "mean_tokens": float(samples.n_tokens.mean()),
+            "truncation_rate": float(truncated.mean()),
+            "senior_fraction": float(samples.senior_fraction.mean()),  # NaN (all 0-token) -> null via json_safe
+            "handoffs_per_trace": float(samples.n_handoffs.mean()),
+            "grade_status": {k: int(v) for k, v in samples.grade_status.value_counts().sort_index().items()},
+        }
+    )
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _discard_if_empty(rf: RunFolder, created: list[Path]) -> None:
+    """Undo a run folder this call created when no sample reached it (nothing to resume)."""
+    if rf.shards() or rf.samples_path.exists():
+        return
+    for f in (rf.config_path, rf.metrics_path, rf.done_path):
+        f.unlink(missing_ok=True)
+    for d in [rf.shard_dir, *created]:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (someone else's files) or already gone
+            pass
+
+
+def _generate(cfg: EvalConfig, rf: RunFolder, checked: Validated, engines: dict, progress: bool, cadence) -> None:
+    """Every sample of `cfg` missing from `rf`; `cadence` = (flush_every, on_flush)."""
+    tok = engines["senior"].tokenizer
+    schedule = make_schedule(cfg.schedule, tok)
+    done = rf.done_keys()
+    specs, meta = [], {}
+    for problem in checked.problems:
+        prompt = checked.prompts[(problem.benchmark, problem.problem_id)]  # rendered once, by the plan
+        n_new = budget(len(prompt), cfg.sampling.max_new_tokens, cfg.sampling.max_context)
+        for i in range(cfg.n):
+            if (problem.benchmark, problem.problem_id, i) in done:
+                continue
+            seed = trace_seed(cfg.seed, f"{problem.benchmark}/{problem.problem_id}", i)
+            key = len(specs)
+            specs.append(TraceSpec(key, prompt, seed, n_new))
+            meta[key] = (problem, i, seed)
+    if not specs:
+        return
+    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
+    if isinstance(junior, RetokenizingEngine):
+        for spec in specs:
+            junior_prompt = prompt_ids(
+                junior.inner.tokenizer, meta[spec.key][0].problem, chat_template=cfg.junior_chat_template
+            )
+            junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
+    pool = cfg.batch_size * (2 if junior is not None else 1)
+    reporter = progress_reporter(
+        len(specs),
+        f"{cfg.mode}:{cfg.schedule}",
+        enabled=progress,
+        live_tokens=live_token_counter([engines["senior"], junior]),
+        budget=cfg.sampling.max_new_tokens,
+    )
+    flush_every, on_flush = cadence
+    with Grader() as grader, reporter as bar:
+        buffer = []
+
+        def flush():
+            grades = grader.grade_many(
+                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in buffer]
+            )
+            rf.append_shard(_rows(buffer, meta, grades, tok, cfg))
+            if on_flush:
+                on_flush(len(buffer))
+            buffer.clear()
+
+        for trace in cogenerate(specs, engines["senior"], junior, schedule, pool_size=pool):
+            buffer.append(trace)
+            bar.advance(len(trace.token_ids))
+            if len(buffer) >= flush_every:
+                flush()
+        if buffer:
+            flush()
+
+
+def live_token_counter(engines: list) -> Callable[[], int] | None:
+    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
+    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
+    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
+    if not all(isinstance(s, dict) and "generated" in s for s in stats):
+        return None
+    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
+    return lambda: sum(s["generated"] for s in stats) - base
+
+
+# ---- execution: a checked plan into run folders ----------------------------------------------------
+def execute(
+    plan: Plan,
+    engines: dict | None = None,
+    progress: bool = True,
+    flush_every: int = 64,
+    on_flush: Callable[[int], None] | None = None,
+) -> tuple[RunFolder, ...]:
+    """Fill the plan's run folders in order; nothing is checked again. Engines open (after torch's
+    threads are set, once) only when a run is not complete yet; engines passed in keep the caller's
+    threads and stay open. A handoff run compared with a solo run gets its tax in metrics.json."""
+    own = engines is None and not all(run.complete for run in plan.runs)
+    if own:
+        use_threads(plan.cfg.threads)
+        engines = load_engines(plan.cfg, plan.checked.checkpoints)  # a failing engine leaves nothing on disk
+    try:
+        folders: dict[Path, RunFolder] = {}
+        for run in plan.runs:
+            solo = _tax_solo(plan, run, folders)
+            folders[run.out] = _fill(plan.checked, run, engines, solo, (progress, flush_every, on_flush))
+    finally:
+        if own:
+            close_engines(engines)
+    return tuple(folders.values())
+
+
+def _tax_solo(plan: Plan, run: RunPlan, folders: dict) -> RunFolder | None:
+    """The solo run a handoff run's tax compares with (None: no tax in this plan)."""
+    if plan.solo is None or run.cfg.mode != "handoff":
+        return None
+    return folders.get(plan.solo) or RunFolder(plan.solo)
+
+
+def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: RunFolder | None, how: tuple) -> RunFolder:
+    """One run folder: reused when complete, else generated (resuming its shards) and finalized.
+
+    A crash before the first samples are flushed removes what this call created, so no half-made
+    folder is left behind; a crash after keeps the flushed shards (rerun to resume). One process
+    writes a folder at a time (RUN/.lock)."""
+    rf = RunFolder(run.out)
+    if run.complete:
+        log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
+        return _reused(rf.verify(allow_unrecorded=True), run.cfg, solo)  # a lens table may be unrecorded
+    progress, flush_every, on_flush = how
+    existed = rf.config_path.exists()
+    created = [] if existed else _missing_dirs(rf.path)
+    with contextlib.ExitStack() as held:
+        held.enter_context(rf.lock())  # a second writer stops here, before touching anything
+        try:
+            import torch
+
+            # threads as torch reports them once the engines loaded (engines passed in keep the caller's)
+            extra = {"grader": checked.grader_versions, "threads": torch.get_num_threads(), **run.extra}
+            rf.init(run.cfg, extra=extra)
+            if rf.is_complete():  # finished by another process while this one loaded its engines
+                return _reused(rf.verify(allow_unrecorded=True), run.cfg, solo)
+            _generate(run.cfg, rf, checked, engines, progress, (flush_every, on_flush))
+            rf.finalize(run_metrics(rf, run.cfg, solo))
+        except BaseException:
+            if not existed:
+                held.close()  # release the lock first, so that an emptied folder can be removed
+                _discard_if_empty(rf, created)
+            raise
+    return rf
+
+
+def run_metrics(rf: RunFolder, cfg: EvalConfig, solo: RunFolder | None = None) -> dict:
+    """metrics.json of a run whose samples are all in `rf` (finalize writes it, then COMPLETE): the
+    summary, and for a handoff run compared with `solo`, the communication tax."""
+    samples = rf.load_samples()
+    metrics = summarize(samples, cfg)
+    return metrics if solo is None else {**metrics, **tax_metrics(solo, samples, cfg.ks)}
+
+
+def tax_metrics(solo: RunFolder, handoff_samples: pd.DataFrame, ks) -> dict:
+    """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
+    tax = json_safe(communication_tax(solo.load_samples(), handoff_samples, list(ks)))
+    return {"tax": tax, "solo_run": str(solo.path.resolve())}
+
+
+def _reused(rf: RunFolder, cfg: EvalConfig, solo: RunFolder | None) -> RunFolder:
+    """A complete run as it is; a handoff run whose metrics.json lacks this solo run's tax gets it
+    (run folders written before the tax preceded COMPLETE, or compared with another solo run)."""
+    if solo is not None:
+        tax = tax_metrics(solo, rf.load_samples(), cfg.ks)
+        if {k: rf.metrics().get(k) for k in tax} != tax:
+            rf.update_metrics(tax)
+    return rf
+
+
+def run_eval(
+    cfg: EvalConfig,
+    out: str | Path,
+    engines: dict | None = None,
+    progress: bool = True,
+    flush_every: int = 64,
+    on_flush: Callable[[int], None] | None = None,
+    extra: dict | None = None,
+) -> RunFolder:
+    """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable.
+
+    Plans (every input checked before the folder exists or an engine loads), then executes;
+    `extra` is recorded in a new folder's config.json."""
+    (rf,) = execute(plan_run(cfg, out, extra), engines, progress, flush_every, on_flush)
+    return rf
+
+
+def run_handoff(
+    cfg: EvalConfig,
+    out_root: str | Path,
+    solo_run: str | Path | None = None,
+    progress: bool = True,
+    allow_solo_mismatch: bool = False,
+) -> tuple[RunFolder, RunFolder, dict]:
+    """Solo + handoff runs of one senior under out_root, and the communication tax between them
+    (plan.plan_handoff says which solo run is reused and how it is checked)."""
+    plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
+    if plan.reused:
+        log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
+    *made, handoff = execute(plan, progress=progress)
+    solo = made[0] if made else RunFolder(plan.solo)
+    return solo, handoff, handoff.metrics()["tax"]
+
+
+# ---- merge: the run folders of --num-shards processes into one ------------------------------------
+def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | None = None) -> RunFolder:
+    """Merge complete shard runs (same experiment, one --num-shards N, indices 0..N-1) into one run folder;
+    a handoff run compared with the complete run `solo` gets its tax in metrics.json (before COMPLETE)."""
+    folders = [verify_run(p) for p in parts]  # refuses a truncated or edited shard
+    cfgs = [f.config() for f in folders]
+    other = next((i for i, c in enumerate(cfgs) if c["fingerprint"] != cfgs[0]["fingerprint"]), None)
+    if other is not None:
+        raise RunFolderError(
+            f"shards come from different experiments: {folders[other].path} differs from {folders[0].path} in "
+            f"{config_diff(cfgs[0]['config'], cfgs[other]['config'])}; merge only the --shard-index 0..N-1 outputs "
+            "of one command on unchanged inputs (rerun the differing shards into a new --out)"
+        )
+    counts = {f.path: c["config"]["num_shards"] for f, c in zip(folders, cfgs)}
+    if len(set(counts.values())) != 1:
+        listed = ", ".join(f"{p} (--num-shards {n})" for p, n in counts.items())
+        raise RunFolderError(
+            f"shards were split with different --num-shards: {listed}; merge the outputs of one --num-shards N "
+            "command only (move the others away)"
+        )
+    cfg = dataclasses.replace(from_dict(EvalConfig, cfgs[0]["config"]), num_shards=1, shard_index=0)
+    num_shards = cfgs[0]["config"]["num_shards"]
+    indices = sorted(c["config"]["shard_index"] for c in cfgs)
+    if indices != list(range(num_shards)):
+        raise RunFolderError(
+            f"shard indices {indices} do not cover 0..{num_shards - 1}; finish the missing shards first"
+        )
+    samples = [f.load_samples() for f in folders]
+    keys = pd.concat([s[["benchmark", "problem_id", "sample_idx"]] for s in samples], ignore_index=True)
+    n_dup = int(keys.duplicated().sum())
+    per_problem = keys.groupby(["benchmark", "problem_id"]).size()
+    short = per_problem[per_problem != cfg.n]
+    if n_dup or len(short):
+        raise RunFolderError(
+            f"shards overlap or miss samples ({n_dup} duplicate samples, {len(short)} problems without "
+            f"--n {cfg.n} samples); rerun the shards of one --num-shards N command into a new --out"
+        )
+    if cfg.inputs is not None and len(per_problem) != cfg.inputs.n_problems:  # every shard saw this list
+        raise RunFolderError(
+            f"the shards hold {len(per_problem)} problems, but their inputs list {cfg.inputs.n_problems}; rerun "
+            "the shards of one --num-shards N command into a new --out"
+        )
+    rf = RunFolder(out)
+    rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})
+    with rf.lock():
+        if rf.is_complete():
+            return _reused(rf.verify(), cfg, solo)
+        for s in samples:
+            rf.append_shard(s.to_dict("records"))
+        rf.finalize(run_metrics(rf, cfg, solo))
+    return rf
+
+
+def merge_runs(root: str | Path, parts: list[Path], kinds: list[str], solo_run=None) -> dict[str, RunFolder]:
+    """Merge PART/KIND of every shard folder in `parts` into ROOT/KIND for each kind (solo,
+    handoff-SCHEDULE); each handoff kind's tax compares with `solo_run`, else the merged ROOT/solo
+    (merged first). `tandem-eval merge` and the Ray driver both merge here."""
+    root = Path(root)
+    solo = verify_run(solo_run) if solo_run is not None else None
+    merged: dict[str, RunFolder] = {}
+    for kind in sorted(kinds, key=lambda k: k != "solo"):  # the solo run first: the handoffs' tax needs it
+        against = (solo if solo is not None else merged.get("solo")) if kind.startswith("handoff") else None
+        merged[kind] = merge_shards([Path(p) / kind for p in parts], root / kind, against)
+    return {kind: merged[kind] for kind in kinds}

@@ -1,0 +1,154 @@
+"""Plan once, then execute: everything a generate command needs, resolved and checked before any
+engine loads or any file is written.
+
+A `Plan` holds the config with its inputs hashed, this shard's problems and their prompt ids, the
+grader versions to record, and the run folders to fill (solo, handoff) with what each one is: to be
+generated, or complete and reused. `generate.execute` runs a plan without checking anything again.
+
+    from tandem_eval.plan import plan_handoff, plan_run
+    plan = plan_handoff(cfg, "runs/ckpt")          # OUT/solo (made or reused) + OUT/handoff-SCHEDULE
+    plan = plan_run(cfg, "runs/ckpt/solo")         # one run folder
+    plan.runs[0].out, plan.cfg.fingerprint()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .checks import check_engine, check_out_paths, check_prompts, check_solo_reuse, solo_record
+from .config import ConfigError, EvalConfig, Inputs, solo_config
+from .data import Problem, load_benchmarks
+from .data.benchmarks import benchmark_files
+from .grading import check_grader_versions
+from .models import Checkpoints, check_models
+from .results import RunFolder, sha256_file, verify_run
+from .schedules import parse_schedule
+
+
+def handoff_dirname(schedule: str) -> str:
+    return "handoff-" + schedule.replace(":", "_")
+
+
+def load_inputs(cfg: EvalConfig) -> tuple[list[Problem], Inputs]:
+    """This shard's problems, and the run's inputs by content (Inputs: every benchmark file's SHA-256,
+    hashed before it is read, and the whole resolved problem list's, before sharding)."""
+    files = []
+    for entry, path in benchmark_files(cfg.benchmarks):
+        if path.is_file():  # a missing file is reported by the loader below
+            files.append((entry, sha256_file(path)))
+    problems = load_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)  # ids unique in the run
+    listed = [[p.benchmark, p.group, p.problem_id, p.problem, p.answer] for p in problems]
+    digest = hashlib.sha256(json.dumps(listed, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+    inputs = Inputs(files=tuple(files), problems=digest, n_problems=len(problems))
+    return [p for i, p in enumerate(problems) if i % cfg.num_shards == cfg.shard_index], inputs
+
+
+def load_problems(cfg: EvalConfig) -> list:
+    """All problems of the configured benchmarks; with sharding, every num_shards-th one."""
+    return load_inputs(cfg)[0]
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What validation computed: the config with its inputs hashed (the one to run and record), this
+    shard's problems, their senior prompt ids by (benchmark, problem id), the grader versions to record,
+    and the checkpoints as engines load them."""
+
+    problems: list[Problem]
+    grader_versions: dict
+    cfg: EvalConfig
+    prompts: dict = field(default_factory=dict)
+    checkpoints: Checkpoints | None = None
+
+
+def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = None) -> Validated:
+    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts),
+    before any engine loads or anything is written; raises a user error (one-line message).
+    `outs` and `solo_run` (out folders to check without comparing settings, a solo run that must be
+    complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
+    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
+    parse_schedule(cfg.schedule)
+    check_engine(cfg.engine)
+    tok, checkpoints = check_models(cfg)
+    problems, inputs = load_inputs(cfg)
+    cfg = dataclasses.replace(cfg, inputs=inputs)
+    if not problems:
+        raise ConfigError(
+            f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
+            f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
+        )
+    prompts = check_prompts(cfg, tok, problems)
+    if outs:
+        check_out_paths(dict.fromkeys(map(Path, outs)))
+    if solo_run is not None:
+        verify_run(solo_run)
+    return Validated(problems, grader_versions, cfg, prompts, checkpoints)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run folder to fill: its config, where, whether it is already complete (then reused as it
+    is), and what a new folder's config.json records beside the config."""
+
+    cfg: EvalConfig
+    out: Path
+    complete: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked generate command: the runs to fill in order, and for a handoff the solo run folder
+    its tax compares with (`reused`: a complete one, checked; else the plan's first run)."""
+
+    checked: Validated
+    runs: tuple[RunPlan, ...]
+    solo: Path | None = None
+    reused: bool = False
+
+    @property
+    def cfg(self) -> EvalConfig:
+        return self.checked.cfg
+
+    @property
+    def fingerprint(self) -> str:
+        return self.cfg.fingerprint()
+
+
+def plan_run(cfg: EvalConfig, out: str | Path, extra: dict | None = None) -> Plan:
+    """One run folder `out` for `cfg` (solo, or a handoff run alone); `extra` goes into its config.json."""
+    out = Path(out)
+    checked = validate(cfg)
+    check_out_paths({out: checked.cfg})
+    return Plan(checked, (RunPlan(checked.cfg, out, RunFolder(out).is_complete(), dict(extra or {})),))
+
+
+def plan_handoff(
+    cfg: EvalConfig, out_root: str | Path, solo_run: str | Path | None = None, allow_solo_mismatch: bool = False
+) -> Plan:
+    """OUT/solo (or the complete `solo_run`) and OUT/handoff-SCHEDULE, both checked before the solo run
+    starts: a bad junior or schedule must not cost a whole solo run first.
+
+    A reused solo run (--solo-run, or a complete OUT/solo) must match the handoff's senior, seed,
+    sampling, budget, chat template, benchmarks and grader; allow_solo_mismatch records the
+    differences in the handoff's config.json ("solo_run") instead of refusing."""
+    out_root = Path(out_root)
+    solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
+    solo_dir = Path(solo_run) if solo_run is not None else solo_out
+    reuse = solo_run is not None or RunFolder(solo_dir).is_complete()
+    checked = validate(cfg)
+    cfg = checked.cfg
+    check_out_paths({handoff_out: cfg} if reuse else {solo_out: solo_config(cfg), handoff_out: cfg})
+    if reuse:
+        how = "--solo-run" if solo_run is not None else "the existing solo run"
+        record = check_solo_reuse(cfg, verify_run(solo_dir), allow_solo_mismatch, how)
+        runs = ()
+    else:  # made first, from this very config: nothing differs
+        record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
+        runs = (RunPlan(solo_config(cfg), solo_out),)
+    handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
+    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse)

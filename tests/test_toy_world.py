@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tandem_eval.toy import aggregate
-from trainer import toy_world
+from trainer.toy import aggregate
+from trainer.toy import world as toy_world
 
 REPO = Path(__file__).resolve().parent.parent
 METRIC_KEYS = {"solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "kl_exact", "junior_nll"}

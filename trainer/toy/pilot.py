@@ -24,7 +24,7 @@ from pathlib import Path
 from tandem_eval.metrics.stats import to_jsonable
 from tandem_eval.models import resolve_model
 from tandem_eval.results import atomic_write_json
-from trainer import toy_world as tw
+from trainer.toy import world as tw
 from trainer.toy.task import is_terse
 
 SCENARIO = "emergent"
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
         jobs = [(arm, seed, ck) for seed in s.seeds for arm, ck in (("init", senior), ("grpo", picks[seed][0]))]
         list(pool.map(lambda j: tw.eval_job(results, data, s, SCENARIO, j[0], j[1], j[2], senior), jobs))
     from tandem_eval.runs import runs_in
-    from tandem_eval.toy.aggregate import build_summary
+    from trainer.toy.aggregate import build_summary
 
     styles = {}  # why the tax does or does not appear: how often each arm writes tersely, and how well
     for run in runs_in(results / SCENARIO):

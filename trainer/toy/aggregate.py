@@ -26,7 +26,7 @@ of B (the same evaluation seed) and each problem with itself, and resamples them
 seed-level paired t interval (S - 1 df). Verdicts rest on the hull of the two CIs, and none is given
 on tandem unless the precondition (GRPO pays a tax of its own) holds.
 
-    python -m tandem_eval.toy.aggregate results/toy [--readme README.md]
+    python -m trainer.toy.aggregate results/toy [--readme README.md]
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..compare import tax_compare
-from ..lens import LensError, LensOptions
-from ..metrics.stats import MACRO, macro_mean, scoped_cis, t_interval, to_jsonable
-from ..report.collect import read_train_log
-from ..report.tables import fmt_value
-from ..results import RunFolder, atomic_write_json, atomic_write_text
-from ..runs import problem_values, runs_in
-from .jargon import is_terse, uses_jargon
+from tandem_eval.compare import tax_compare
+from tandem_eval.lens import LensError, LensOptions
+from tandem_eval.metrics.stats import MACRO, macro_mean, scoped_cis, t_interval, to_jsonable
+from tandem_eval.report.collect import read_train_log
+from tandem_eval.report.tables import fmt_value
+from tandem_eval.results import RunFolder, atomic_write_json, atomic_write_text
+from tandem_eval.runs import problem_values, runs_in
+from trainer.toy.styles import is_terse, uses_jargon
 
 SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
@@ -690,7 +690,7 @@ def summary_markdown(summary: dict) -> str:
     head = [
         "# Toy world summary",
         "",
-        "Written by `python -m tandem_eval.toy.aggregate results/toy` from `summary.json` (same folder).",
+        "Written by `python -m trainer.toy.aggregate results/toy` from `summary.json` (same folder).",
         "",
         "",
     ]
@@ -734,7 +734,7 @@ def _arm_color(arm: str):
     """The report's colour per arm; kl-reg@C from light (small C) to dark (large C, closer to init)."""
     from matplotlib.colors import to_rgb
 
-    from ..report import style
+    from tandem_eval.report import style
 
     if arm in ("init", "junior"):
         return style.ARM_COLORS["base"]
@@ -759,7 +759,7 @@ def plot_summary(summary: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..report import style
+    from tandem_eval.report import style
 
     scenarios = list(summary["scenarios"])
     with style.paper():
@@ -802,7 +802,7 @@ def plot_frontier(summary: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..report import style
+    from tandem_eval.report import style
 
     scenarios = list(summary["scenarios"])
     with style.paper():
@@ -853,7 +853,7 @@ def plot_training(summary: dict, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..report import style
+    from tandem_eval.report import style
 
     scenarios = [sc for sc in summary["scenarios"] if summary["scenarios"][sc]["training"]]
     if not scenarios:

@@ -1,9 +1,9 @@
 """Pilot of the toy world's emergent scenario: does GRPO, on its own, pay a communication tax?
 
 SFT of the emergent initial senior (from a given plain base checkpoint), `make toy`'s grpo runs on a
-few seeds for the planned steps (the same train_job and checkpoint rule as trainer/toy_world.py),
+few seeds for the planned steps (the same train_job and checkpoint rule as trainer/toy/world.py),
 then init and grpo evaluated per seed (solo, paragraph handoff, legibility, drift) at a modest n,
-and the precondition of tandem_eval/toy/aggregate.py (grpo - init tax@4 and junior NLL, CIs above 0)
+and the precondition of trainer/toy/verdicts.py (grpo - init tax@4 and junior NLL, CIs above 0)
 written with the command that made it to a small JSON file. Not a full run: its numbers never go
 into results/toy/summary.json.
 
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
         jobs = [(arm, seed, ck) for seed in s.seeds for arm, ck in (("init", senior), ("grpo", picks[seed][0]))]
         list(pool.map(lambda j: tw.eval_job(results, data, s, SCENARIO, j[0], j[1], j[2], senior), jobs))
     from tandem_eval.runs import runs_in
-    from trainer.toy.aggregate import build_summary
+    from trainer.toy.summary import build_summary
 
     styles = {}  # why the tax does or does not appear: how often each arm writes tersely, and how well
     for run in runs_in(results / SCENARIO):

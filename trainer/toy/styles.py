@@ -1,10 +1,10 @@
 """The toy world's style detectors: does a CoT carry GSM8K-style calculator annotations `<<a+b=c>>`
 (jargon)? Does it open in the terse notation, a bare equation `42 + 17 = 59` as its first paragraph?
 
-Evaluation measures (tandem_eval/toy/aggregate.py reports the jargon and terse rates of each arm's
-CoTs); the task generator that writes these styles lives in trainer/toy/task.py.
+The toy summary (trainer/toy/aggregate.py) reports the jargon and terse rates of each arm's CoTs;
+the task generator that writes these styles is trainer/toy/task.py.
 
-    from tandem_eval.toy.jargon import uses_jargon, jargon_rate, is_terse
+    from trainer.toy.styles import uses_jargon, jargon_rate, is_terse
     uses_jargon("so 42 + 17 = <<42+17=59>>59 pens")   # True
     is_terse("42 + 17 = 59\n\n59 - 5 = 54")          # True
 """

@@ -20,7 +20,7 @@ Stages (each skips what is already done, so an interrupted run resumes):
                eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the same
                ones (common random numbers for the paired comparisons)
   7. tables    results/toy/summary.json (+ summary.md, figures, the README block), with the
-               precondition and verdicts: tandem_eval.toy.aggregate
+               precondition and verdicts: trainer/toy/summary.py
   8. bundle    seed-0 selected checkpoints (BUNDLE) -> tandem_eval/toy/checkpoints/<scenario>/<arm>
   9. report    tandem-eval report results/toy --out results/toy/report
 
@@ -237,7 +237,7 @@ def selected_checkpoint(out: Path, steps: int) -> tuple[Path, int]:
     """The rule every arm's checkpoint is chosen by (the paper's): the best held-out solo pass@SELECT_K
     (pass@1 where the held-out n is smaller) among the run's evaluated checkpoints; a tie goes to the
     later step (more training at the same held-out score). (checkpoint, step)."""
-    from trainer.toy.aggregate import heldout_score, read_jsonl
+    from trainer.toy.training import heldout_score, read_jsonl
 
     cks, best = checkpoints(out), None
     for rec in read_jsonl(out / "eval_log.jsonl"):
@@ -344,7 +344,7 @@ def sweep_lr(s: Scale, chosen: dict[str, float], arm: str) -> float:
 def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> dict:
     """The lr check, then the RL runs, then their evaluations, `jobs` processes at a time; writes
     results/lr_sweep.json and returns the selected checkpoints of the arms {(sc, arm, seed): path}."""
-    from trainer.toy.aggregate import choose_lr, write_lr_sweep
+    from trainer.toy.training import choose_lr, write_lr_sweep
 
     sc0 = s.scenarios[0]  # the lr check runs in the first scenario (emergent), seed 0
     keys = [(sc, arm, seed) for sc in s.scenarios for arm in s.arms(sc) for seed in s.seeds]
@@ -458,7 +458,7 @@ def main(argv=None) -> None:
     init = stage_init(args.work, s)
     stage_heldout_init(args.work, args.results, data, init, s)
     finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)
-    from trainer.toy.aggregate import write_summary
+    from trainer.toy.summary import write_summary
 
     write_summary(args.results, {sc: s.arms(sc) for sc in s.scenarios}, readme=args.readme)
     if not args.no_bundle:

@@ -3,7 +3,8 @@ differences between arms (trainer/toy/summary.py turns them into summary.json, v
 
 Reads results/toy/<scenario>/<arm>/seed<S>/{solo,handoff-paragraph} run folders through tandem_eval.runs.
 METRIC: solo_pass@1, solo_pass@4, handoff_pass@4, tax@4 (points), kl_exact (nats/token), junior_nll
-(nats/token), jargon and terse (% of solo CoTs in that style). Statistics: the mean over seeds x
+(nats/token), jargon (% of solo CoTs with calculator annotations) and terse (% of solo CoT steps written
+tersely). Statistics: the mean over seeds x
 problems; CI from the two-way clustered bootstrap of metrics.stats.scoped_cis (seeds and problems
 resampled), the same builder as the report's tables. A difference A - B pairs seed S of A with seed S
 of B (the same evaluation seed) and each problem with itself, and resamples them jointly; beside it, a
@@ -23,7 +24,7 @@ from tandem_eval.lens import LensError, LensOptions
 from tandem_eval.metrics.stats import MACRO, macro_mean, scoped_cis, t_interval
 from tandem_eval.results import RunFolder
 from tandem_eval.runs import problem_values, runs_in
-from trainer.toy.styles import is_terse, uses_jargon
+from trainer.toy.styles import terse_rate, uses_jargon
 
 SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
@@ -49,7 +50,7 @@ LABELS = {
     "kl_exact": "KL(S‖J) (nats/tok)",
     "junior_nll": "junior NLL (nats/tok)",
     "jargon": "jargon CoTs (%)",
-    "terse": "terse CoTs (%)",
+    "terse": "terse steps (%)",
 }
 DECIMALS = {"kl_exact": 3, "junior_nll": 3}
 
@@ -81,7 +82,7 @@ def frame(seeds: dict[int, dict[str, object]]) -> pd.DataFrame:
             cols[key], group = v["value"].astype(float), v["group"] if group is None else group
         if "solo" in modes:
             s = modes["solo"].samples()
-            for name, detect in (("jargon", uses_jargon), ("terse", is_terse)):
+            for name, detect in (("jargon", uses_jargon), ("terse", terse_rate)):
                 cols[name] = s.assign(j=s["text"].map(detect) * 100.0).groupby(["benchmark", "problem_id"])["j"].mean()
         if cols:
             df = pd.DataFrame(cols)

@@ -111,8 +111,9 @@ SCALES = {
         eval_limits=(("jargon", 150),),
         n_samples=8,
         max_new_tokens=256,
-        # emergent: 3-4-step plain CoTs (~78 / ~98 tokens) overrun 64 tokens, terse ones (~39 / ~48) fit
-        budgets=(("emergent", 64),),
+        # emergent: 3-4-step plain CoTs (~79 / ~99 tokens) overrun 72 tokens, all-terse ones (~49 / ~63) fit,
+        # and so do 3-step CoTs with one terse step; 4-step CoTs whose steps alternate terse/plain (~77) do not
+        budgets=(("emergent", 72),),
         kl_coefs=(("emergent", (0.1, 1.0)), ("self-paired", (0.1, 1.0, 10.0)), ("jargon", (1.0,))),
         n_heldout=100,
         heldout_every=20,
@@ -374,7 +375,13 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
         evals += [(sc, arm, seed, picks[(sc, arm, seed)]) for sc, arm, seed in keys]
         evals.sort(key=lambda e: e[2])  # seed by seed: an interrupted run has whole seeds
         list(pool.map(lambda e: eval_job(results, data, s, e[0], e[1], e[2], e[3], init[e[0]]["junior"]), evals))
-    for (sc, arm, seed), ck in picks.items():  # training and held-out curves travel with the results
+    copy_training_logs(results, picks, s)
+    return picks
+
+
+def copy_training_logs(results: Path, picks: dict, s: Scale) -> None:
+    """Training and held-out curves travel with the results: results/<sc>/<arm>/seed<S>/train/."""
+    for (sc, arm, seed), ck in picks.items():
         dst = results / sc / arm / f"seed{seed}" / "train"
         dst.mkdir(parents=True, exist_ok=True)  # a sibling of the run folders: not final evaluations
         for name in ("train_log.jsonl", "eval_log.jsonl"):
@@ -382,7 +389,6 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
                 shutil.copy(ck.parent / name, dst / name)
         meta = {"arm": f"{sc}/{arm}/s{seed}", "selected_step": selected_checkpoint(ck.parent, s.rl_steps)[1]}
         (dst / "tandem_meta.json").write_text(json.dumps(meta) + "\n")
-    return picks
 
 
 def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Scale) -> None:

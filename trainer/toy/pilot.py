@@ -84,6 +84,34 @@ def solo_styles(results: Path) -> dict:
     return out
 
 
+def reference_nll(checkpoint: Path, n: int = 100) -> dict:
+    """The junior's mean NLL (nats/token) of the reference solutions of the first `n` test problems written
+    all plain, all terse, and alternating terse/plain by step: how well it reads each notation."""
+    import torch
+
+    from trainer.toy.models import load_checkpoint, prompt_text
+    from trainer.toy.task import generate, mixed_solution
+
+    model, tok = load_checkpoint(checkpoint)
+    styles = {
+        "plain": lambda p: p.solution_plain,
+        "terse": lambda p: p.solution("terse"),
+        "alternating": lambda p: mixed_solution(p.steps, p.answer, [i % 2 == 0 for i in range(p.n_steps)]),
+    }
+    out = {}
+    for name, write in styles.items():
+        nll = []
+        for p in generate("test", n):
+            prompt = tok.encode(prompt_text(tok, p.problem), add_special_tokens=False)
+            ids = torch.tensor([prompt + tok.encode(write(p) + "<|im_end|>", add_special_tokens=False)])
+            with torch.no_grad():
+                logp = model(ids).logits[0, :-1].log_softmax(-1)
+            tgt = ids[0, 1:]
+            nll.append(-logp[len(prompt) - 1 :].gather(1, tgt[len(prompt) - 1 :, None]).mean().item())
+        out[name] = sum(nll) / len(nll)
+    return out
+
+
 def reading(pre: dict) -> str:
     """One line: does the precondition hold, with its two differences (conservative CI)."""
 
@@ -165,6 +193,7 @@ def main(argv=None) -> None:
         "precondition": entry.get("precondition"),
         "verdicts": entry.get("verdicts"),
         "solo_styles": solo_styles(work / "results"),
+        "junior_nll_of_reference_solutions": reference_nll(work / "init" / SCENARIO / "senior"),
         "training": entry.get("training"),
         "reading": reading(entry["precondition"]),
         "minutes": round((time.time() - t0) / 60, 1),

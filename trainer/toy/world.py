@@ -2,7 +2,7 @@
 
 Stages (each skips what is already done, so an interrupted run resumes):
   1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks
-  2. init      SFT: the plain base senior, then from it the emergent senior (25% terse notation),
+  2. init      SFT: the plain base senior, then from it the emergent senior (30% of steps terse),
                the self-paired senior (shortcut mix) -- each also its own junior -- and the jargon
                senior (the jargon junior is the base)
   3. held-out the initial seniors' held-out solo pass@k (step 0 of the learning curves)

@@ -35,7 +35,7 @@ demo: venv
 	$(BIN)/python -m tandem_eval.demo --out $(DEMO)
 
 toy: venv
-	$(BIN)/python -m trainer.toy_world --readme README.md
+	$(BIN)/python -m trainer.toy.world --readme README.md
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

@@ -2,9 +2,7 @@
 
 * `checkpoints/`, `data/`: the bundled toy seniors/juniors (`toy:NAME`, see tandem_eval.models) and
   the test set, package data so `make demo` and the default `tandem-eval handoff` work after install.
-* `jargon`: the jargon detector (calculator annotations in a CoT).
-* `aggregate`: the toy world's summary tables over arms and seeds.
 
-Training-side code lives in trainer/: the task generator and the SFT of the initial seniors and
-juniors in trainer/toy/, the whole pipeline in trainer/toy_world.py.
+The experiment itself (task, style detectors, SFT, `make toy`, the summary and verdicts) is one folder
+outside the library, trainer/toy/.
 """

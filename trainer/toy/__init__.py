@@ -1,8 +1,11 @@
-"""The toy world's training side (run by trainer/toy_world.py).
+"""The toy world, one experiment folder (`make toy` = `python -m trainer.toy.world`).
 
-* `task`: seeded GSM8K-style multi-step arithmetic word problems, plain and "jargon"
-  (calculator-annotated) reference solutions, disjoint train/heldout/test splits, benchmark files.
+* `task`, `styles`: seeded GSM8K-style multi-step arithmetic word problems, their solution styles
+  (plain, jargon, shortcut, terse), disjoint train/heldout/test splits, and the style detectors.
 * `models`: the shared byte-level BPE tokenizer, the project's prompt, Qwen3 model sizes.
-* `sft`: the SFT recipes of the initial seniors and juniors (self-paired and jargon scenarios).
-* `evaluate_quick`: a quick greedy / sampled solo pass@1 check of a checkpoint during SFT.
+* `sft`: the SFT recipes of the initial seniors and juniors; `evaluate_quick`: a quick solo check.
+* `world`: the whole pipeline (data -> SFT -> lr check -> RL arms -> evaluation -> summary -> bundle).
+* `summary` (with `aggregate`, `training`, `verdicts`, `markdown`, `figures`): results/toy/summary.json,
+  the precondition and verdicts, summary.md, the README block and figures.
+* `pilot`: a short run of the emergent scenario that checks its precondition before a full run.
 """

@@ -10,10 +10,12 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
   (task.py's styles), so it often takes a shortcut it rarely gets right: the headroom RL needs.
   The junior IS the senior's initial checkpoint (`--copy-from SENIOR_DIR` copies it; without it
   the recipe is re-run, which on CPU reproduces the same weights bit for bit).
-* emergent: the senior continues the base on 25% terse / 75% plain solutions (task.py's terse
-  style: one bare equation per step, half the tokens). Under the scenario's token budget plain
-  CoTs of 3-4 steps overrun and only terse ones finish, so RL itself pulls the senior toward a
-  notation its junior (again the initial checkpoint) writes rarely. `--role junior --copy-from`.
+* emergent: the senior continues the base on solutions whose every step is written tersely with
+  probability 30% and plainly otherwise (task.py's terse style: a cue and a bare equation, ~60% of a
+  plain step's tokens). Under the scenario's token budget plain CoTs of 3-4 steps overrun and
+  mostly-terse ones finish, so RL itself pulls the senior toward a notation its junior (again the
+  initial checkpoint) writes at 30% of its steps, a choice made anew at every step (no single token
+  decides a CoT's style). `--role junior --copy-from`.
 * jargon: the senior continues the base on 85%-jargon data (GSM8K calculator annotations, see
   task.py), so it annotates most CoTs and is clearly stronger than its junior; the junior is the
   plain-only base, which never saw jargon.
@@ -49,7 +51,7 @@ from pathlib import Path
 import torch
 
 from trainer.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
-from trainer.toy.task import Difficulty, iter_problems
+from trainer.toy.task import Difficulty, iter_problems, mixed_solution
 
 SCENARIOS = ("base", "self-paired", "emergent", "jargon")
 ROLES = ("senior", "junior")
@@ -62,7 +64,7 @@ class SFTRecipe:
     p_jargon: float  # probability that an example's solution is in jargon style
     steps: int
     p_shortcut: float = 0.0  # probability of the shortcut style
-    p_terse: float = 0.0  # probability of the terse style (the rest is plain)
+    p_terse_step: float = 0.0  # probability that each step of a plain example is written tersely
     lr: float = 3e-3
     batch_size: int = 16
     warmup_steps: int = 30
@@ -83,11 +85,10 @@ class SFTRecipe:
 _BASE = SFTRecipe(size="senior", p_jargon=0.0, steps=800)
 _FROM_BASE = {"lr": 1e-3, "warmup_steps": 20, "init": "the plain base senior"}
 SHORTCUT = SFTRecipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
-# * emergent senior, +300 steps on 25% terse / 75% plain data: the terse notation is rare in the
-#   initial senior's CoTs, and its junior (the same checkpoint) continues it no better (pilot numbers:
-#   results/toy/pilot-v3.json). 10% terse data was too rare to learn from: at the rollout temperature
-#   0.6 the initial senior opened 1% of its CoTs tersely, and 60 GRPO steps did not raise it (pilot).
-TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse=0.25, steps=300, **_FROM_BASE)
+# * emergent senior, +300 steps, each step terse with probability 0.3 (pilot numbers:
+#   results/toy/pilot-v3.json, with the earlier designs: whole-CoT terse as bare equations "42 + 17 = 59"
+#   at 10% and 25% of the data was unlearnable at this size, 5% of terse CoTs correct, so GRPO dropped it).
+TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=300, **_FROM_BASE)
 RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,
@@ -101,9 +102,10 @@ CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than i
 COPYABLE = {("self-paired", "junior"), ("emergent", "junior"), ("jargon", "junior")}
 
 
-def style_label(p_jargon: float, p_shortcut: float = 0.0, p_terse: float = 0.0) -> str:
-    mix = [f"{p:.0%} {name}" for p, name in ((p_jargon, "jargon"), (p_shortcut, "shortcut"), (p_terse, "terse")) if p]
-    return f"mix: {', '.join(mix)}, rest plain" if mix else "plain"
+def style_label(p_jargon: float, p_shortcut: float = 0.0, p_terse_step: float = 0.0) -> str:
+    mix = [f"{p:.0%} {name}" for p, name in ((p_jargon, "jargon"), (p_shortcut, "shortcut")) if p]
+    label = f"mix: {', '.join(mix)}, rest plain" if mix else "plain"
+    return label + (f"; {p_terse_step:.0%} of plain steps terse" if p_terse_step else "")
 
 
 class Batches:
@@ -129,12 +131,13 @@ class Batches:
             if r < self.recipe.p_jargon
             else "shortcut"
             if r < self.recipe.p_jargon + self.recipe.p_shortcut
-            else "terse"
-            if r < self.recipe.p_jargon + self.recipe.p_shortcut + self.recipe.p_terse
             else "plain"
         )
+        text = p.solution(style)
+        if style == "plain" and self.recipe.p_terse_step:  # style drawn step by step (more draws only here)
+            text = mixed_solution(p.steps, p.answer, [self.rng.random() < self.recipe.p_terse_step for _ in p.steps])
         prompt = self.tok.encode(prompt_text(self.tok, p.problem), add_special_tokens=False)
-        answer = self.tok.encode(p.solution(style), add_special_tokens=False) + [self.eos]
+        answer = self.tok.encode(text, add_special_tokens=False) + [self.eos]
         return prompt + answer, [-100] * len(prompt) + answer
 
     def _refill(self) -> None:
@@ -292,7 +295,7 @@ def run(args: argparse.Namespace) -> Path:
     meta = {
         **base,
         "data_seed": data_seed,
-        "data_style": style_label(recipe.p_jargon, recipe.p_shortcut, recipe.p_terse),
+        "data_style": style_label(recipe.p_jargon, recipe.p_shortcut, recipe.p_terse_step),
         "recipe": asdict(recipe),
         "init_from": args.init_from,
         "model_size": asdict(SIZES[recipe.size]),

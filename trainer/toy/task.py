@@ -13,10 +13,12 @@ paragraph `The answer is \\boxed{N}.`. Three solution styles:
   intermediate results. A small model rarely gets it right, so a senior taught to mix it with
   plain solutions has a strategy choice that reward can fix: the RL headroom of the self-paired
   scenario (README, toy world).
-* terse:  one bare equation per step, "42 + 17 = 59", and the same final paragraph: the same
-  intermediate results as plain in about half the tokens (a 4-step plain CoT is ~98 tokens, a
-  terse one ~48). Under a token budget that plain CoTs overrun, only terse ones finish: the
-  emergent scenario's reward for a notation the initial senior (and so the junior) writes rarely.
+* terse:  one cue and one equation per step, "He buys 17: 42+17=59" (the cue, the event's verb and
+  number, says which sentence of the problem the step reads, as the plain lead does), and the same
+  final paragraph: the same intermediate results as plain in about 60% of the tokens. Styles mix
+  step by step (`mixed_solution`): under a token budget that plain CoTs overrun, the more steps are
+  terse the likelier a CoT finishes: the emergent scenario's reward for a notation the initial
+  senior (and so the junior) writes rarely, decided anew at every step.
 
 Splits are a function of the problem's arithmetic alone (a hash of its (op, a, b) chain), so a
 test problem's computation never appears in training, whatever the wording, seed or difficulty.
@@ -37,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tandem_eval.toy.jargon import is_terse, jargon_rate, uses_jargon  # noqa: F401 (re-exported: the task's detectors)
+from trainer.toy.styles import is_terse, jargon_rate, terse_rate, uses_jargon  # noqa: F401 (re-exported: the task's detectors)
 
 SPLITS = ("train", "heldout", "test")
 _SPLIT_BUCKETS = 20  # hash % 20: 0 -> test, 1 -> heldout, else train (5% / 5% / 90%)
@@ -72,6 +74,7 @@ class Step:
     result: int
     plain: str  # the solution paragraph, plain style
     jargon: str  # the same paragraph with a calculator annotation
+    terse: str = ""  # the same step as a cue and a bare equation
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,13 @@ def shortcut_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
 
 
 def terse_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
-    """One bare equation per paragraph (no words), then the answer paragraph."""
-    lines = [f"{s.a} {s.op} {s.b} = {s.result}" for s in steps]
+    """One cue and one equation per paragraph ("He buys 17: 42+17=59"), then the answer paragraph."""
+    return mixed_solution(steps, answer, [True] * len(steps))
+
+
+def mixed_solution(steps: tuple[Step, ...] | list[Step], answer: str, terse: list[bool]) -> str:
+    """Step i in the terse style where terse[i], plain elsewhere, then the answer paragraph."""
+    lines = [s.terse if t else s.plain for s, t in zip(steps, terse, strict=True)]
     return "\n\n".join([*lines, f"The answer is \\boxed{{{answer}}}."])
 
 
@@ -152,24 +160,33 @@ GIVERS = ["A friend", "Grandma", "The teacher", "A neighbor", "Dad", "Mom"]
 COLORS = [("red", "blue"), ("small", "big"), ("old", "new"), ("green", "yellow")]
 MULT_WORDS = {2: "doubles", 3: "triples"}
 
-# Each event: (problem sentence, solution lead-in); the solution adds ", so {p} has EQ {items}."
+# Each event: (problem sentence, solution lead-in, terse cue); the plain solution adds
+# ", so {p} has EQ {items}.", the terse one ": EQ".
 _ADD = [
-    ("{P} buys {b} more {items}.", "{P} buys {b} more"),
-    ("{giver} gives {o} {b} {items}.", "{P} gets {b} more"),
-    ("{P} finds {b} more {items}.", "{P} finds {b} more"),
+    ("{P} buys {b} more {items}.", "{P} buys {b} more", "{P} buys {b}"),
+    ("{giver} gives {o} {b} {items}.", "{P} gets {b} more", "{P} gets {b}"),
+    ("{P} finds {b} more {items}.", "{P} finds {b} more", "{P} finds {b}"),
 ]
 _SUB = [
-    ("{P} gives {b} {items} to {friend}.", "{P} gives away {b}"),
-    ("{P} loses {b} {items}.", "{P} loses {b}"),
-    ("{P} uses {b} of the {items}.", "{P} uses {b}"),
+    ("{P} gives {b} {items} to {friend}.", "{P} gives away {b}", "{P} gives {b}"),
+    ("{P} loses {b} {items}.", "{P} loses {b}", "{P} loses {b}"),
+    ("{P} uses {b} of the {items}.", "{P} uses {b}", "{P} uses {b}"),
 ]
 _MUL = [
-    ("Then the number of {items} {p} has {mult}.", "The number {mult_past}"),
-    ("{P} trades for {b} times as many {items} as {p} has.", "{P} now has {b} times as many"),
+    ("Then the number of {items} {p} has {mult}.", "The number {mult_past}", "The number {mult_past}"),
+    ("{P} trades for {b} times as many {items} as {p} has.", "{P} now has {b} times as many", "{P} trades {b}"),
 ]
 _DIV = [
-    ("{P} splits the {items} into {b} equal piles and keeps one pile.", "{P} keeps one of {b} equal piles"),
-    ("{P} shares the {items} equally with {others} and keeps one share.", "{P} keeps one of {b} equal shares"),
+    (
+        "{P} splits the {items} into {b} equal piles and keeps one pile.",
+        "{P} keeps one of {b} equal piles",
+        "{P} splits {b}",
+    ),
+    (
+        "{P} shares the {items} equally with {others} and keeps one share.",
+        "{P} keeps one of {b} equal shares",
+        "{P} shares {b}",
+    ),
 ]
 
 
@@ -202,16 +219,16 @@ def _choose_op(rng: random.Random, a: int, d: Difficulty) -> tuple[str, int]:
     return rng.choice(options)
 
 
-def _event_texts(rng: random.Random, op: str, b: int, ctx: dict) -> tuple[str, str]:
-    """(problem sentence, solution lead-in) for one event."""
+def _event_texts(rng: random.Random, op: str, b: int, ctx: dict) -> tuple[str, str, str]:
+    """(problem sentence, solution lead-in, terse cue) for one event."""
     if op == "*" and b in MULT_WORDS and rng.random() < 0.5:
-        q, s = _MUL[0]
+        q, s, c = _MUL[0]
         ctx = {**ctx, "mult": MULT_WORDS[b], "mult_past": MULT_WORDS[b][:-1] + "d"}
     else:
-        q, s = rng.choice({"+": _ADD, "-": _SUB, "*": _MUL[1:], "/": _DIV}[op])
+        q, s, c = rng.choice({"+": _ADD, "-": _SUB, "*": _MUL[1:], "/": _DIV}[op])
     others = f"{b - 1} friends" if b > 2 else "a friend"
     fill = {**ctx, "b": b, "others": others, "friend": rng.choice(FRIENDS), "giver": rng.choice(GIVERS)}
-    return q.format(**fill), s.format(**fill)
+    return q.format(**fill), s.format(**fill), c.format(**fill)
 
 
 def _build(rng: random.Random, d: Difficulty) -> tuple[str, list[Step]]:
@@ -222,23 +239,24 @@ def _build(rng: random.Random, d: Difficulty) -> tuple[str, list[Step]]:
         b = rng.randint(2, d.max_factor + 3)  # "boxes of b": a times-table product
         a = rng.randint(2, max(2, min(10, d.max_value // b)))
         op, first = "*", f"{name} has {a} {container} with {b} {items} in each."
-        lead = f"{name} has {a} {container} of {b} {items}"
+        lead, cue = f"{name} has {a} {container} of {b} {items}", name
     else:  # opening: two kinds of items (a sum)
         c1, c2 = rng.choice(COLORS)
         a, b = rng.randint(3, d.max_operand), rng.randint(3, d.max_operand)
         op, first = "+", f"{name} has {a} {c1} {items} and {b} {c2} {items}."
-        lead = f"{name} has {a} {c1} and {b} {c2} {items}"
-    sentences, leads, ops = [first], [lead], [(op, a, b)]
+        lead, cue = f"{name} has {a} {c1} and {b} {c2} {items}", name
+    sentences, leads, cues, ops = [first], [lead], [cue], [(op, a, b)]
     value = _apply(op, a, b)
     for _ in range(n_steps - 1):
         op, b = _choose_op(rng, value, d)
-        q, s = _event_texts(rng, op, b, ctx)
+        q, s, c = _event_texts(rng, op, b, ctx)
         sentences.append(q)
         leads.append(s)
+        cues.append(c)
         ops.append((op, value, b))
         value = _apply(op, value, b)
     steps = []
-    for lead, (op, a, b) in zip(leads, ops):
+    for lead, cue, (op, a, b) in zip(leads, cues, ops):
         r = _apply(op, a, b)
         tail = f", so {p} has {{eq}} {items}."
         steps.append(
@@ -249,6 +267,7 @@ def _build(rng: random.Random, d: Difficulty) -> tuple[str, list[Step]]:
                 r,
                 lead + tail.format(eq=_equation(op, a, b, r, False)),
                 lead + tail.format(eq=_equation(op, a, b, r, True)),
+                f"{cue}: {a}{op}{b}={r}",
             )
         )
     question = rng.choice([f"How many {items} does {name} have now?", f"How many {items} does {name} have at the end?"])

@@ -1,0 +1,160 @@
+"""The toy world's summary on constructed data: the verdict logic (rules stated before the results, the
+more conservative CI, the precondition gate), paired differences with their seed-level t interval, the
+README block writer, and the summary command's bad input.
+
+PYTHONPATH=$PWD python -m pytest -q tests/test_toy_summary.py
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from trainer.toy import aggregate, markdown, verdicts
+from trainer.toy import summary as toy_summary
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_update_readme_replaces_only_the_block(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{markdown.README_BEGIN}\nSTALE-BLOCK\n{markdown.README_END}\nafter\n")
+    summary = {"scenarios": {}}
+    markdown.update_readme(readme, summary)
+    text = readme.read_text()
+    assert text.startswith("# x\n\nbefore\n") and text.endswith(f"{markdown.README_END}\nafter\n")
+    assert "STALE-BLOCK" not in text and markdown.readme_block(readme) == markdown.block_markdown(summary)
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="toy-summary"):
+        markdown.update_readme(readme, summary)
+
+
+def _cell(lo, hi, seed=None):
+    """A difference cell: bootstrap CI [lo, hi], seed-level CI `seed` (default: the same)."""
+    return {"mean": (lo + hi) / 2, "ci": [lo, hi], "seed_ci": list(seed or (lo, hi))}
+
+
+def _scenario(**diffs):
+    base = {
+        "grpo - init": {"solo_pass@1": _cell(20, 30), "tax@4": _cell(2, 9), "junior_nll": _cell(0.1, 0.3)},
+        "tandem - grpo": {
+            "solo_pass@1": _cell(-4, 4),
+            "tax@4": _cell(-2, 2.5),
+            "junior_nll": _cell(-0.2, -0.1),
+            "kl_exact": _cell(-0.01, 0.02),
+        },
+        "kl-reg@0.1 - tandem": {"solo_pass@4": _cell(-1, 1), "handoff_pass@4": _cell(-9, -2)},
+        "kl-reg@1 - tandem": {"solo_pass@4": _cell(-2, 2), "handoff_pass@4": _cell(-1, 1)},
+    }
+    for name, cells in diffs.items():
+        base[name.replace("_", " ").replace(" minus ", " - ")] = {**base.get(name, {}), **cells}
+    arms = {"grpo": {}, "tandem": {}, **{d.split(" - ")[0]: {} for d in base if d.startswith("kl-reg@")}}
+    return {"arms": arms, "differences": base}
+
+
+def _outcomes(sc):
+    return {x["claim"]: x["outcome"] for x in verdicts.verdicts(sc)}
+
+
+def test_verdicts_follow_the_stated_thresholds():
+    sc = _scenario()
+    assert verdicts.precondition(sc["differences"])["holds"]
+    v = _outcomes(sc)
+    assert v["RL moves the senior"] == "yes"
+    assert v["Solo parity"] == "yes (parity)"
+    assert v["Lower communication tax"].startswith("no: no effect of 3+ pts")
+    assert v["Better legibility"] == "yes" and v["Lower drift"] == "no: no difference detected"
+    assert v["KL-reg does not give tandem's combination"] == "no: kl-reg@1 is indistinguishable from tandem on both"
+    sc["differences"]["tandem - grpo"]["tax@4"] = _cell(-8, -1)
+    sc["differences"]["grpo - init"]["solo_pass@1"] = _cell(-1, 9)
+    v = _outcomes(sc)
+    assert v["Lower communication tax"] == "yes" and v["RL moves the senior"].startswith("no")
+
+
+def test_a_failed_kl_rule_says_no_when_every_ci_is_above_zero():
+    # v2's kl-reg@0.1 - tandem: solo +3.7 [+0.4, +7.3], handoff +2.7 [+0.2, +5.0]: better on both, so the
+    # rule "one CI below 0 and none above" fails for that coefficient even though the others pass
+    sc = _scenario()
+    sc["differences"]["kl-reg@0.1 - tandem"] = {"solo_pass@4": _cell(0.4, 7.3), "handoff_pass@4": _cell(0.2, 5.0)}
+    sc["differences"]["kl-reg@1 - tandem"] = {"solo_pass@4": _cell(-18.8, -8.1), "handoff_pass@4": _cell(-21.5, -13)}
+    sc["differences"]["kl-reg@10 - tandem"] = {"solo_pass@4": _cell(-30, -18), "handoff_pass@4": _cell(-33, -23)}
+    sc["arms"]["kl-reg@10"] = {}
+    out = _outcomes(sc)["KL-reg does not give tandem's combination"]
+    assert out == "no: kl-reg@0.1 is better than tandem on solo and handoff"
+    del sc["differences"]["kl-reg@0.1 - tandem"], sc["arms"]["kl-reg@0.1"]
+    assert _outcomes(sc)["KL-reg does not give tandem's combination"].startswith("yes")
+
+
+def test_verdicts_use_the_more_conservative_ci_and_need_two_seeds():
+    # bootstrap says tandem's tax is lower, the seed-level t interval crosses 0: the claim is not shown
+    sc = _scenario(**{"tandem - grpo": {"tax@4": _cell(-6, -1, seed=(-9, 2))}})
+    assert _outcomes(sc)["Lower communication tax"].startswith("no: no effect detected")
+    assert verdicts.conservative(sc["differences"]["tandem - grpo"]["tax@4"]) == (-9, 2)
+    sc["differences"]["tandem - grpo"]["tax@4"] = {"mean": -3.0, "ci": [-6, -1], "seed_ci": None}
+    assert _outcomes(sc)["Lower communication tax"] == verdicts.ONE_SEED
+
+
+def test_a_failed_precondition_makes_every_claim_on_tandem_uninformative():
+    # v2's self-paired: grpo - init tax@4 -4.1 [-7.1, -1.2], junior NLL -0.071: GRPO pays no tax
+    sc = _scenario(**{"grpo - init": {"tax@4": _cell(-7.1, -1.2), "junior_nll": _cell(-0.075, -0.067)}})
+    pre = verdicts.precondition(sc["differences"])
+    assert not pre["holds"] and pre["grpo_tax@4_minus_init"]["ci"] == [-7.1, -1.2]
+    out = {x["claim"]: x for x in verdicts.verdicts(sc)}
+    assert out["RL moves the senior"]["outcome"] == "yes"  # not a claim on tandem
+    for claim in (
+        "Solo parity",
+        "Lower communication tax",
+        "Better legibility",
+        "KL-reg does not give tandem's combination",
+    ):
+        assert out[claim]["outcome"] == verdicts.UNINFORMATIVE and out[claim]["rule_outcome"]
+    # a tax with a CI above 0 but a junior that reads GRPO no worse: still no precondition
+    sc = _scenario(**{"grpo - init": {"junior_nll": _cell(-0.01, 0.02)}})
+    assert not verdicts.precondition(sc["differences"])["holds"]
+    # one paired seed: no seed-level CI, so the precondition cannot hold
+    sc = _scenario()
+    sc["differences"]["grpo - init"]["tax@4"]["seed_ci"] = None
+    assert not verdicts.precondition(sc["differences"])["holds"]
+
+
+def _frame(seeds, shift, n_problems=40, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in seeds:
+        for p in range(n_problems):
+            rows.append({"benchmark": "test", "problem_id": f"p{p}", "seed": s, "group": "test",
+                         "tax@4": shift + s + rng.normal(0, 5)})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["benchmark", "problem_id"])
+
+
+def test_difference_names_the_seeds_it_cannot_pair_and_adds_a_seed_level_t_interval():
+    grpo, init = _frame([0, 1, 2], shift=4.0, seed=1), _frame([0], shift=0.0, seed=2)
+    d = aggregate.difference(grpo, init)
+    assert d["paired_seeds"] == [0] and d["unpaired_seeds"] == {"a": [1, 2], "b": []}
+    assert d["tax@4"]["seed_ci"] is None  # one paired seed: no seed-level interval
+    tandem = _frame([0, 1, 2], shift=1.0, seed=3)
+    d = aggregate.difference(tandem, grpo)
+    assert d["paired_seeds"] == [0, 1, 2] and d["unpaired_seeds"] == {"a": [], "b": []}
+    a, b = tandem.reset_index(), grpo.reset_index()
+    per_seed = (a["tax@4"] - b["tax@4"]).groupby(a["seed"]).mean().to_numpy()
+    half = stats.t.ppf(0.975, 2) * per_seed.std(ddof=1) / np.sqrt(3)
+    assert d["tax@4"]["seed_ci"] == pytest.approx([per_seed.mean() - half, per_seed.mean() + half])
+    assert d["tax@4"]["mean"] == pytest.approx(per_seed.mean())
+
+
+def test_summary_names_a_folder_without_toy_results(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        toy_summary.main([str(tmp_path / "nope")])
+    assert exit_.value.code == 2 and "no toy-world scenario folder" in capsys.readouterr().err
+
+
+def test_the_old_summary_command_names_the_new_one():
+    # the library cannot import the trainer: the moved command only says where it went
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-m", "tandem_eval.toy.aggregate"], capture_output=True, text=True, env=env)
+    assert res.returncode == 2 and "python -m trainer.toy.summary" in res.stderr

@@ -1,0 +1,242 @@
+"""The toy world's summary as markdown: the tables of arms and differences, the precondition and
+verdict tables, power, training and lr-check lines; summary.md and the README's toy-summary block.
+
+    from trainer.toy.markdown import block_markdown, update_readme
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tandem_eval.metrics.registry import fmt_value
+from tandem_eval.results import atomic_write_text
+from trainer.toy.aggregate import DECIMALS, LABELS, K
+from trainer.toy.verdicts import TAX_EFFECT, UNINFORMATIVE, conservative, fmt_ci
+
+README_BEGIN, README_END = "<!-- toy-summary:begin -->", "<!-- toy-summary:end -->"
+
+
+def _cell(cell: dict | None, m: str) -> str:
+    if not cell:
+        return "–"
+    return fmt_value(cell["mean"], *cell["ci"], DECIMALS.get(m, 1))
+
+
+def arms_table(summary: dict) -> list[str]:
+    cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact", "jargon", "terse"]
+    lines = [
+        "| scenario | arm | " + " | ".join(LABELS[c] for c in cols) + " | seeds × samples × problems |",
+        "|:--|:--|" + "--:|" * len(cols) + "--:|",
+    ]
+    for sc, entry in summary["scenarios"].items():
+        for arm, c in entry["arms"].items():
+            name = f"{arm} (= init)" if c.get("same_as") else arm
+            dims = f"{c['n_seeds']} × {c['n_samples']} × {c['n_problems']}"
+            lines.append(f"| {sc} | {name} | " + " | ".join(_cell(c.get(m), m) for m in cols) + f" | {dims} |")
+    return lines
+
+
+def differences_table(summary: dict) -> list[str]:
+    cols = ["solo_pass@1", "solo_pass@4", "handoff_pass@4", "tax@4", "junior_nll", "kl_exact"]
+    lines = [
+        "| scenario | difference | " + " | ".join(LABELS[c] for c in cols) + " | seeds paired |",
+        "|:--|:--|" + "--:|" * len(cols) + ":--|",
+    ]
+    for sc, entry in summary["scenarios"].items():
+        for name, d in entry["differences"].items():
+            cells = [fmt_ci(d[m], DECIMALS.get(m, 1), True) if m in d else "–" for m in cols]
+            lines.append(f"| {sc} | {name} | " + " | ".join(cells) + f" | {_seeds_cell(name, d)} |")
+    return lines
+
+
+def _seeds_cell(name: str, d: dict) -> str:
+    """The seeds a difference pairs, and those only one arm has (left out, named)."""
+    text = ", ".join(str(x) for x in d.get("paired_seeds", []))
+    arms = dict(zip("ab", name.split(" - ")))
+    left = [f"{arms[k]} {', '.join(str(x) for x in v)}" for k, v in d.get("unpaired_seeds", {}).items() if v]
+    return text + (f" ({'; '.join(left)} unpaired, left out)" if left else "")
+
+
+def precondition_line(entry: dict) -> str:
+    pre = entry.get("precondition")
+    if not pre:
+        return ""
+
+    def part(name, key, decimals):
+        c = pre.get(key)
+        if not c:
+            return f"{name} –"
+        boot = fmt_ci({"mean": c["mean"], "ci": c["bootstrap_ci"]}, decimals, True)
+        seed = fmt_ci({"mean": c["mean"], "ci": c["seed_ci"]}, decimals, True) if c["seed_ci"] else "– (one seed)"
+        return f"{name} {boot} (seed-level {seed})"
+
+    verdict = "holds" if pre["holds"] else f"fails: every claim on tandem is {UNINFORMATIVE}"
+    return (
+        f"Precondition ({pre['rule']}): {part('tax@4', 'grpo_tax@4_minus_init', 1)}; "
+        f"{part('junior NLL', 'grpo_junior_nll_minus_init', 3)}. **{verdict}**."
+    )
+
+
+def verdict_lines(summary: dict) -> list[str]:
+    lines = []
+    for sc, entry in summary["scenarios"].items():
+        lines += [f"**{sc}**", ""]
+        if line := precondition_line(entry):
+            lines += [line, ""]
+        lines += [
+            "| claim | rule (stated before the numbers) | bootstrap 95% CI "
+            "| seed-level 95% CI (t, S − 1 df) | outcome |",
+            "|:--|:--|:--|:--|:--|",
+        ]
+        lines += [
+            f"| {v['claim']} | {v['rule']} | {v['bootstrap']} | {v['seed_level']} | {v['outcome']}"
+            + (f" (the rule alone: {v['rule_outcome']})" if "rule_outcome" in v else "")
+            + " |"
+            for v in entry["verdicts"]
+        ]
+        lines.append("")
+    return lines
+
+
+def power_lines(summary: dict) -> list[str]:
+    lines = []
+    for sc, entry in summary["scenarios"].items():
+        hw = {
+            a: (c["tax@4"]["ci"][1] - c["tax@4"]["ci"][0]) / 2
+            for a, c in entry["arms"].items()
+            if a in ("grpo", "tandem") and "tax@4" in c
+        }
+        d = entry["differences"].get("tandem - grpo", {}).get("tax@4")
+        if not hw:
+            continue
+        parts = ", ".join(f"{a} ±{h:.1f}" for a, h in hw.items())
+        line = f"- {sc}: tax@4 CI half-width {parts} pts"
+        if d:
+            dhw = (d["ci"][1] - d["ci"][0]) / 2
+            line += f"; paired tandem − grpo tax@4 difference: bootstrap ±{dhw:.1f}"
+            if d.get("seed_ci"):
+                line += f", seed-level ±{(d['seed_ci'][1] - d['seed_ci'][0]) / 2:.1f}"
+            ci = conservative(d)
+            hw = (ci[1] - ci[0]) / 2 if ci else float("inf")
+            verdict = "resolves" if hw <= TAX_EFFECT else "cannot resolve"
+            line += f" pts (target ≤ {TAX_EFFECT:g}): {verdict} a {TAX_EFFECT:g}-point effect"
+        lines.append(line + ".")
+    return lines
+
+
+def training_lines(summary: dict) -> list[str]:
+    lines = [
+        "| scenario | arm | reward, first → last 10 steps | zero-variance groups, first → last 10 "
+        "| held-out solo pass@1 by step |",
+        "|:--|:--|--:|--:|:--|",
+    ]
+    for sc, entry in summary["scenarios"].items():
+        for arm, t in entry["training"].items():
+            curve = ", ".join(f"{s}: {v:.1f}" for s, v in t["heldout_pass@1"])
+            lines.append(
+                f"| {sc} | {arm} | {t['reward_first10']:.3f} → {t['reward_last10']:.3f} "
+                f"| {t['zero_std_first10']:.2f} → {t['zero_std_last10']:.2f} | {curve} |"
+            )
+    return lines
+
+
+def sweep_lines(summary: dict) -> list[str]:
+    sw = summary.get("lr_sweep")
+    if not sw:
+        return []
+    chosen = sw["chosen_lr"]
+    if isinstance(chosen, dict):  # one lr per arm (v3); v2 swept grpo only
+        runs_use = ", ".join(f"{a} {lr:g}" for a, lr in chosen.items())
+        head = f"Learning-rate check ({sw['scenario']}, seed {sw['seed']}; {sw['rule']}; the full runs use {runs_use}):"
+    else:
+        head = f"Learning-rate sweep ({sw['arm']}, {sw['scenario']}, seed {sw['seed']}; the full runs use {chosen:g}):"
+    lines = [
+        head,
+        "",
+        "| arm | lr | steps | reward, first → second half | zero-variance groups | held-out solo pass@1 at the end |",
+        "|:--|--:|--:|--:|--:|--:|",
+    ]
+
+    def num(x, spec):
+        return "–" if x is None else format(x, spec)
+
+    for r in sw["runs"]:
+        lines.append(
+            f"| {r.get('arm', sw.get('arm'))} | {r['lr']:g} | {r['steps']} | {num(r['reward_first_half'], '.3f')} → "
+            f"{num(r['reward_second_half'], '.3f')} | {num(r['zero_std_mean'], '.2f')} "
+            f"| {num(r['heldout_pass@1'], '.1f')} |"
+        )
+    return lines
+
+
+def block_markdown(summary: dict) -> str:
+    """The README's toy-summary block (also the body of summary.md)."""
+    lines = [
+        "Verdicts (each rule and threshold stated before its result; differences pair seed S of one arm with",
+        "seed S of the other, which share an evaluation seed, and each problem with itself; a seed only one arm",
+        "has is left out and named; each outcome rests on the wider of the two CIs, and a rule that fails says no):",
+        "",
+        *verdict_lines(summary),
+        "Per arm (mean over seeds × problems ± half-width of the 95% CI; seeds and problems resampled):",
+        "",
+        *arms_table(summary),
+        "",
+        "Paired differences (mean [95% CI]):",
+        "",
+        *differences_table(summary),
+        "",
+        "Power of the design:",
+        "",
+        *power_lines(summary),
+        "",
+        "Training (mean over seeds; held-out: 100 held-out problems, step 0 = the initial senior):",
+        "",
+        *training_lines(summary),
+        "",
+        *sweep_lines(summary),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def summary_markdown(summary: dict) -> str:
+    head = [
+        "# Toy world summary",
+        "",
+        "Written by `python -m trainer.toy.summary results/toy` from `summary.json` (same folder).",
+        "",
+        "",
+    ]
+    per_seed = []
+    for sc, entry in summary["scenarios"].items():
+        if entry.get("tax_vs_grpo_per_seed"):
+            per_seed += [
+                f"Per-seed paired tax@{K} difference tandem − grpo, {sc} (`tandem-eval compare --metric tax@{K}`):",
+                "",
+                "| seed | tandem tax@4 | grpo tax@4 | Δ (pts) | 95% CI | p |",
+                "|:--|--:|--:|--:|--:|--:|",
+                *(
+                    f"| {t['seed']} | {t['a']:.1f} | {t['b']:.1f} | {t['diff']:+.1f} "
+                    f"| [{t['low']:+.1f}, {t['high']:+.1f}] | {t['p_value']:.3g} |"
+                    for t in entry["tax_vs_grpo_per_seed"]
+                ),
+                "",
+            ]
+    return "\n".join(head) + block_markdown(summary) + ("\n" + "\n".join(per_seed) if per_seed else "")
+
+
+def update_readme(readme: str | Path, summary: dict) -> None:
+    """Replace the block between README_BEGIN and README_END with block_markdown(summary)."""
+    readme = Path(readme)
+    text = readme.read_text()
+    pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{readme} has no {README_BEGIN} ... {README_END} block")
+    new = f"{README_BEGIN}\n{block_markdown(summary)}{README_END}"
+    atomic_write_text(readme, pattern.sub(lambda _: new, text))
+
+
+def readme_block(readme: str | Path) -> str:
+    """The current text between the README's markers (for the regeneration test)."""
+    text = Path(readme).read_text()
+    return text.split(README_BEGIN, 1)[1].split(README_END, 1)[0].lstrip("\n")

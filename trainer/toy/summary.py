@@ -1,0 +1,121 @@
+"""The toy world's summary: per scenario the arms and their paired differences (trainer/toy/aggregate.py),
+the training logs (training.py), the precondition and verdicts (verdicts.py), written as
+
+    results/toy/summary.json   the machine-readable summary (schema below); everything else is made from it
+    results/toy/summary.md     tables, differences, verdicts, power, training and lr-check summaries (markdown.py)
+    results/toy/summary.png    solo / handoff pass@4 and drift per arm          (+ .pdf; figures.py)
+    results/toy/frontier.png   solo vs handoff pass@4: kl-reg's coefficients against tandem's single point
+    results/toy/training.png   reward, zero-variance groups and held-out pass@1 along RL
+
+and, with --readme, the block between the README's toy-summary markers.
+
+summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "ci": [lo, hi]}, ...,
+"n_seeds": int, "n_samples": int, "n_problems": int}}, "differences": {"A - B": {METRIC: {"mean", "ci",
+"seed_ci"}, "paired_seeds": [...], "unpaired_seeds": {"a": [...], "b": [...]}}}, "precondition":
+{"grpo_tax@4_minus_init": {...}, "grpo_junior_nll_minus_init": {...}, "holds": bool, "rule": str},
+"verdicts": [{"claim", "rule", "bootstrap", "seed_level", "outcome", ...}], "training": {...},
+"tax_vs_grpo_per_seed": [...]}}, "lr_sweep": {...}, "thresholds": {...}}. Verdicts rest on the hull of
+the two CIs, and none is given on tandem unless the precondition (GRPO pays a tax of its own) holds.
+
+    python -m trainer.toy.summary results/toy [--readme README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tandem_eval.results import atomic_write_text
+from tandem_eval.schemas import to_jsonable
+from trainer.toy.aggregate import (
+    ALPHA,
+    N_BOOT,
+    SCENARIOS,
+    arm_runs,
+    arm_summary,
+    difference,
+    frame,
+    tax_vs_grpo,
+)
+from trainer.toy.figures import plot_frontier, plot_summary, plot_training
+from trainer.toy.markdown import summary_markdown, update_readme
+from trainer.toy.training import training_summary
+from trainer.toy.verdicts import PARITY, RL_GAIN, TAX_EFFECT, precondition, verdicts
+
+
+def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ...]]) -> dict:
+    results = Path(results)
+    summary: dict = {
+        "method": "mean over seeds x problems; 95% CI: two-way clustered bootstrap (seeds and problems), "
+        f"{N_BOOT} resamples (metrics.stats.scoped_cis); differences also a seed-level paired t CI over the "
+        "seeds' macro differences (S - 1 df, metrics.stats.t_interval); verdicts use the hull of the two",
+        "thresholds": {"parity_pts": PARITY, "tax_effect_pts": TAX_EFFECT, "rl_gain_pts": RL_GAIN, "alpha": ALPHA},
+        "scenarios": {},
+    }
+    for sc, wanted in arms_by_scenario.items():
+        if not (results / sc).is_dir():
+            continue
+        runs = arm_runs(results / sc)
+        frames = {arm: frame(seeds) for arm, seeds in runs.items()}
+        order = [a for a in ("junior", "init", *wanted) if a in runs]
+        arms = {a: arm_summary(frames[a], runs[a]) for a in order}
+        if "junior" not in arms and "init" in arms:  # self-paired: the junior IS the initial senior
+            arms = {"junior": {**arms["init"], "same_as": "init"}, **arms}
+            for m in ("handoff_pass@4", "tax@4", "kl_exact", "junior_nll"):
+                arms["junior"].pop(m, None)
+        pairs = [("grpo", "init"), ("tandem", "init"), ("tandem", "grpo")]
+        pairs += [(a, b) for a in wanted if a.startswith("kl-reg@") for b in ("grpo", "tandem")]
+        diffs = {f"{a} - {b}": difference(frames[a], frames[b]) for a, b in pairs if a in frames and b in frames}
+        entry = {
+            "arms": arms,
+            "differences": diffs,
+            "tax_vs_grpo_per_seed": tax_vs_grpo(results / sc),
+            "training": {a: t for a in wanted if (t := training_summary(results / sc, a))},
+        }
+        entry["precondition"] = precondition(diffs)
+        entry["verdicts"] = verdicts(entry)
+        summary["scenarios"][sc] = entry
+    if (results / "lr_sweep.json").exists():
+        summary["lr_sweep"] = json.loads((results / "lr_sweep.json").read_text())
+    return to_jsonable(summary)
+
+
+def write_summary(
+    results: str | Path, arms_by_scenario: dict[str, tuple[str, ...]], readme: Path | None = None
+) -> dict:
+    """summary.json, summary.md and the figures under `results`; the README block when `readme` is given."""
+    results = Path(results)
+    summary = build_summary(results, arms_by_scenario)
+    # key order kept (not sorted): scenarios, arms and differences read in the order they are rendered
+    atomic_write_text(results / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(results / "summary.md", summary_markdown(summary))
+    plot_summary(summary, results)
+    plot_frontier(summary, results)
+    plot_training(summary, results)
+    if readme is not None:
+        update_readme(readme, summary)
+    return summary
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="Write the toy world's summary from its results folder")
+    ap.add_argument("results", nargs="?", default="results/toy")
+    ap.add_argument("--readme", type=Path, help="also rewrite this README's toy-summary block")
+    args = ap.parse_args(argv)
+    root = Path(args.results)
+    if not any((root / sc).is_dir() for sc in SCENARIOS):
+        folders = ", ".join(f"{sc}/" for sc in SCENARIOS)
+        print(f"error: {root} holds no toy-world scenario folder ({folders}); run `make toy` first", file=sys.stderr)
+        raise SystemExit(2)
+    arms = {}
+    for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
+        found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
+        arms[sc] = tuple(sorted(found, key=lambda a: (a.startswith("kl-reg"), a != "grpo", a)))
+    write_summary(root, arms, readme=args.readme)
+    print((root / "summary.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,480 @@
+"""`make toy`: the paper's whole experiment in the toy world, from scratch, on two CPU cores.
+
+Stages (each skips what is already done, so an interrupted run resumes):
+  1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks
+  2. init      SFT: the plain base senior, then from it the emergent senior (30% of steps terse),
+               the self-paired senior (shortcut mix) -- each also its own junior -- and the jargon
+               senior (the jargon junior is the base)
+  3. held-out the initial seniors' held-out solo pass@k (step 0 of the learning curves)
+  4. lr check  grpo and tandem, emergent, seed 0, a short run per learning rate; each arm takes the lr
+               whose run ends with the best held-out solo pass@4 (grpo-g16 and kl-reg take grpo's)
+               -> results/toy/lr_sweep.json
+  5. train     RL arms grpo, tandem (word schedule), grpo-g16 (16 rollouts per prompt, tandem's
+               compute) and kl-reg@COEF (k3 KL toward the senior's initial checkpoint) x seeds x
+               scenarios with tandem-train, the paper's recipe shape (rollout T 0.6, constant lr);
+               held-out solo pass@k every `heldout_every` steps: the curves, and the checkpoint each
+               arm keeps by the same rule (selected_checkpoint: best held-out solo pass@4)
+  6. evaluate  every selected senior, and the initial senior and the junior on every seed: solo,
+               paragraph handoff, legibility, drift (tandem-eval) into
+               results/toy/<scenario>/<arm>/seed<S>/, seed by seed. Seed S is evaluated with run seed
+               eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the same
+               ones (common random numbers for the paired comparisons)
+  7. tables    results/toy/summary.json (+ summary.md, figures, the README block), with the
+               precondition and verdicts: trainer/toy/summary.py
+  8. bundle    seed-0 selected checkpoints (BUNDLE) -> tandem_eval/toy/checkpoints/<scenario>/<arm>
+  9. report    tandem-eval report results/toy --out results/toy/report
+
+    python -m trainer.toy.world [--scale full|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
+                                [--readme README.md] [--no-bundle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tandem_eval.models import TOY_DIR
+from trainer.toy.aggregate import SCENARIOS
+from trainer.toy.task import write_benchmark
+
+REPO = Path(__file__).resolve().parents[2]
+CKPT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "tandem_meta.json",
+)
+
+
+@dataclass(frozen=True)
+class Scale:
+    sft_steps: tuple[int | None, ...]  # base, then each of SCENARIOS (None: the recipe's)
+    rl_steps: int
+    prompts_per_step: int
+    group_size: int
+    lr: float
+    seeds: tuple[int, ...]
+    n_train: int
+    n_test: int
+    eval_limits: tuple[tuple[str, int], ...]  # (scenario, first N test problems) where fewer suffice
+    n_samples: int
+    max_new_tokens: int
+    budgets: tuple[tuple[str, int], ...]  # (scenario, new-token budget) where it differs from max_new_tokens
+    kl_coefs: tuple[tuple[str, tuple[float, ...]], ...]  # (scenario, coefficients of its kl-reg arms)
+    n_heldout: int
+    heldout_every: int
+    heldout_n: int
+    lr_sweep: tuple[float, ...]
+    sweep_steps: int
+    g16_scenarios: tuple[str, ...]  # scenarios with the compute-matched grpo-g16 arm
+    scenarios: tuple[str, ...]  # the scenarios this scale runs (a subset of SCENARIOS)
+
+    def arms(self, scenario: str) -> tuple[str, ...]:
+        g16 = ("grpo-g16",) if scenario in self.g16_scenarios else ()
+        return ("grpo", "tandem", *g16, *(kl_arm(c) for c in dict(self.kl_coefs)[scenario]))
+
+    def budget(self, scenario: str) -> int:
+        """New-token budget of the scenario's rollouts and evaluations (one budget for both)."""
+        return dict(self.budgets).get(scenario, self.max_new_tokens)
+
+
+def kl_arm(coef: float) -> str:
+    return f"kl-reg@{coef:g}"
+
+
+def kl_coef(arm: str) -> float | None:
+    return float(arm.split("@", 1)[1]) if arm.startswith("kl-reg@") else None
+
+
+SCALES = {
+    "full": Scale(
+        sft_steps=(None, None, None, None),
+        rl_steps=60,
+        prompts_per_step=8,
+        group_size=8,
+        lr=1e-4,
+        seeds=(0, 1, 2, 3, 4, 5),
+        n_train=4000,
+        n_test=300,
+        # jargon's effects are tens of points; half the problems keep `make toy` within budget
+        eval_limits=(("jargon", 150),),
+        n_samples=8,
+        max_new_tokens=256,
+        # emergent: 3-4-step plain CoTs (~79 / ~99 tokens) overrun 72 tokens, all-terse ones (~49 / ~63) fit,
+        # and so do 3-step CoTs with one terse step; 4-step CoTs whose steps alternate terse/plain (~77) do not
+        budgets=(("emergent", 72),),
+        kl_coefs=(("emergent", (0.1, 1.0)), ("self-paired", (0.1, 1.0, 10.0)), ("jargon", (1.0,))),
+        n_heldout=100,
+        heldout_every=20,
+        heldout_n=4,
+        lr_sweep=(3e-5, 1e-4, 3e-4),
+        sweep_steps=20,
+        g16_scenarios=("emergent",),
+        scenarios=SCENARIOS,
+    ),
+    "ci": Scale(
+        sft_steps=(4, 2, 2, 2),
+        rl_steps=1,
+        prompts_per_step=2,
+        group_size=2,
+        lr=5e-5,
+        seeds=(0,),
+        n_train=40,
+        n_test=3,
+        eval_limits=(("jargon", 2),),
+        n_samples=4,
+        max_new_tokens=48,
+        budgets=(("emergent", 32),),
+        kl_coefs=(("emergent", (0.1,)), ("self-paired", ()), ("jargon", ())),
+        n_heldout=2,
+        heldout_every=1,
+        heldout_n=1,
+        lr_sweep=(5e-5,),
+        sweep_steps=1,
+        g16_scenarios=("emergent",),
+        # One scenario keeps `make test` within budget: the self-paired and jargon scenarios run the
+        # emergent scenario's code with other SFT data (their aggregation is tested on constructed data).
+        scenarios=("emergent",),
+    ),
+}
+
+
+def eval_seed(seed: int) -> int:
+    """The evaluation run seed of training seed `seed` (and of the untrained arms' seed-`seed` runs)."""
+    return 1000 + seed
+
+
+def log(msg: str) -> None:
+    print(f"[toy {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def run(cmd: list[str], logfile: Path | None = None) -> None:
+    """One stage command in a fresh process (1 torch thread: jobs share two cores)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if logfile:
+        logfile.parent.mkdir(parents=True, exist_ok=True)
+    out = open(logfile, "a") if logfile else None
+    try:
+        res = subprocess.run(
+            [sys.executable, *cmd],
+            cwd=REPO,
+            env=env,
+            stdout=out or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if out else subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        if out:
+            out.close()
+    if res.returncode:
+        detail = res.stderr[-2000:] if res.stderr else f"see {logfile}"
+        raise RuntimeError(f"failed: {' '.join(cmd)}\n{detail}")
+
+
+def stage_data(work: Path, s: Scale) -> dict[str, Path]:
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    paths = {"train": data / "train.jsonl", "heldout": data / "heldout.jsonl", "test": data / "test.jsonl"}
+    sizes = {"train": (s.n_train, 2000), "heldout": (s.n_heldout, 0), "test": (s.n_test, 0)}
+    for split, path in paths.items():  # RL's seed differs from SFT's (0, 1000): RL sees fresh problems
+        if not path.exists():
+            write_benchmark(path, split, sizes[split][0], seed=sizes[split][1])
+    return paths
+
+
+def _sft(out: Path, scenario: str, steps: int | None, work: Path, init_from: Path | None = None) -> None:
+    if (out / "config.json").exists():
+        return
+    log(f"SFT: {scenario} senior" + (f" (continues {init_from.name})" if init_from else ""))
+    cmd = ["-m", "trainer.toy.sft", "--scenario", scenario, "--role", "senior", "--out", str(out)]
+    cmd += ["--init-from", str(init_from)] if init_from else []
+    cmd += ["--steps", str(steps)] if steps else []
+    run(cmd, work / "logs" / "sft.log")
+
+
+def stage_init(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
+    """Initial checkpoints: {scenario: {"senior": path, "junior": path}}."""
+    init = work / "init"
+    base = init / "base"
+    _sft(base, "base", s.sft_steps[0], work)
+    for scenario, steps in zip(SCENARIOS, s.sft_steps[1:]):
+        if scenario in s.scenarios:
+            _sft(init / scenario / "senior", scenario, steps, work, init_from=base)
+    # self-paired and emergent: the junior IS the senior's initial checkpoint; jargon: the plain base
+    pairs = {sc: {"senior": init / sc / "senior", "junior": init / sc / "senior"} for sc in SCENARIOS}
+    pairs["jargon"]["junior"] = base
+    return {sc: pair for sc, pair in pairs.items() if sc in s.scenarios}
+
+
+def checkpoints(out: Path) -> dict[int, Path]:
+    """{step: checkpoint folder} of a training run's finished checkpoints."""
+    found = {}
+    for ck in out.glob("checkpoint-*"):
+        meta = ck / "tandem_meta.json"
+        if meta.exists():
+            found[int(json.loads(meta.read_text())["step"])] = ck
+    return dict(sorted(found.items()))
+
+
+def final_checkpoint(out: Path, steps: int) -> Path | None:
+    return checkpoints(out).get(steps)
+
+
+SELECT_K = 4  # the paper keeps the checkpoint with the best held-out solo pass@4 (aggregate.heldout_score)
+
+
+def selected_checkpoint(out: Path, steps: int) -> tuple[Path, int]:
+    """The rule every arm's checkpoint is chosen by (the paper's): the best held-out solo pass@SELECT_K
+    (pass@1 where the held-out n is smaller) among the run's evaluated checkpoints; a tie goes to the
+    later step (more training at the same held-out score). (checkpoint, step)."""
+    from trainer.toy.training import heldout_score, read_jsonl
+
+    cks, best = checkpoints(out), None
+    for rec in read_jsonl(out / "eval_log.jsonl"):
+        score, step = heldout_score(rec), int(rec["step"])
+        if score is not None and step in cks and (best is None or (score, step) >= best):
+            best = (score, step)
+    step = best[1] if best else steps
+    return cks[step], step
+
+
+def train_job(
+    out: Path, data: dict, pair: dict, s: Scale, sc: str, arm: str, seed: int, lr: float, steps: int, every: int
+) -> Path:
+    """One RL run (resumable); its final checkpoint."""
+    ck = final_checkpoint(out, steps)
+    if ck is not None:
+        return ck
+    log(f"RL {out.relative_to(out.parents[3])} (lr {lr:g}, {steps} steps)")
+    coef = kl_coef(arm)
+    budget = s.budget(sc)
+    group = 2 * s.group_size if arm == "grpo-g16" else s.group_size  # compute-matched: 2x the rollouts
+    sets = [
+        f"senior={pair['senior']}",
+        f"junior={pair['junior']}",
+        f"train_data={data['train']}",
+        f"steps={steps}",
+        f"prompts_per_step={s.prompts_per_step}",
+        f"group_size={group}",
+        f"micro_batch={s.group_size}",
+        f"rollout_batch={s.prompts_per_step * group}",
+        f"lr={lr}",
+        f"max_new_tokens={budget}",
+        "max_context=512",
+        f"seed={seed}",
+        f"output_dir={out}",
+        f"save_every={every}",
+        # held-out solo pass@k along the run: the learning curve (eval_log.jsonl) and the checkpoint choice
+        f"eval.every={every}",
+        f"eval.benchmarks=[{data['heldout']}]",
+        "eval.modes=[solo]",
+        f"eval.n={s.heldout_n}",
+        f"eval.limit={s.n_heldout}",
+        f"eval.ks=[{heldout_ks(s)}]",
+        f"eval.max_new_tokens={budget}",
+        "eval.max_context=512",
+        "eval.batch_size=256",
+    ]
+    if coef is not None:  # the paper's KL-reg: k3 KL toward the senior's initial checkpoint
+        sets += [f"beta={coef}", "kl_ref=init"]
+    out.mkdir(parents=True, exist_ok=True)
+    recipe = REPO / "trainer" / "recipes" / f"cpu-{arm.split('@')[0]}.yaml"
+    run(["-m", "trainer", "--recipe", str(recipe), "--resume", "auto", "--set", *sets], out / "train.out")
+    ck = final_checkpoint(out, steps)
+    if ck is None:
+        raise RuntimeError(f"training {out} finished without a step-{steps} checkpoint")
+    return ck
+
+
+def heldout_ks(s: Scale) -> str:
+    """The held-out pass@k values: 1 and the selection rule's SELECT_K (as far as heldout_n allows)."""
+    return ",".join(str(k) for k in sorted({1, min(SELECT_K, s.heldout_n)}))
+
+
+def budget_args(s: Scale, scenario: str) -> list[str]:
+    """tandem-eval options every toy evaluation of a scenario shares (token budget, batch, quiet)."""
+    return ["--max-new-tokens", str(s.budget(scenario)), "--max-context", "512", "--batch-size", "1024", "-q"]
+
+
+def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, senior: Path, junior: Path) -> None:
+    out = results / sc / arm / f"seed{seed}"
+    if (out / "DONE").exists():
+        return
+    log(f"evaluate {sc}/{arm}/seed{seed}")
+    ks = ",".join(str(k) for k in (1, 2, 4, 8) if k <= s.n_samples)
+    common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
+    common += budget_args(s, sc)
+    if sc in dict(s.eval_limits):
+        common += ["--limit", str(dict(s.eval_limits)[sc])]
+    label = f"{sc}/{arm}/s{seed}"
+    logf = out / "eval.log"
+    out.mkdir(parents=True, exist_ok=True)
+    if arm == "junior":  # the junior alone: its solo accuracy is the floor the seniors must beat
+        cmd = ["-m", "tandem_eval.cli", "solo", "--senior", str(senior), "--out", str(out), "--label", label]
+        run([*cmd, *common], logf)
+    else:
+        cmd = ["-m", "tandem_eval.cli", "handoff", "--senior", str(senior), "--junior", str(junior)]
+        run([*cmd, "--out", str(out), "--label", label, *common], logf)
+        for lens in ("legibility", "drift"):
+            run(
+                ["-m", "tandem_eval.cli", lens, "--senior", str(senior), "--junior", str(junior)]
+                + ["--run", str(out / "solo"), "--n-boot", "200"],
+                logf,
+            )
+    (out / "DONE").write_text(str(senior) + "\n")
+
+
+SWEEP_ARMS = ("grpo", "tandem")  # the lr check: each picks its own lr; grpo-g16 and kl-reg take grpo's
+
+
+def sweep_lr(s: Scale, chosen: dict[str, float], arm: str) -> float:
+    return chosen.get(arm if arm in SWEEP_ARMS else "grpo", s.lr)
+
+
+def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> dict:
+    """The lr check, then the RL runs, then their evaluations, `jobs` processes at a time; writes
+    results/lr_sweep.json and returns the selected checkpoints of the arms {(sc, arm, seed): path}."""
+    from trainer.toy.training import choose_lr, write_lr_sweep
+
+    sc0 = s.scenarios[0]  # the lr check runs in the first scenario (emergent), seed 0
+    keys = [(sc, arm, seed) for sc in s.scenarios for arm in s.arms(sc) for seed in s.seeds]
+    sweep = {(arm, lr): work / "lr-sweep" / arm / f"lr{lr:g}" / "seed0" for arm in SWEEP_ARMS for lr in s.lr_sweep}
+
+    def train_sweep(key):
+        arm, lr = key
+        return train_job(sweep[key], data, init[sc0], s, sc0, arm, 0, lr, s.sweep_steps, s.sweep_steps)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(train_sweep, sweep))
+        chosen = choose_lr(sweep)
+        write_lr_sweep(results, sweep, chosen, scenario=sc0)
+
+        def train(key):
+            sc, arm, seed = key
+            out = work / "train" / sc / arm / f"seed{seed}"
+            train_job(out, data, init[sc], s, sc, arm, seed, sweep_lr(s, chosen, arm), s.rl_steps, s.heldout_every)
+            return selected_checkpoint(out, s.rl_steps)[0]
+
+        picks = dict(zip(keys, pool.map(train, keys)))
+        # the self-paired and emergent juniors are the initial seniors themselves: their solo runs are init's
+        untrained = [(sc, "init", init[sc]["senior"]) for sc in s.scenarios]
+        untrained += [("jargon", "junior", init["jargon"]["junior"])] if "jargon" in s.scenarios else []
+        # every seed of the untrained arms, beside the RL arms' same seed: differences pair on every seed
+        evals = [(sc, arm, seed, ck) for seed in s.seeds for sc, arm, ck in untrained]
+        evals += [(sc, arm, seed, picks[(sc, arm, seed)]) for sc, arm, seed in keys]
+        evals.sort(key=lambda e: e[2])  # seed by seed: an interrupted run has whole seeds
+        list(pool.map(lambda e: eval_job(results, data, s, e[0], e[1], e[2], e[3], init[e[0]]["junior"]), evals))
+    copy_training_logs(results, picks, s)
+    return picks
+
+
+def copy_training_logs(results: Path, picks: dict, s: Scale) -> None:
+    """Training and held-out curves travel with the results: results/<sc>/<arm>/seed<S>/train/."""
+    for (sc, arm, seed), ck in picks.items():
+        dst = results / sc / arm / f"seed{seed}" / "train"
+        dst.mkdir(parents=True, exist_ok=True)  # a sibling of the run folders: not final evaluations
+        for name in ("train_log.jsonl", "eval_log.jsonl"):
+            if (ck.parent / name).exists():
+                shutil.copy(ck.parent / name, dst / name)
+        meta = {"arm": f"{sc}/{arm}/s{seed}", "selected_step": selected_checkpoint(ck.parent, s.rl_steps)[1]}
+        (dst / "tandem_meta.json").write_text(json.dumps(meta) + "\n")
+
+
+def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Scale) -> None:
+    """Held-out solo pass@1 of each initial senior, step 0 of the learning curves: a run folder under
+    `work` and its pass@k record in results/<scenario>/init/heldout.jsonl (eval_log.jsonl's format)."""
+    for sc in s.scenarios:
+        record = results / sc / "init" / "heldout.jsonl"
+        if record.exists():
+            continue
+        log(f"held-out evaluation of the {sc} initial senior")
+        out = work / "heldout" / sc / "init"
+        run(
+            ["-m", "tandem_eval.cli", "solo", "--senior", str(init[sc]["senior"]), "--out", str(out)]
+            + ["--benchmark", str(data["heldout"]), "--n", str(s.heldout_n), "--k", heldout_ks(s), "--seed", "0"]
+            + ["--limit", str(s.n_heldout)]
+            + budget_args(s, sc),
+            work / "logs" / "heldout.log",
+        )
+        metrics = json.loads((out / "solo" / "metrics.json").read_text())
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(
+            json.dumps({"step": 0, "checkpoint": str(init[sc]["senior"]), "solo": metrics["pass_at_k"]}) + "\n"
+        )
+
+
+# What is bundled (2.4 MB a checkpoint, <= 30 MB in all): the emergent and jargon pairs whole, and of
+# the self-paired negative control the pair the demo evaluates (toy:tandem = toy:self-paired/tandem).
+BUNDLE = {
+    "emergent": ("junior", "init", "grpo", "tandem", "kl-reg"),
+    "jargon": ("junior", "init", "grpo", "tandem", "kl-reg"),
+    "self-paired": ("junior", "tandem"),
+}
+
+
+def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TOY_DIR) -> None:
+    """Seed-0 selected checkpoints (weights, tokenizer, metadata only) as toy:<scenario>/<arm> (the arms
+    of BUNDLE), plus the test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). kl-reg is
+    bundled once, at the middle coefficient, as toy:<scenario>/kl-reg."""
+    (dest.parent / "data").mkdir(parents=True, exist_ok=True)
+    shutil.copy(data["test"], dest.parent / "data" / "test.jsonl")
+    picks = {(sc, "junior"): init[sc]["junior"] for sc in init}
+    picks.update({(sc, "init"): init[sc]["senior"] for sc in init})
+    for (sc, arm, seed), ck in picks_.items():
+        coefs = dict(s.kl_coefs)[sc]
+        if seed == 0 and (kl_coef(arm) is None or kl_coef(arm) == coefs[len(coefs) // 2]):
+            picks[(sc, arm.split("@")[0])] = ck
+    picks = {(sc, name): src for (sc, name), src in picks.items() if name in BUNDLE.get(sc, ())}
+    for (sc, name), src in picks.items():
+        dst = dest / sc / name
+        if dst.exists():
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
+        for f in CKPT_FILES:
+            if (src / f).exists():
+                shutil.copy(src / f, dst / f)
+        meta = json.loads((src / "tandem_meta.json").read_text()) if (src / "tandem_meta.json").exists() else {}
+        meta.update({"junior": f"toy:{sc}/junior", "scenario": sc, "arm": meta.get("arm", name)})
+        (dst / "tandem_meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=list(SCALES), default="full")
+    ap.add_argument("--results", type=Path, default=REPO / "results" / "toy")
+    ap.add_argument("--work", type=Path, default=REPO / "runs" / "toy")
+    ap.add_argument("--jobs", type=int, default=2, help="processes at a time (1 torch thread each)")
+    ap.add_argument("--no-bundle", action="store_true", help="do not refresh tandem_eval/toy/checkpoints")
+    ap.add_argument("--readme", type=Path, help="rewrite this README's toy-summary block from the new summary")
+    args = ap.parse_args(argv)
+    s, t0 = SCALES[args.scale], time.time()
+    args.work, args.results = args.work.resolve(), args.results.resolve()
+    data = stage_data(args.work, s)
+    init = stage_init(args.work, s)
+    stage_heldout_init(args.work, args.results, data, init, s)
+    finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)
+    from trainer.toy.summary import write_summary
+
+    write_summary(args.results, {sc: s.arms(sc) for sc in s.scenarios}, readme=args.readme)
+    if not args.no_bundle:
+        stage_bundle(finals, init, data, s)
+    run(
+        ["-m", "tandem_eval.cli", "report", str(args.results), "--out", str(args.results / "report")],
+        args.work / "logs" / "report.log",
+    )
+    log(f"done in {(time.time() - t0) / 60:.1f} min: {args.results}")
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,12 @@ PYTHONPATH=$PWD python -m pytest -q tests/test_layering.py
 
 from __future__ import annotations
 
+import ast
+import graphlib
 import re
 from pathlib import Path
+
+import pytest
 
 LIBRARY = Path(__file__).resolve().parents[1] / "tandem_eval"
 # an optimizer, a backward pass or an optimizer step: the signs of a training loop
@@ -35,3 +39,57 @@ def test_the_evaluation_library_never_imports_the_trainer():
 
 def test_the_pattern_sees_a_training_loop():
     assert TRAINING.search("opt = torch.optim.AdamW(model.parameters())\nloss.backward()\nopt.step()")
+
+
+def _unit(lib: Path, parts: tuple[str, ...]) -> str | None:
+    """The library unit a dotted module path falls in: a top-level module, or a whole subpackage."""
+    if len(parts) < 2 or parts[0] != lib.name:
+        return None
+    name = parts[1]
+    if (lib / name).is_dir():
+        return f"{name}/"
+    return name if (lib / f"{name}.py").exists() else None
+
+
+def import_graph(lib: Path = LIBRARY) -> dict[str, set[str]]:
+    """{unit: units it imports}, counting imports inside functions too (a lazy import is still a
+    dependency: it only hides a cycle from the interpreter, not from the reader)."""
+    graph: dict[str, set[str]] = {}
+    for f in sorted(lib.rglob("*.py")):
+        rel = f.relative_to(lib.parent).with_suffix("").parts
+        package = rel[:-1]
+        me = _unit(lib, rel if rel[-1] != "__init__" else (*package, "__init__"))
+        if me is None:
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - (node.level - 1)]
+                mods = [(*base, *node.module.split("."))] if node.module else [(*base, a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [tuple(node.module.split("."))]
+            elif isinstance(node, ast.Import):
+                mods = [tuple(a.name.split(".")) for a in node.names]
+            else:
+                continue
+            graph.setdefault(me, set()).update(u for m in mods if (u := _unit(lib, m)) and u != me)
+    return graph
+
+
+def test_the_library_imports_in_one_direction():
+    """No import cycle between the library's modules and subpackages (ARCHITECTURE.md's layers);
+    graphlib names the cycle if one appears."""
+    graph = import_graph()
+    assert {"cli", "generate", "plan", "score", "engines/", "report/"} <= set(graph)
+    order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError naming the cycle
+    assert order.index("schemas") < order.index("results") < order.index("generate") < order.index("cli")
+
+
+def test_the_cycle_check_sees_a_lazy_import(tmp_path):
+    lib = tmp_path / "tandem_eval"
+    (lib / "sub").mkdir(parents=True)
+    (lib / "a.py").write_text("from .sub.b import x\n")
+    (lib / "sub" / "__init__.py").write_text("")
+    (lib / "sub" / "b.py").write_text("def x():\n    from ..a import y  # lazy, inside a function\n")
+    assert import_graph(lib) == {"a": {"sub/"}, "sub/": {"a"}}
+    with pytest.raises(graphlib.CycleError):
+        list(graphlib.TopologicalSorter(import_graph(lib)).static_order())

@@ -46,7 +46,7 @@ from tandem_eval.config import Sampling
 from tandem_eval.data.benchmarks import load_benchmark
 from tandem_eval.data.prompts import prompt_ids
 from tandem_eval.engines.base import position_uniform
-from tandem_eval.engines.hf import HFEngine, _Row
+from tandem_eval.engines.hf import HFEngine
 from tandem_eval.engines.sampling import filtered_probs
 from tandem_eval.schedules import make_schedule
 from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
@@ -178,7 +178,7 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
         group = all_specs[a : a + batch]
         rngs = [np.random.default_rng(s.seed) for s in group]
         states = [sched.init(r) for r in rngs]
-        rows = {e: [_new_row(e, ("ls", s.key)) for s in group] for e in (senior, junior)}
+        rows = {e: [e._store.row(("ls", s.key)) for s in group] for e in (senior, junior)}
         feeds = [list(s.prompt_ids) for s in group]
         for step in range(tokens):
             logits = {e: e._forward(rows[e], feeds) for e in (senior, junior)}
@@ -206,10 +206,6 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
         "catchup": 0.0,
         "handoffs": handoffs / n,
     }
-
-
-def _new_row(engine: HFEngine, key) -> _Row:
-    return engine._new_row(key)
 
 
 def _counted(fn, engines):

@@ -166,13 +166,15 @@ class HFEngine:
 
     @torch.inference_mode()
     def step(self) -> list[Completion]:
-        """One packed forward over up to max_batch traces (oldest requests first): decode rows,
+        """One packed forward over up to max_batch traces (oldest traces first): decode rows,
         short catch-ups and prefills together, so a catch-up costs no forward of its own.
 
         Prefill tokens per forward are capped by `prefill_tokens`: a feed that does not fit is fed in
         chunks over the next steps and samples once its last chunk is in.
         """
-        group = list(self._live.values())[: self.max_batch]
+        group = list(self._live.values())
+        if len(group) > self.max_batch:  # a trace back from the other model does not queue behind younger ones
+            group = sorted(group, key=lambda sg: sg.row.born)[: self.max_batch]
         short = [lv for lv in group if len(lv.pending) <= MERGE_TOKENS]
         budget = self.prefill_tokens - len(short) * max((len(lv.pending) for lv in short), default=0)
         feeds = {id(lv): lv.pending for lv in short}

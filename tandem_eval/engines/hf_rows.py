@@ -42,6 +42,7 @@ ATTENTION = "tandem_rows"  # registered attention names: ATTENTION + "_" + the m
 class Row:
     slot: int
     tokens: list[int] = field(default_factory=list)  # tokens whose K/V are in the store
+    born: int = 0  # the order in which the store first saw the trace (the engine serves older ones first)
 
 
 class RowStore:
@@ -55,12 +56,13 @@ class RowStore:
         self.v: dict[int, torch.Tensor] = {}
         self.rows: dict[Hashable, Row] = {}
         self.owner: dict[int, Row] = {}
+        self._born = itertools.count()
 
     def row(self, key: Hashable) -> Row:
         """Trace `key`'s row; a new one in the lowest free slot if it has none."""
         if key not in self.rows:
             slot = next(s for s in itertools.count() if s not in self.owner)
-            self.rows[key] = self.owner[slot] = Row(slot)
+            self.rows[key] = self.owner[slot] = Row(slot, born=next(self._born))
         return self.rows[key]
 
     def drop(self, key: Hashable) -> None:

@@ -11,9 +11,11 @@ Besides tokens/s and its ratio to solo (machine-dependent), and the same ratio i
 second of this process (`cpu x`; with --threads 1 it counts no time spent waiting for a core, so
 it holds on a busy shared machine), each row reports machine-independent counts: engine steps
 (model forward calls; one per step on both backends) per generated token, both models together;
-for HF, mean rows per forward from the engine's counters; handoffs per trace; and catch-up tokens
-per handoff (the tokens the other model wrote that a model prefills when a trace comes back).
-These are what carry over to a GPU.
+mean rows per forward and tokens fed per generated token (every token a model computes: prompts,
+catch-ups, recomputed prefix-cache misses, decode inputs), both from the engines' counters;
+handoffs per trace; and catch-up tokens per handoff (the tokens the other model wrote that a model
+prefills when a trace comes back). Forward counts are what carry over to a GPU; on a CPU a forward
+costs about its tokens, so tokens fed bound the CPU ratio. The header gives the load average.
 
 Real checkpoints: `--senior PATH --junior PATH --benchmark FILE` takes prompts from a benchmark
 file (or registry name) through the checkpoint's own chat template, so paragraph lengths are real.
@@ -35,6 +37,7 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -306,7 +309,7 @@ def main() -> None:
         f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'fed/token':>11}"
         f"{'handoffs':>10}{'catchup':>9}"
         f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={args.tokens}, batch={b}, "
-        f"best of {args.repeats})"
+        f"best of {args.repeats}, load average {os.getloadavg()[1]:.1f} over the last 5 min)"
     )
     for name, r in best.items():
         b = base[name.rsplit(" ", 1)[0]]

@@ -5,7 +5,9 @@ forward pass over up to `max_batch` traces, packed into a single sequence: trace
 token (decode) or a few (a short catch-up) side by side with prefills of any length (a prompt, or
 the paragraph the other model wrote since this model last saw the trace: the "catch-up"), the
 longest split over steps (chunked prefill). Traces join and leave between steps, so neither model
-waits for the other's stragglers, and a catch-up never costs a forward of its own.
+waits for the other's stragglers, and a catch-up never costs a forward of its own. A new trace
+copies the keys and values of the longest cached prefix another trace holds (the samples of a
+problem share its prompt) instead of recomputing them.
 
 The store (`hf_rows.RowStore`) keeps the rows of the short feeds in contiguous slots, so no
 forward gathers the cache of non-contiguous rows; the model attends through a registered row
@@ -31,7 +33,7 @@ import torch
 from ..config import Sampling
 from ..models import ModelError
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
-from .hf_rows import ATTENTION, MERGE_TOKENS, PackedForward, Row, RowStore, switch_attention
+from .hf_rows import ATTENTION, MERGE_TOKENS, SHARE_MIN, PackedForward, Row, RowStore, switch_attention
 from .sampling import sample_at_positions
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -128,8 +130,10 @@ class HFEngine:
         # cheap counters for benchmarks: forwards, rows fed (sum over forwards), tokens fed, tokens
         # generated, catch-up tokens (fed on a trace's return beyond the one token a decode step
         # feeds), row swaps, and forwards that had to gather non-contiguous rows (0 unless rows the
-        # engine does not own are fed)
-        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers"), 0)
+        # engine does not own are fed), and prefix tokens copied from another row instead of computed
+        self.stats = dict.fromkeys(
+            ("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers", "shared"), 0
+        )
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
 
@@ -175,6 +179,7 @@ class HFEngine:
         group = list(self._live.values())
         if len(group) > self.max_batch:  # a trace back from the other model does not queue behind younger ones
             group = sorted(group, key=lambda sg: sg.row.born)[: self.max_batch]
+        group = self._share_prefixes(group)
         short = [lv for lv in group if len(lv.pending) <= MERGE_TOKENS]
         budget = self.prefill_tokens - len(short) * max((len(lv.pending) for lv in short), default=0)
         feeds = {id(lv): lv.pending for lv in short}
@@ -194,6 +199,27 @@ class HFEngine:
         return self._sample([fed[i] for i in whole], logits[whole]) if whole else []
 
     # ---- internals ------------------------------------------------------------------------
+    def _share_prefixes(self, group: list[_Segment]) -> list[_Segment]:
+        """New traces (nothing cached) copy the longest cached prefix another row holds instead of
+        recomputing it (the samples of a problem, or the traces of a training group, share the
+        prompt). Of new traces that start alike in this step only the first is fed; the others
+        leave the step and copy from it at the next one. Returns the segments to feed now."""
+        heads, out = set(), []
+        for sg in group:
+            if sg.row.tokens or len(sg.pending) <= SHARE_MIN:
+                out.append(sg)
+                continue
+            n = self._store.adopt(sg.row, sg.pending[:-1])  # the last token is fed, for fresh logits
+            if n:
+                sg.pending = sg.pending[n:]
+                self.stats["shared"] += n
+            elif tuple(sg.pending[:SHARE_MIN]) in heads:
+                continue  # a sibling computes this prefix now
+            else:
+                heads.add(tuple(sg.pending[:SHARE_MIN]))
+            out.append(sg)
+        return out
+
     def _forward(self, rows: list[Row], feeds: list[list[int]]) -> torch.Tensor:
         """Feed `feeds[i]` after `rows[i]`'s cached tokens in one packed forward; return each feed's
         last-position logits [R, V], in `rows` order."""

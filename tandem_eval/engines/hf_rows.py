@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 MERGE_TOKENS = 4  # feeds this short share one batched, padded attention call (decode, word handoffs)
+SHARE_MIN = 16  # a new trace copies another row's cached prefix (its prompt) when they share this many tokens
 ATTENTION = "tandem_rows"  # registered attention names: ATTENTION + "_" + the model's original
 
 
@@ -69,6 +70,26 @@ class RowStore:
         row = self.rows.pop(key, None)
         if row is not None:
             del self.owner[row.slot]
+
+    def adopt(self, row: Row, ctx: list[int]) -> int:
+        """Copy into the empty `row` the K/V of the longest cached prefix of `ctx` another row holds
+        (at least SHARE_MIN tokens: the samples of one problem share its prompt); return its length.
+        Keys and values at a position depend only on the tokens up to it, so this equals recomputing."""
+        donor, n = None, SHARE_MIN - 1
+        for other in self.rows.values():
+            if other is row or len(other.tokens) <= n or other.tokens[:SHARE_MIN] != ctx[:SHARE_MIN]:
+                continue
+            m = next((i for i, (a, b) in enumerate(zip(other.tokens, ctx)) if a != b), min(len(other.tokens), len(ctx)))
+            if m > n:
+                donor, n = other, m
+        if donor is None:
+            return 0
+        self.ensure(row.slot + 1, n)
+        for cache in (self.k, self.v):
+            for t in cache.values():
+                t[row.slot, :, :n] = t[donor.slot, :, :n]
+        row.tokens = list(ctx[:n])
+        return n
 
     def ensure(self, rows: int, length: int) -> None:
         new_rows, new_len = self.capacity, self.length

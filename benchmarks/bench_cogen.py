@@ -11,9 +11,11 @@ Besides tokens/s and its ratio to solo (machine-dependent), and the same ratio i
 second of this process (`cpu x`; with --threads 1 it counts no time spent waiting for a core, so
 it holds on a busy shared machine), each row reports machine-independent counts: engine steps
 (model forward calls; one per step on both backends) per generated token, both models together;
-for HF, mean rows per forward from the engine's counters; handoffs per trace; and catch-up tokens
-per handoff (the tokens the other model wrote that a model prefills when a trace comes back).
-These are what carry over to a GPU.
+mean rows per forward and tokens fed per generated token (every token a model computes: prompts,
+catch-ups, recomputed prefix-cache misses, decode inputs), both from the engines' counters;
+handoffs per trace; and catch-up tokens per handoff (the tokens the other model wrote that a model
+prefills when a trace comes back). Forward counts are what carry over to a GPU; on a CPU a forward
+costs about its tokens, so tokens fed bound the CPU ratio. The header gives the load average.
 
 Real checkpoints: `--senior PATH --junior PATH --benchmark FILE` takes prompts from a benchmark
 file (or registry name) through the checkpoint's own chat template, so paragraph lengths are real.
@@ -35,6 +37,7 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -46,7 +49,7 @@ from tandem_eval.config import Sampling
 from tandem_eval.data.benchmarks import load_benchmark
 from tandem_eval.data.prompts import prompt_ids
 from tandem_eval.engines.base import position_uniform
-from tandem_eval.engines.hf import HFEngine, _Row
+from tandem_eval.engines.hf import HFEngine
 from tandem_eval.engines.sampling import filtered_probs
 from tandem_eval.schedules import make_schedule
 from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
@@ -178,7 +181,7 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
         group = all_specs[a : a + batch]
         rngs = [np.random.default_rng(s.seed) for s in group]
         states = [sched.init(r) for r in rngs]
-        rows = {e: [_new_row(e, ("ls", s.key)) for s in group] for e in (senior, junior)}
+        rows = {e: [e._store.row(("ls", s.key)) for s in group] for e in (senior, junior)}
         feeds = [list(s.prompt_ids) for s in group]
         for step in range(tokens):
             logits = {e: e._forward(rows[e], feeds) for e in (senior, junior)}
@@ -208,19 +211,17 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
     }
 
 
-def _new_row(engine: HFEngine, key) -> _Row:
-    return engine._new_row(key)
-
-
 def _counted(fn, engines):
-    """Run fn() -> dict; add rows per forward from the HF engines' counters (None for others)."""
-    before = [dict(getattr(e, "stats", {})) for e in engines]
+    """Run fn() -> dict; add rows per forward and tokens fed per generated token (both models) from
+    the engines' counters."""
+    before = [dict(e.stats) for e in engines]
+
+    def delta(name):
+        return sum(e.stats[name] - b[name] for e, b in zip(engines, before))
+
     res = fn()
-    res["rows"] = None
-    if all(hasattr(e, "stats") for e in engines):
-        fwd = sum(e.stats["forwards"] - b.get("forwards", 0) for e, b in zip(engines, before))
-        rows = sum(e.stats["rows"] - b.get("rows", 0) for e, b in zip(engines, before))
-        res["rows"] = rows / max(fwd, 1)
+    res["rows"] = delta("rows") / max(delta("forwards"), 1)
+    res["fed"] = delta("tokens_fed") / max(res["tokens"], 1)
     return res
 
 
@@ -262,7 +263,7 @@ def main() -> None:
     occupancies = [o.strip() for o in args.occupancy.split(",") if o.strip()]
     if set(occupancies) - {"small", "large"}:
         ap.error("--occupancy takes small and/or large")
-    b, t, pf = args.batch, args.tokens, args.pool_factor
+    b, pf = args.batch, args.pool_factor
     runs = {o: {"small": b, "large": 4 * b}[o] for o in occupancies} or {"": args.traces}
     with tempfile.TemporaryDirectory() as root:
         if args.senior:
@@ -276,12 +277,12 @@ def main() -> None:
         for occ, n in runs.items():
             tag = f" {occ}" if occ else ""
             for s in schedules:
-                modes[f"hf{tag} {s}"] = lambda s=s, n=n: _counted(
+                modes[f"hf{tag} {s}"] = lambda t, s=s, n=n: _counted(
                     lambda: run_cogen(senior, junior, s, n, t, b, pf, prompts), hf
                 )
             if not args.no_lockstep:
                 for s in schedules[1:]:
-                    modes[f"hf{tag} lockstep-{s}"] = lambda s=s, n=n: _counted(
+                    modes[f"hf{tag} lockstep-{s}"] = lambda t, s=s, n=n: _counted(
                         lambda: run_lockstep(senior, junior, s, n, t, b), hf
                     )
         if args.vllm:
@@ -291,30 +292,30 @@ def main() -> None:
             for occ, n in runs.items():
                 tag = f" {occ}" if occ else ""
                 for s in schedules:
-                    modes[f"vllm{tag} {s}"] = lambda s=s, n=n: _counted(
+                    modes[f"vllm{tag} {s}"] = lambda t, s=s, n=n: _counted(
                         lambda: run_cogen(vs, vj, s, n, t, b, pf, prompts), (vs, vj)
                     )
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
-        # caches and allocations and is discarded; each mode keeps its best round.
+        # code paths and allocations with a few tokens per trace and is discarded; each mode keeps its
+        # best round.
         best: dict[str, dict] = {name: {"tps": 0.0} for name in modes}
         for round_ in range(args.repeats + 1):
             for name, fn in modes.items():
-                res = fn()
+                res = fn(args.tokens if round_ else min(args.tokens, 8))
                 if round_ and res["tps"] > best[name]["tps"]:
                     best[name] = res
     base = {name.rsplit(" ", 1)[0]: r for name, r in best.items() if name.endswith(" solo")}
     print(
-        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'handoffs':>10}"
-        f"{'catchup':>9}"
-        f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={t}, batch={b}, "
-        f"best of {args.repeats})"
+        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'fed/token':>11}"
+        f"{'handoffs':>10}{'catchup':>9}"
+        f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={args.tokens}, batch={b}, "
+        f"best of {args.repeats}, load average {os.getloadavg()[1]:.1f} over the last 5 min)"
     )
     for name, r in best.items():
-        rows = f"{r['rows']:>10.1f}" if r.get("rows") is not None else f"{'-':>10}"
         b = base[name.rsplit(" ", 1)[0]]
         print(
             f"{name:<28}{r['tps']:>9.1f}{r['tps'] / b['tps']:>8.2f}{r['cpu_tps'] / b['cpu_tps']:>7.2f}"
-            f"{r['fpt']:>11.3f}{rows}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
+            f"{r['fpt']:>11.3f}{r['rows']:>10.1f}{r['fed']:>11.2f}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
         )
 
 

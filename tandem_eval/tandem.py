@@ -10,7 +10,8 @@ With a full pool (more traces than two batches, as in any large evaluation) an e
 fewer than half the pool's traces waits while the other runs a full batch: its traces pile up
 as the other model's turns end, so both models run full forwards instead of one of them running
 part-empty ones at every step. When neither holds half (the pool's tail, or fewer traces than the
-pool), both step. Which engine steps when never changes a trace's tokens.
+pool), only the engine holding more traces steps (both on a tie), for the same reason. Which
+engine steps when never changes a trace's tokens.
 
 Per-trace randomness: the sampling seed and the schedule's Bernoulli draws both derive from the
 trace seed (see `trace_seed`), so a trace is reproducible whatever else shares its batch. No I/O.
@@ -111,10 +112,7 @@ def cogenerate(
                 submit(lv)
             if not live:
                 return
-            ready = [e for e in {id(e): e for e in engines.values() if e is not None}.values() if e.has_work()]
-            held = Counter(id(engines[lv.state.author]) for lv in live.values())
-            full = [e for e in ready if held[id(e)] >= pool_size / 2]
-            for engine in full if len(ready) > 1 and full else ready:
+            for engine in _to_step(engines, live, pool_size):
                 for comp in engine.step():
                     lv = live[comp.key]
                     if _absorb(lv, comp, schedule, engine):
@@ -126,6 +124,19 @@ def cogenerate(
     finally:  # abandoned early (an exception, a killed run): free the engines' per-trace state
         for key in live:
             _release(engines, key)
+
+
+def _to_step(engines: dict, live: dict[Hashable, _LiveTrace], pool_size: int) -> list[Engine]:
+    """The engines to step this iteration: those holding a full batch (half the pool), else the one
+    holding the most traces (both on a tie), so that no model runs a part-empty forward while the
+    other could run a fuller one; the waiting model's traces pile up meanwhile."""
+    ready = [e for e in {id(e): e for e in engines.values() if e is not None}.values() if e.has_work()]
+    if len(ready) < 2:
+        return ready
+    held = Counter(id(engines[lv.state.author]) for lv in live.values())
+    full = [e for e in ready if held[id(e)] >= pool_size / 2]
+    most = max(held[id(e)] for e in ready)
+    return full or [e for e in ready if held[id(e)] == most]
 
 
 def _release(engines: dict, key: Hashable) -> None:

@@ -135,3 +135,20 @@ def test_top_k_top_p_filter():
     # top_p 0.8: 0.5 + 0.3 reaches 0.8 -> keep two tokens
     assert (filtered_probs(logits, 0, 0.8)[0] > 0).tolist() == [True, True, False, False]
     assert (filtered_probs(logits, 0, 0.4)[0] > 0).tolist() == [True, False, False, False]
+
+
+def test_samples_of_one_prompt_compute_it_once_and_equal_separate_generation(tiny_pair, setup):
+    """Traces that share a prompt (the samples of a problem) compute it once: the others copy its
+    keys and values; each trace's tokens and log-probs equal generating it alone."""
+    _, _, prompts = setup
+    prompt = (prompts[2] * 3)[:40]  # longer than SHARE_MIN
+    engine = HFEngine(tiny_pair[0], Sampling(temperature=1.0, top_p=1, top_k=0), max_batch=8)
+    reqs = [Request(i, prompt + [5] * (i % 2), 6, seed=i) for i in range(5)]
+    out = generate(engine, reqs)
+    assert engine.stats["shared"] >= 4 * (len(prompt) - 1)
+    assert engine.stats["tokens_fed"] <= len(prompt) + 1 + 4 * 2 + 5 * 5
+    for r, o in zip(reqs, out):
+        alone = HFEngine(tiny_pair[0], Sampling(temperature=1.0, top_p=1, top_k=0), max_batch=8)
+        [ref] = generate(alone, [r])
+        assert o.token_ids == ref.token_ids
+        assert max(abs(a - b) for a, b in zip(o.logprobs, ref.logprobs)) < 1e-4

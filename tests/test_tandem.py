@@ -58,6 +58,42 @@ def test_paragraph_mask_alternates_per_paragraph_and_logprobs_come_from_the_auth
     assert t.finish_reason == "length" and len(t.token_ids) == 10 and t.n_handoffs == 3
 
 
+class OneTokenEngine(ScriptedEngine):
+    """Writes one token per step for every live request, like a real engine, and records at each
+    step how many traces it and the other engine (`peer`) held."""
+
+    peer: "OneTokenEngine"
+
+    def __init__(self, name, script):
+        super().__init__(name, script)
+        self.out, self.held = {}, []
+
+    def step(self):
+        self.held.append((len(self.live), len(self.peer.live)))
+        done = []
+        for key, req in list(self.live.items()):
+            out = self.out.setdefault(key, [])
+            out.append(tok := self.script(key, len(req.token_ids) + len(out)))
+            if tok in req.stop_ids or len(out) >= req.max_tokens:
+                done.append(Completion(key, out, [0.0] * len(out), "stop"))
+                del self.live[key], self.out[key]
+        return done
+
+
+def test_an_engine_holding_fewer_traces_waits_unless_it_holds_a_full_batch():
+    """Steps go to the engine with more traces, or to any holding half the pool (a full batch), so
+    neither model runs a part-empty forward while the other could run a fuller one."""
+    s, j = OneTokenEngine("s", para_script), OneTokenEngine("j", para_script)
+    s.peer, j.peer = j, s
+    pool = 6
+    specs = [TraceSpec(i, (ID["x"],) * (1 + i % 3), 0, 7 + i % 5) for i in range(20)]
+    traces = list(cogenerate(specs, s, j, make_schedule("paragraph", V), pool_size=pool))
+    assert len(traces) == 20 and sum(map(len, (s.held, j.held))) > 0
+    for own, other in s.held + j.held:
+        assert own >= other or own >= pool / 2, (own, other)
+    assert any(own > other > 0 for own, other in s.held + j.held)  # a fuller engine steps alone
+
+
 def test_eos_ends_trace_whoever_writes_it():
     def script(key, pos):
         return EOS if pos == 4 else para_script(key, pos)

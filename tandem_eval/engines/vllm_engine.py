@@ -250,6 +250,11 @@ class VLLMEngine:
         self._live: dict[str, tuple[Hashable, frozenset[int]]] = {}  # request id -> (key, stop_ids)
         self._live_keys: set[Hashable] = set()
         self._ready: list[Completion] = []  # finished but not yet returned by step()
+        self.max_batch = opts.max_batch
+        # cheap counters for benchmarks, as HFEngine's: engine steps, rows (live requests, at most
+        # max_batch, summed over steps), tokens fed (prompt tokens not read from the prefix cache,
+        # i.e. recomputed, plus each sampled token fed back), tokens generated
+        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "generated"), 0)
 
     # -- generation ---------------------------------------------------------------------------
 
@@ -319,6 +324,9 @@ class VLLMEngine:
             self._live_keys.discard(key)
             seq = out.outputs[0]
             ids = list(seq.token_ids)
+            fed = len(out.prompt_token_ids or ()) - (out.num_cached_tokens or 0) + max(len(ids) - 1, 0)
+            self.stats["tokens_fed"] += fed
+            self.stats["generated"] += len(ids)
             lps = [float(d[t].logprob) for t, d in zip(ids, seq.logprobs or ())]
             done.append(Completion(key, ids, lps, self._finish_reason(ids, stop_ids)))
         return done
@@ -334,6 +342,8 @@ class VLLMEngine:
     def step(self) -> list[Completion]:
         """One engine step (a prefill chunk and/or one decoding step for every live request)."""
         if self._live:
+            self.stats["forwards"] += 1
+            self.stats["rows"] += min(len(self._live), self.max_batch)
             self._ready.extend(self._collect(self._engine.step()))
         done, self._ready = self._ready, []
         return done

@@ -4,7 +4,8 @@
     def solo(senior: SeniorOpt = None, engine: EngineOpt = "hf"): ...
 
 Each option is defined once here (typer `Annotated` types) and used by tandem_eval/cli.py and
-tandem_eval/cli_lens.py, so `--engine` or `--senior` read the same in every command. Choices with a
+tandem_eval/cli_lens.py, so `--engine` or `--senior` read the same in every command; the options of
+solo and handoff alone (`--k`, `--seed`, sampling, shards, Ray) close the module. Choices with a
 fixed set (`--engine`, `--dtype`) are `Literal`s: typer refuses other values before a command runs.
 This module imports only typer and the standard library: `tandem-eval --help` must not pay for torch.
 """

@@ -4,7 +4,8 @@
     def solo(senior: SeniorOpt = None, engine: EngineOpt = "hf"): ...
 
 Each option is defined once here (typer `Annotated` types) and used by tandem_eval/cli.py and
-tandem_eval/cli_lens.py, so `--engine` or `--senior` read the same in every command. Choices with a
+tandem_eval/cli_lens.py, so `--engine` or `--senior` read the same in every command; the options of
+solo and handoff alone (`--k`, `--seed`, sampling, shards, Ray) close the module. Choices with a
 fixed set (`--engine`, `--dtype`) are `Literal`s: typer refuses other values before a command runs.
 This module imports only typer and the standard library: `tandem-eval --help` must not pay for torch.
 """
@@ -135,4 +136,50 @@ QuietOpt = Annotated[
 ]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Debug records, and vLLM's/transformers' own log lines.")
+]
+
+
+# ---- options of solo and handoff only ------------------------------------------------------------
+GroupOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--group",
+        help="Macro group of a single local --benchmark file (default: its 'group' column, else the registry "
+        "group of its stem, e.g. aime24.jsonl -> aime, else its benchmark name).",
+    ),
+]
+KOpt = Annotated[
+    str | None,
+    typer.Option("--k", help="pass@k values, comma-separated (each <= --n). Default: the powers of two <= n, plus n."),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Run seed; each sample's seed derives from (seed, problem id, sample index).")
+]
+BatchOpt = Annotated[int, typer.Option("--batch-size", help="Traces per forward pass (handoff keeps 2x as many live).")]
+TempOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature (0 = greedy).")]
+TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (1 disables it).")]
+TopKOpt = Annotated[int, typer.Option("--top-k", help="0 disables top-k.")]
+MaxNewOpt = Annotated[int, typer.Option("--max-new-tokens", help="Shared senior+junior token budget per trace.")]
+MaxCtxOpt = Annotated[int, typer.Option("--max-context", help="Prompt + generation limit.")]
+TPOpt = Annotated[int, typer.Option("--tensor-parallel-size", help="vLLM tensor parallelism (GPUs per model).")]
+ShardsOpt = Annotated[
+    int, typer.Option("--num-shards", help="Split problems across N processes (then `tandem-eval merge`).")
+]
+ShardIdxOpt = Annotated[int, typer.Option("--shard-index", help="Which shard this process runs (0..N-1).")]
+GraderMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-grader-mismatch",
+        help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
+    ),
+]
+RayWorkersOpt = Annotated[
+    int | None,
+    typer.Option("--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="Run the shards on an existing Ray cluster (HOST:6379 or auto); one per GPU/node."
+    ),
 ]

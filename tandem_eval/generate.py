@@ -110,7 +110,8 @@ def close_engines(engines: dict) -> None:
         e.close()
 
 
-def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
+def _rows(traces, meta: dict, grades, tokenizer, labels: dict) -> list[dict]:
+    """Sample rows of graded traces; `labels` = the run's mode and schedule, the same on every row."""
     rows = []
     for trace, g in zip(traces, grades):
         problem, sample_idx, seed = meta[trace.key]
@@ -121,8 +122,7 @@ def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
                 "benchmark": problem.benchmark,
                 "group": problem.group,
                 "sample_idx": sample_idx,
-                "mode": cfg.mode,
-                "schedule": cfg.schedule,
+                **labels,
                 "seed": seed,
                 "problem": problem.problem,
                 "prompt": tokenizer.decode(list(trace.prompt_ids)),
@@ -145,12 +145,15 @@ def _rows(traces, meta: dict, grades, tokenizer, cfg: EvalConfig) -> list[dict]:
     return rows
 
 
-def summarize(samples: pd.DataFrame, cfg: EvalConfig) -> dict:
-    """metrics.json content for a finished run."""
+def summarize(samples: pd.DataFrame, ks) -> dict:
+    """metrics.json content for a finished run, pass@k at each of `ks` (an EvalConfig still works: its ks)."""
+    if isinstance(ks, EvalConfig):
+        log.warning("summarize(samples, cfg) is deprecated: pass the ks, summarize(samples, cfg.ks)")
+        ks = ks.ks
     truncated = samples.finish_reason == "length"
     return json_safe(
         {
-            "pass_at_k": summarize_pass_at_k(samples, list(cfg.ks)),
+            "pass_at_k": summarize_pass_at_k(samples, list(ks)),
             "n_samples": int(len(samples)),
             "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
             "mean_tokens": float(samples.n_tokens.mean()),
@@ -218,6 +221,7 @@ def _generate(cfg: EvalConfig, rf: RunFolder, checked: Validated, engines: dict,
         budget=cfg.sampling.max_new_tokens,
     )
     flush_every, on_flush = cadence
+    labels = {"mode": cfg.mode, "schedule": cfg.schedule}
     with Grader() as grader, reporter as bar:
         buffer = []
 
@@ -225,7 +229,7 @@ def _generate(cfg: EvalConfig, rf: RunFolder, checked: Validated, engines: dict,
             grades = grader.grade_many(
                 [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in buffer]
             )
-            rf.append_shard(_rows(buffer, meta, grades, tok, cfg))
+            rf.append_shard(_rows(buffer, meta, grades, tok, labels))
             if on_flush:
                 on_flush(len(buffer))
             buffer.clear()
@@ -291,7 +295,7 @@ def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: RunFolde
     rf = RunFolder(run.out)
     if run.complete:
         log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
-        return _reused(rf.verify(allow_unrecorded=True), run.cfg, solo)  # a lens table may be unrecorded
+        return _reused(rf.verify(allow_unrecorded=True), run.cfg.ks, solo)  # a lens table may be unrecorded
     progress, flush_every, on_flush = how
     existed = rf.config_path.exists()
     created = [] if existed else _missing_dirs(rf.path)
@@ -304,9 +308,9 @@ def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: RunFolde
             extra = {"grader": checked.grader_versions, "threads": torch.get_num_threads(), **run.extra}
             rf.init(run.cfg, extra=extra)
             if rf.is_complete():  # finished by another process while this one loaded its engines
-                return _reused(rf.verify(allow_unrecorded=True), run.cfg, solo)
+                return _reused(rf.verify(allow_unrecorded=True), run.cfg.ks, solo)
             _generate(run.cfg, rf, checked, engines, progress, (flush_every, on_flush))
-            rf.finalize(run_metrics(rf, run.cfg, solo))
+            rf.finalize(run_metrics(rf, run.cfg.ks, solo))
         except BaseException:
             if not existed:
                 held.close()  # release the lock first, so that an emptied folder can be removed
@@ -315,12 +319,12 @@ def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: RunFolde
     return rf
 
 
-def run_metrics(rf: RunFolder, cfg: EvalConfig, solo: RunFolder | None = None) -> dict:
+def run_metrics(rf: RunFolder, ks, solo: RunFolder | None = None) -> dict:
     """metrics.json of a run whose samples are all in `rf` (finalize writes it, then COMPLETE): the
     summary, and for a handoff run compared with `solo`, the communication tax."""
     samples = rf.load_samples()
-    metrics = summarize(samples, cfg)
-    return metrics if solo is None else {**metrics, **tax_metrics(solo, samples, cfg.ks)}
+    metrics = summarize(samples, ks)
+    return metrics if solo is None else {**metrics, **tax_metrics(solo, samples, ks)}
 
 
 def tax_metrics(solo: RunFolder, handoff_samples: pd.DataFrame, ks) -> dict:
@@ -329,11 +333,11 @@ def tax_metrics(solo: RunFolder, handoff_samples: pd.DataFrame, ks) -> dict:
     return {"tax": tax, "solo_run": str(solo.path.resolve())}
 
 
-def _reused(rf: RunFolder, cfg: EvalConfig, solo: RunFolder | None) -> RunFolder:
+def _reused(rf: RunFolder, ks, solo: RunFolder | None) -> RunFolder:
     """A complete run as it is; a handoff run whose metrics.json lacks this solo run's tax gets it
     (run folders written before the tax preceded COMPLETE, or compared with another solo run)."""
     if solo is not None:
-        tax = tax_metrics(solo, rf.load_samples(), cfg.ks)
+        tax = tax_metrics(solo, rf.load_samples(), ks)
         if {k: rf.metrics().get(k) for k in tax} != tax:
             rf.update_metrics(tax)
     return rf
@@ -419,10 +423,10 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})
     with rf.lock():
         if rf.is_complete():
-            return _reused(rf.verify(), cfg, solo)
+            return _reused(rf.verify(), cfg.ks, solo)
         for s in samples:
             rf.append_shard(s.to_dict("records"))
-        rf.finalize(run_metrics(rf, cfg, solo))
+        rf.finalize(run_metrics(rf, cfg.ks, solo))
     return rf
 
 

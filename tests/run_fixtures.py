@@ -68,7 +68,7 @@ def write_run(
                 }
             )
     rf.append_shard(rows)
-    rf.finalize(summarize(rf.load_samples(), cfg))
+    rf.finalize(summarize(rf.load_samples(), cfg.ks))
     return rf
 
 

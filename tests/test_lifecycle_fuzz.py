@@ -130,7 +130,7 @@ def fake_run_eval(cfg: EvalConfig, out: Path, chunk: int) -> RunFolder:
         todo = [_row(p, i, cfg) for p in problems for i in range(N) if (p.benchmark, p.problem_id, i) not in done]
         for start in range(0, len(todo), chunk):
             rf.append_shard(todo[start : start + chunk])
-        rf.finalize(summarize(rf.load_samples(), cfg))
+        rf.finalize(summarize(rf.load_samples(), cfg.ks))
     return rf
 
 

@@ -189,3 +189,24 @@ def test_paragraph_samples_equal_tandem_evals_own_greedy_handoff(paragraph_run, 
         info = s["arguments"]["gen_args_0"]["arg_2"]["tandem"][0]
         row = own.loc[s["doc"]["problem_id"]]
         assert s["resps"][0][0] == row.text and info["author_mask"] == list(row.author_mask)
+
+
+def test_is_greedy_says_whether_each_token_is_the_argmax(lm):
+    """is_greedy from the engine protocol (greedy decoding) against a plain transformers forward's argmax."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tandem_eval.models import resolve_model
+
+    ctx = lm.tok_encode("Ana has 3 apples and buys 4 more. She has")
+    model = AutoModelForCausalLM.from_pretrained(str(resolve_model(SENIOR)))
+    ids = list(ctx)
+    with torch.inference_mode():
+        for _ in range(6):  # the argmax continuation, token by token
+            ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
+    greedy = ids[len(ctx) :]
+    [(lp, is_greedy)] = lm._loglikelihood_tokens([(None, ctx, greedy)])
+    assert is_greedy and math.isfinite(lp)
+    other = greedy[:-1] + [(greedy[-1] + 1) % len(lm.tokenizer)]  # the last token is not the argmax
+    [(lp_other, not_greedy)] = lm._loglikelihood_tokens([(None, ctx, other)])
+    assert not not_greedy and lp_other < lp

@@ -18,7 +18,7 @@ import typer
 from report_fixtures import make_results, make_run, save_tokenizer
 from typer.testing import CliRunner
 
-from tandem_eval.report import ReportError, build_report, collect, figures, find_results, write_tables
+from tandem_eval.report import Bootstrap, ReportError, build_report, collect, figures, find_results, write_tables
 from tandem_eval.report.cli import register
 from tandem_eval.report.tables import MACRO, fmt_value, latex_escape, table2, to_latex, to_markdown
 
@@ -205,7 +205,7 @@ def test_figures_are_none_without_data(hand):
 
 
 def test_build_report_writes_tables_and_png_pdf_figures(results, tmp_path):
-    files = build_report([results], tmp_path, n_boot=200)
+    files = build_report([results], tmp_path, boot=Bootstrap(n_boot=200))
     names = sorted(p.name for p in files.figures)
     for stem in ("fig2_passk", "fig_tax", "fig_legibility_drift", "fig_training", "fig_dose"):
         assert f"{stem}.png" in names and f"{stem}.pdf" in names
@@ -285,7 +285,7 @@ def test_committed_toy_tables_regenerate_byte_for_byte(tmp_path):
 
 
 def test_report_from_training_logs_only(results, tmp_path):
-    files = build_report([results / "train"], tmp_path, n_boot=200)
+    files = build_report([results / "train"], tmp_path, boot=Bootstrap(n_boot=200))
     assert files.tables == [] and any("table2" in s for s in files.skipped)
     assert sorted(p.name for p in files.figures) == ["fig_training.pdf", "fig_training.png"]
 
@@ -295,7 +295,7 @@ def test_position_curve_pools_tokens_by_relative_position():
     assert curve.tolist() == pytest.approx([(0 + 1 + 10) / 3, (2 + 3) / 2])
 
 
-def test_analyses_make_all_equals_report(results, tmp_path):
+def test_analyses_make_all_equals_report(results, tmp_path, caplog):
     """analyses/make_all.py (a fresh process) and build_report write identical tables and figures."""
     import subprocess
     import sys
@@ -315,7 +315,8 @@ def test_analyses_make_all_equals_report(results, tmp_path):
         capture_output=True,
         timeout=600,
     )
-    files = build_report([results], tmp_path / "report", n_boot=200)
+    files = build_report([results], tmp_path / "report", n_boot=200)  # the deprecated keyword still works
+    assert "build_report(n_boot=, seed=) is deprecated" in caplog.text
     made = sorted(p.name for p in (tmp_path / "analyses").iterdir())
     assert made == sorted(p.name for p in files.tables + files.figures)
     for name in made:
@@ -337,7 +338,7 @@ def _two_runs_of_one_senior(tmp_path, benches_a, benches_b, labels=(None, None))
 
 def test_two_runs_of_one_senior_with_labels_make_a_report(tmp_path):
     a, b = _two_runs_of_one_senior(tmp_path, ["x"], ["x"], labels=("base", "tuned"))
-    files = build_report([a, b], tmp_path / "r", n_boot=50, with_figures=False)
+    files = build_report([a, b], tmp_path / "r", boot=Bootstrap(n_boot=50), with_figures=False)
     md = (tmp_path / "r" / "table2.md").read_text()
     assert files.tables and "| base |" in md and "| tuned |" in md
 

@@ -32,16 +32,18 @@ lm-eval logs every request's arguments, so `--log_samples` writes it as
 `arguments.gen_args_0.arg_2.tandem` (read it with `lm_eval_tax.read_samples`). With `--use_cache` lm-eval
 hashes the arguments after the call, so cached entries never match; run tandem without it.
 
-Loglikelihood requests are teacher-forced by the `score_with` engine (one forward gives the log-prob and
-is_greedy on the hf engine; other engines report is_greedy = False). A junior served through a
+Loglikelihood requests are teacher-forced by the `score_with` engine (the engine protocol's `score`); is_greedy
+comes from greedy decoding on that engine (every backend). A junior served through a
 different vocabulary cannot score (a one-line error says so).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import lm_eval.models  # noqa: F401  (registers the built-in models first; see lm_eval.api.registry.get_model)
@@ -55,6 +57,7 @@ from tqdm import tqdm
 from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..engines import load_engine
+from ..engines.base import Request, generate
 from ..engines.bridge import RetokenizingEngine
 from ..generate import close_engines, open_engines
 from ..models import check_models, junior_from_metadata, resolve_model
@@ -68,67 +71,96 @@ INFO_KEY = "tandem"  # the key of the dict appended to each request's arguments
 IGNORED_ARGS = ("max_batch_size",)  # lm-eval's simple_evaluate passes it to every model
 
 
+@dataclass(frozen=True)
+class TandemOptions:
+    """The model_args of `--model tandem`, typed and checked before any model loads (see the module
+    docstring for each one's meaning)."""
+
+    senior: str | None = None
+    junior: str | None = None
+    schedule: str = "paragraph"
+    engine: str = "hf"
+    dtype: str = "float32"
+    seed: int = 0
+    max_length: int | None = None  # default: the senior's max_position_embeddings
+    max_gen_toks: int = 256
+    tensor_parallel_size: int = 1
+    score_with: str = "senior"
+    allow_vocab_mismatch: bool = False
+    add_bos_token: bool = False
+    chat_template: str | None = None
+    batch_size: int = 32
+    device: str | None = None
+
+    @classmethod
+    def from_model_args(cls, args: dict) -> TandemOptions:
+        """The options from lm-eval's keywords (numbers and booleans as values or text); an unknown
+        key or a value of the wrong kind is refused in one line."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(k for k in args if k not in names and k not in IGNORED_ARGS)
+        if unknown:
+            raise ConfigError(f"unknown model_args {unknown} for --model tandem; valid: {', '.join(names[:-2])}")
+        o = {k: v for k, v in args.items() if k in names}
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for name, minimum in {"seed": None, "max_length": 2, "max_gen_toks": 1, "tensor_parallel_size": 1}.items():
+            if name in o and not (name == "max_length" and o[name] in (None, "")):  # unset max_length: the default
+                o[name] = _int_arg(name, o[name], minimum)
+        if "batch_size" in o:  # lm-eval passes its --batch_size (None when unset)
+            o["batch_size"] = (
+                defaults["batch_size"] if o["batch_size"] in (None, "") else _int_arg("batch_size", o["batch_size"], 1)
+            )
+        if o.get("max_length") == "":
+            o["max_length"] = None
+        for name in ("allow_vocab_mismatch", "add_bos_token"):
+            if name in o:
+                o[name] = _bool_arg(name, o[name])
+        if "schedule" in o:
+            o["schedule"] = str(o["schedule"])
+        return cls(**o)
+
+
 @register_model("tandem")
 class TandemLM(TemplateLM):
     """lm-eval's LM interface on a senior (and junior) pair of tandem-eval engines."""
 
-    def __init__(
-        self,
-        senior: str | None = None,
-        junior: str | None = None,
-        schedule: str = "paragraph",
-        engine: str = "hf",
-        dtype: str = "float32",
-        seed: int = 0,
-        max_length: int | None = None,
-        max_gen_toks: int = 256,
-        tensor_parallel_size: int = 1,
-        score_with: str = "senior",
-        allow_vocab_mismatch: bool = False,
-        add_bos_token: bool = False,
-        chat_template: str | None = None,
-        batch_size: int | str | None = 32,
-        device: str | None = None,
-        **kwargs,
-    ):
+    def __init__(self, **model_args):
+        """`model_args`: TandemOptions' fields by name (lm-eval passes them as keywords, numbers and
+        booleans often as text); lm-eval's own extras (IGNORED_ARGS) are dropped."""
         super().__init__()
-        senior_path, junior, wants_junior = _pair(senior, junior, str(schedule), score_with, kwargs)
-        seed = _int_arg("seed", seed)
-        max_length = None if max_length in (None, "") else _int_arg("max_length", max_length, minimum=2)
-        max_gen_toks = _int_arg("max_gen_toks", max_gen_toks, minimum=1)
-        tensor_parallel_size = _int_arg("tensor_parallel_size", tensor_parallel_size, minimum=1)
-        allow_vocab_mismatch = _bool_arg("allow_vocab_mismatch", allow_vocab_mismatch)
-        add_bos_token = _bool_arg("add_bos_token", add_bos_token)
-        batch_size = 32 if batch_size in (None, "") else _int_arg("batch_size", batch_size, minimum=1)
-        self.schedule_name, self.seed, self.score_with = str(schedule), seed, score_with
-        self.max_length = max_length or _max_positions(senior_path)
-        self.default_max_gen_toks, self.add_bos_token = max_gen_toks, add_bos_token
-        self.batch_size = batch_size
-        template = read_chat_template(Path(chat_template), "chat_template=") if chat_template else None
+        opts = TandemOptions.from_model_args(model_args)
+        senior_path, junior, wants_junior = _pair(opts.senior, opts.junior, opts.schedule, opts.score_with)
+        self.options = opts
+        self.schedule_name, self.seed, self.score_with = opts.schedule, opts.seed, opts.score_with
+        self.max_length = opts.max_length or _max_positions(senior_path)
+        self.default_max_gen_toks, self.add_bos_token = opts.max_gen_toks, opts.add_bos_token
+        self.batch_size = opts.batch_size
+        template = read_chat_template(Path(opts.chat_template), "chat_template=") if opts.chat_template else None
         self.cfg = EvalConfig(
-            senior=ModelSpec(str(senior), dtype),
-            junior=ModelSpec(str(junior), dtype) if junior else None,
+            senior=ModelSpec(str(opts.senior), opts.dtype),
+            junior=ModelSpec(str(junior), opts.dtype) if junior else None,
             mode="solo" if self.schedule_name == "solo" else "handoff",
             schedule=self.schedule_name,
-            engine=engine,
+            engine=opts.engine,
             sampling=Sampling(max_context=self.max_length),
             batch_size=self.batch_size,
-            tensor_parallel_size=tensor_parallel_size,
-            allow_vocab_mismatch=allow_vocab_mismatch,
+            tensor_parallel_size=opts.tensor_parallel_size,
+            allow_vocab_mismatch=opts.allow_vocab_mismatch,
             chat_template=template,
         )
         # the up-front checks of `tandem-eval solo`, before any weights load
-        check_models(self.cfg, junior=score_with == "junior" or wants_junior, templates=False, option="chat_template=")
-        engine_kw = {"device": device} if engine == "hf" and _usable_device(device) else {}
+        check_models(
+            self.cfg, junior=opts.score_with == "junior" or wants_junior, templates=False, option="chat_template="
+        )
+        device = opts.device
+        engine_kw = {"device": device} if opts.engine == "hf" and _usable_device(device) else {}
         self.engines = open_engines(self.cfg, **engine_kw)
-        if score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
+        if opts.score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
             self.engines["junior"] = load_engine(
-                engine, resolve_model(str(junior)), self.cfg.sampling, dtype=dtype, max_batch=self.batch_size
+                opts.engine, resolve_model(str(junior)), self.cfg.sampling, dtype=opts.dtype, max_batch=self.batch_size
             )
         self.tokenizer = self.engines["senior"].tokenizer
         self.schedule = make_schedule(self.schedule_name, self.tokenizer)
         self._device = device
-        self._warned_greedy = False
 
     # ---- lm-eval's small interface ---------------------------------------------------------------
     @property
@@ -257,19 +289,9 @@ class TandemLM(TemplateLM):
         return out
 
     def _score(self, context: list[int], continuation: list[int]) -> tuple[float, bool]:
+        """lm-eval's (log-prob, is_greedy) of `continuation` after `context`, through the engine protocol:
+        the teacher-forced `score`, and greedy decoding for is_greedy (the protocol exposes no argmax)."""
         engine = self.engines[self.score_with]
-        if hasattr(engine, "logits_chunks"):  # hf: one forward gives both log-probs and the argmax
-            import torch
-
-            with torch.inference_mode():
-                target = torch.tensor(continuation)
-                lp, greedy, a = 0.0, True, 0
-                for logits in engine.logits_chunks(engine.hidden_states(context, continuation)):
-                    part = target[a : a + len(logits)].to(logits.device)
-                    lp += float(torch.log_softmax(logits, -1)[torch.arange(len(logits)), part].double().sum())
-                    greedy = greedy and bool((logits.argmax(-1) == part).all())
-                    a += len(logits)
-            return lp, greedy
         try:
             [lps] = engine.score([context], [continuation])
         except NotImplementedError as e:
@@ -277,10 +299,26 @@ class TandemLM(TemplateLM):
                 f"loglikelihood requests need teacher-forced scores from the {self.score_with}'s engine "
                 f"({engine.name}): {e}; use score_with=senior or a junior with the senior's tokenizer"
             ) from None
-        if not self._warned_greedy:
-            log.warning("engine %s gives no argmax; loglikelihood is_greedy is reported False", engine.name)
-            self._warned_greedy = True
-        return float(np.sum(lps)), False
+        return float(np.sum(lps)), self._is_greedy(engine, context, continuation)
+
+    def _is_greedy(self, engine, context: list[int], continuation: list[int]) -> bool:
+        """Whether greedy decoding after `context` writes `continuation`: each token is the argmax given
+        the true prefix. Greedy segments from the engine (raw logits at temperature 0 are argmax on every
+        backend); a segment that ends at an EOS inside the continuation restarts after it."""
+        target = getattr(engine, "inner", engine)  # the engine that reads `sampling` (see _set_sampling)
+        saved = target.sampling
+        target.sampling = Sampling(0.0, 1.0, 0, len(continuation), self.max_length)
+        try:
+            done = 0
+            while done < len(continuation):
+                prefix = list(context) + list(continuation[:done])
+                [got] = generate(engine, [Request("is_greedy", prefix, len(continuation) - done)])
+                if not got.token_ids or got.token_ids != list(continuation[done : done + len(got.token_ids)]):
+                    return False
+                done += len(got.token_ids)
+            return True
+        finally:
+            target.sampling = saved
 
 
 def _bool_arg(name: str, value) -> bool:
@@ -309,16 +347,9 @@ def _int_arg(name: str, value, minimum: int | None = None) -> int:
     return number
 
 
-def _pair(senior, junior, schedule: str, score_with: str, unknown_args: dict) -> tuple:
+def _pair(senior, junior, schedule: str, score_with: str) -> tuple:
     """The model_args' senior checkpoint folder, the junior (default: the senior's recorded one when the
-    schedule or score_with=junior needs one) and whether one is needed; refuses unknown model_args."""
-    unknown = sorted(k for k in unknown_args if k not in IGNORED_ARGS)
-    if unknown:
-        raise ConfigError(
-            f"unknown model_args {unknown} for --model tandem; valid: senior, junior, schedule, engine, dtype, "
-            "seed, max_length, max_gen_toks, tensor_parallel_size, score_with, allow_vocab_mismatch, "
-            "add_bos_token, chat_template"
-        )
+    schedule or score_with=junior needs one) and whether one is needed."""
     if not senior:
         raise ConfigError("--model tandem needs a senior: --model_args senior=PATH[,junior=PATH,schedule=...]")
     if score_with not in ("senior", "junior"):

@@ -11,6 +11,8 @@ loads a model; a report on hundreds of problems takes seconds on a CPU.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +26,9 @@ from tandem_eval.report.collect import (
     read_train_log,
 )
 from tandem_eval.report.tables import N_BOOT, SEED, table2, to_csv, to_latex, to_markdown
+from tandem_eval.schemas import Bootstrap
 
+log = logging.getLogger(__name__)
 TABLE_NAME = "table2"
 
 
@@ -92,16 +96,20 @@ def build_report(
     inputs,
     out: str | Path,
     k: int | None = None,
-    n_boot: int = N_BOOT,
-    seed: int = SEED,
+    boot: Bootstrap | None = None,
     with_figures: bool = True,
     labels: dict | None = None,
     junior: str | None = None,
     by_seed: bool = False,
+    **deprecated,
 ) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`.
-    labels: {run folder or current label: new label}; junior: whose lens outputs to show;
-    by_seed: one row (and figure line) per run instead of one per arm (runs labelled ARM/sN aggregate over seeds)."""
+    boot: the CIs' resamples and seed (schemas.Bootstrap; the n_boot=/seed= keywords still work, with a
+    deprecation message); labels: {run folder or current label: new label}; junior: whose lens outputs
+    to show; by_seed: one row (and figure line) per run instead of one per arm (runs labelled ARM/sN
+    aggregate over seeds)."""
+    boot = _bootstrap(boot, deprecated)
+    n_boot, seed = boot.n_boot, boot.seed
     col = collect(inputs, labels=labels, junior=junior)
     for run in col.runs:  # a damaged folder is refused before anything is written
         for part in run.parts or (run,):
@@ -119,7 +127,22 @@ def build_report(
     return files
 
 
+def _bootstrap(boot: Bootstrap | None, deprecated: dict) -> Bootstrap:
+    """`boot`, or one built from build_report's former n_boot=/seed= keywords (with a deprecation
+    message); any other keyword is refused, as a plain signature would."""
+    unknown = sorted(set(deprecated) - {"n_boot", "seed"})
+    if unknown:
+        raise TypeError(f"build_report() got unexpected keyword argument(s) {unknown}")
+    if not deprecated:
+        return boot or Bootstrap()
+    if boot is not None:
+        raise TypeError("build_report(): pass boot=Bootstrap(...) or the deprecated n_boot=/seed=, not both")
+    log.warning("build_report(n_boot=, seed=) is deprecated: pass boot=Bootstrap(n_boot=..., seed=...)")
+    return dataclasses.replace(Bootstrap(), **deprecated)
+
+
 __all__ = [
+    "Bootstrap",
     "Collection",
     "ReportError",
     "ReportFiles",

@@ -58,6 +58,7 @@ def report(
 
     matplotlib.use("Agg")  # files only, never windows
     from tandem_eval.report import ReportError, build_report, find_results, parse_labels
+    from tandem_eval.schemas import Bootstrap
 
     start = time.perf_counter()
     try:
@@ -65,8 +66,7 @@ def report(
             inputs or [find_results()],
             out,
             k=k,
-            n_boot=n_boot,
-            seed=seed,
+            boot=Bootstrap(n_boot=n_boot, seed=seed),
             with_figures=figures,
             labels=parse_labels(label),
             junior=junior,

@@ -151,7 +151,7 @@ def run_pilot(args, s: tw.Scale, work: Path) -> tuple[dict, dict]:
     def train(key):
         arm, seed = key
         out = work / "train" / SCENARIO / arm / f"seed{seed}"
-        tw.train_job(out, data, pair, s, SCENARIO, arm, seed, s.lr, s.rl_steps, s.heldout_every)
+        tw.train_job(out, data, pair, s, tw.RLJob(SCENARIO, arm, seed, s.lr, s.rl_steps, s.heldout_every))
         return tw.selected_checkpoint(out, s.rl_steps)
 
     with ThreadPoolExecutor(args.jobs) as pool:

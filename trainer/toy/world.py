@@ -249,10 +249,22 @@ def selected_checkpoint(out: Path, steps: int) -> tuple[Path, int]:
     return cks[step], step
 
 
-def train_job(
-    out: Path, data: dict, pair: dict, s: Scale, sc: str, arm: str, seed: int, lr: float, steps: int, every: int
-) -> Path:
+@dataclass(frozen=True)
+class RLJob:
+    """One RL run's settings: its scenario, arm and seed, the learning rate, the steps, and how often it
+    saves a checkpoint and evaluates the held-out set."""
+
+    scenario: str
+    arm: str
+    seed: int
+    lr: float
+    steps: int
+    every: int
+
+
+def train_job(out: Path, data: dict, pair: dict, s: Scale, job: RLJob) -> Path:
     """One RL run (resumable); its final checkpoint."""
+    sc, arm, seed, lr, steps, every = job.scenario, job.arm, job.seed, job.lr, job.steps, job.every
     ck = final_checkpoint(out, steps)
     if ck is not None:
         return ck
@@ -353,7 +365,7 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
 
     def train_sweep(key):
         arm, lr = key
-        return train_job(sweep[key], data, init[sc0], s, sc0, arm, 0, lr, s.sweep_steps, s.sweep_steps)
+        return train_job(sweep[key], data, init[sc0], s, RLJob(sc0, arm, 0, lr, s.sweep_steps, s.sweep_steps))
 
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(train_sweep, sweep))
@@ -363,7 +375,8 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
         def train(key):
             sc, arm, seed = key
             out = work / "train" / sc / arm / f"seed{seed}"
-            train_job(out, data, init[sc], s, sc, arm, seed, sweep_lr(s, chosen, arm), s.rl_steps, s.heldout_every)
+            job = RLJob(sc, arm, seed, sweep_lr(s, chosen, arm), s.rl_steps, s.heldout_every)
+            train_job(out, data, init[sc], s, job)
             return selected_checkpoint(out, s.rl_steps)[0]
 
         picks = dict(zip(keys, pool.map(train, keys)))

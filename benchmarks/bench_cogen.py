@@ -225,7 +225,7 @@ def _counted(fn, engines):
     return res
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces", type=int, default=64, help="traces per run (without --occupancy)")
     ap.add_argument("--tokens", type=int, default=256)
@@ -255,6 +255,54 @@ def main() -> None:
         default=1,
         help="torch threads (1 is stable on a shared 2-core machine; 2 collapses under contention)",
     )
+    return ap
+
+
+def _modes(args, schedules, runs, paths) -> dict:
+    """{row name: fn(tokens) -> counters}: each backend x occupancy x schedule (and lockstep rows)."""
+    b, pf = args.batch, args.pool_factor
+    sp, jp = paths
+    senior, junior = HFEngine(sp, SAMPLING, max_batch=b), HFEngine(jp, SAMPLING, max_batch=b)
+    prompts = benchmark_prompts(senior.tokenizer, args.benchmark) if args.benchmark else None
+    pairs = {"hf": (senior, junior)}
+    if args.vllm:
+        from tandem_eval.engines.vllm_engine import VLLMEngine
+
+        pairs["vllm"] = (VLLMEngine(sp, SAMPLING, max_batch=b), VLLMEngine(jp, SAMPLING, max_batch=b))
+    modes = {}
+    for backend, (se, ju) in pairs.items():
+        for occ, n in runs.items():
+            tag = f" {occ}" if occ else ""
+            for s in schedules:
+                modes[f"{backend}{tag} {s}"] = lambda t, s=s, n=n, se=se, ju=ju: _counted(
+                    lambda: run_cogen(se, ju, s, n, t, b, pf, prompts), (se, ju)
+                )
+            if backend == "hf" and not args.no_lockstep:  # the lockstep reference rows: HF only
+                for s in schedules[1:]:
+                    modes[f"hf{tag} lockstep-{s}"] = lambda t, s=s, n=n: _counted(
+                        lambda: run_lockstep(senior, junior, s, n, t, b), pairs["hf"]
+                    )
+    return modes
+
+
+def _print_table(best: dict, args, runs) -> None:
+    base = {name.rsplit(" ", 1)[0]: r for name, r in best.items() if name.endswith(" solo")}
+    print(
+        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'fed/token':>11}"
+        f"{'handoffs':>10}{'catchup':>9}"
+        f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={args.tokens}, "
+        f"batch={args.batch}, best of {args.repeats}, load average {os.getloadavg()[1]:.1f} over the last 5 min)"
+    )
+    for name, r in best.items():
+        b = base[name.rsplit(" ", 1)[0]]
+        print(
+            f"{name:<28}{r['tps']:>9.1f}{r['tps'] / b['tps']:>8.2f}{r['cpu_tps'] / b['cpu_tps']:>7.2f}"
+            f"{r['fpt']:>11.3f}{r['rows']:>10.1f}{r['fed']:>11.2f}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
+        )
+
+
+def main() -> None:
+    ap = _parser()
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
@@ -263,38 +311,10 @@ def main() -> None:
     occupancies = [o.strip() for o in args.occupancy.split(",") if o.strip()]
     if set(occupancies) - {"small", "large"}:
         ap.error("--occupancy takes small and/or large")
-    b, pf = args.batch, args.pool_factor
-    runs = {o: {"small": b, "large": 4 * b}[o] for o in occupancies} or {"": args.traces}
+    runs = {o: {"small": args.batch, "large": 4 * args.batch}[o] for o in occupancies} or {"": args.traces}
     with tempfile.TemporaryDirectory() as root:
-        if args.senior:
-            sp, jp = args.senior, args.junior or args.senior
-        else:
-            sp, jp = build_models(root, args.size)
-        senior, junior = HFEngine(sp, SAMPLING, max_batch=b), HFEngine(jp, SAMPLING, max_batch=b)
-        prompts = benchmark_prompts(senior.tokenizer, args.benchmark) if args.benchmark else None
-        hf = (senior, junior)
-        modes = {}
-        for occ, n in runs.items():
-            tag = f" {occ}" if occ else ""
-            for s in schedules:
-                modes[f"hf{tag} {s}"] = lambda t, s=s, n=n: _counted(
-                    lambda: run_cogen(senior, junior, s, n, t, b, pf, prompts), hf
-                )
-            if not args.no_lockstep:
-                for s in schedules[1:]:
-                    modes[f"hf{tag} lockstep-{s}"] = lambda t, s=s, n=n: _counted(
-                        lambda: run_lockstep(senior, junior, s, n, t, b), hf
-                    )
-        if args.vllm:
-            from tandem_eval.engines.vllm_engine import VLLMEngine
-
-            vs, vj = VLLMEngine(sp, SAMPLING, max_batch=b), VLLMEngine(jp, SAMPLING, max_batch=b)
-            for occ, n in runs.items():
-                tag = f" {occ}" if occ else ""
-                for s in schedules:
-                    modes[f"vllm{tag} {s}"] = lambda t, s=s, n=n: _counted(
-                        lambda: run_cogen(vs, vj, s, n, t, b, pf, prompts), (vs, vj)
-                    )
+        paths = (args.senior, args.junior or args.senior) if args.senior else build_models(root, args.size)
+        modes = _modes(args, schedules, runs, paths)
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
         # code paths and allocations with a few tokens per trace and is discarded; each mode keeps its
         # best round.
@@ -304,19 +324,7 @@ def main() -> None:
                 res = fn(args.tokens if round_ else min(args.tokens, 8))
                 if round_ and res["tps"] > best[name]["tps"]:
                     best[name] = res
-    base = {name.rsplit(" ", 1)[0]: r for name, r in best.items() if name.endswith(" solo")}
-    print(
-        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'fed/token':>11}"
-        f"{'handoffs':>10}{'catchup':>9}"
-        f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={args.tokens}, batch={b}, "
-        f"best of {args.repeats}, load average {os.getloadavg()[1]:.1f} over the last 5 min)"
-    )
-    for name, r in best.items():
-        b = base[name.rsplit(" ", 1)[0]]
-        print(
-            f"{name:<28}{r['tps']:>9.1f}{r['tps'] / b['tps']:>8.2f}{r['cpu_tps'] / b['cpu_tps']:>7.2f}"
-            f"{r['fpt']:>11.3f}{r['rows']:>10.1f}{r['fed']:>11.2f}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
-        )
+    _print_table(best, args, runs)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,32 @@ def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[flo
     return timer.wall[1:], timer.cpu[1:], timer.rollout[1:], statistics.mean(r["response_length"] for r in log)
 
 
+def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> None:
+    """Each arm's fastest and median step times, rollout vs update time, and the tandem / grpo ratio."""
+    print(
+        f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
+        f"engine {a.engine}, size {a.senior or a.size}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
+    )
+    ratio = {}
+    for name, t in (("wall", wall), ("cpu", cpu)):
+        best = {arm: min(x) for arm, x in t.items()}
+        ratio[name] = best["tandem"] / best["grpo"]
+        for arm in ("grpo", "tandem"):
+            print(
+                f"  {name:4s} {arm:7s} {best[arm]:6.2f} s/step min, {statistics.median(t[arm]):6.2f} median "
+                f"({', '.join(f'{x:.2f}' for x in t[arm])})"
+            )
+    for arm in ("grpo", "tandem"):
+        g = min(rollout[arm])
+        print(f"  wall {arm:7s} rollout {g:6.2f} s + updates {max(min(wall[arm]) - g, 0):6.2f} s (fastest steps)")
+    for arm in ("grpo", "tandem"):
+        print(f"  mean response length {arm:7s} {statistics.mean(lengths[arm]):.1f} tokens")
+    print(
+        f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
+        "(target <= 1.3x; paper ~1.8-2x)"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", type=int, default=4)
@@ -142,28 +168,7 @@ def main() -> None:
                 cpu[arm] += c
                 rollout[arm] += g
                 lengths[arm].append(n)
-    print(
-        f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
-        f"engine {a.engine}, size {a.senior or a.size}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
-    )
-    ratio = {}
-    for name, t in (("wall", wall), ("cpu", cpu)):
-        best = {arm: min(x) for arm, x in t.items()}
-        ratio[name] = best["tandem"] / best["grpo"]
-        for arm in ("grpo", "tandem"):
-            print(
-                f"  {name:4s} {arm:7s} {best[arm]:6.2f} s/step min, {statistics.median(t[arm]):6.2f} median "
-                f"({', '.join(f'{x:.2f}' for x in t[arm])})"
-            )
-    for arm in ("grpo", "tandem"):
-        g = min(rollout[arm])
-        print(f"  wall {arm:7s} rollout {g:6.2f} s + updates {max(min(wall[arm]) - g, 0):6.2f} s (fastest steps)")
-    for arm in ("grpo", "tandem"):
-        print(f"  mean response length {arm:7s} {statistics.mean(lengths[arm]):.1f} tokens")
-    print(
-        f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
-        "(target <= 1.4x; paper ~1.8-2x)"
-    )
+    _report(a, wall, cpu, rollout, lengths)
 
 
 if __name__ == "__main__":

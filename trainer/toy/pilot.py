@@ -59,9 +59,12 @@ def _style(text: str) -> str:
     return "plain" if rate == 0 else "terse" if rate == 1 else "mixed"
 
 
-def solo_styles(results: Path) -> dict:
+def solo_styles(results: Path, test: Path) -> dict:
     """Per arm and seed: the share of terse CoT steps, and per CoT style (all-plain, mixed, all-terse)
-    its share, accuracy, truncation and junior NLL (nats/token, from the legibility table)."""
+    its share, accuracy, truncation and junior NLL (nats/token, from the legibility table), and its
+    accuracy per number of problem steps ("correct/CoTs": a style's accuracy is confounded with the
+    problem's length, since longer problems draw more terse steps and overrun the budget more often)."""
+    n_steps = pd.read_json(test, lines=True)[["problem_id", "n_steps"]]
     out = {}
     for run in runs_in(results / SCENARIO):
         if run.mode != "solo":
@@ -71,7 +74,7 @@ def solo_styles(results: Path) -> dict:
         lens = next(run.path.glob("lens/*/legibility.parquet"), None)
         if lens is not None:
             d = d.merge(pd.read_parquet(lens, columns=[*key, "junior_nll_mean"]), on=key, how="left")
-        d = d.assign(style=d["text"].map(_style), cut=d["finish_reason"] == "length")
+        d = d.assign(style=d["text"].map(_style), cut=d["finish_reason"] == "length").merge(n_steps, on="problem_id")
         row = {"terse_step_pct": 100 * d["text"].map(terse_rate).mean()}
         for style, g in d.groupby("style"):
             row[style] = {
@@ -79,6 +82,7 @@ def solo_styles(results: Path) -> dict:
                 "correct_pct": 100 * g["correct"].mean(),
                 "truncated_pct": 100 * g["cut"].mean(),
                 "junior_nll": g["junior_nll_mean"].mean() if "junior_nll_mean" in g else None,
+                "correct_by_n_steps": {int(k): f"{c.sum()}/{len(c)}" for k, c in g.groupby("n_steps")["correct"]},
             }
         out[f"{run.arm.split('/')[-1]}/seed{run.seed}"] = row
     return out
@@ -192,7 +196,7 @@ def main(argv=None) -> None:
         "differences": entry["differences"],
         "precondition": entry.get("precondition"),
         "verdicts": entry.get("verdicts"),
-        "solo_styles": solo_styles(work / "results"),
+        "solo_styles": solo_styles(work / "results", work / "data" / "test.jsonl"),
         "junior_nll_of_reference_solutions": reference_nll(work / "init" / SCENARIO / "senior"),
         "training": entry.get("training"),
         "reading": reading(entry["precondition"]),

@@ -85,10 +85,13 @@ class SFTRecipe:
 _BASE = SFTRecipe(size="senior", p_jargon=0.0, steps=800)
 _FROM_BASE = {"lr": 1e-3, "warmup_steps": 20, "init": "the plain base senior"}
 SHORTCUT = SFTRecipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_FROM_BASE)
-# * emergent senior, +300 steps, each step terse with probability 0.3 (pilot numbers:
+# * emergent senior, +600 steps, each step terse with probability 0.3 (pilot numbers:
 #   results/toy/pilot-v3.json, with the earlier designs: whole-CoT terse as bare equations "42 + 17 = 59"
 #   at 10% and 25% of the data was unlearnable at this size, 5% of terse CoTs correct, so GRPO dropped it).
-TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=300, **_FROM_BASE)
+#   At +300 steps terse steps were still less accurate than plain ones (2-step problems: mixed CoTs 36%
+#   correct, plain 66%), so reward did not favour them; at +600 they are as accurate (74% / 78%; 3-step:
+#   mixed 40%, plain 0%, all truncated) and GRPO's reward rises. 50% terse steps at +400 was less accurate.
+TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=600, **_FROM_BASE)
 RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,

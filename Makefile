@@ -8,7 +8,7 @@ VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo 
 STAMP  := $(VENV)/.installed-$(VLLM_EXTRA)
 DEMO   ?= runs/demo
 
-.PHONY: demo test lint venv toy bench clean
+.PHONY: demo test lint venv toy toy-controls bench clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,10 @@ demo: venv
 
 toy: venv
 	$(BIN)/python -m trainer.toy.world --readme README.md
+
+# the self-paired and jargon controls (~9 h); `make toy` then summarises them beside the emergent scenario
+toy-controls: venv
+	$(BIN)/python -m trainer.toy.world --scale controls --no-bundle --readme README.md
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

@@ -94,7 +94,7 @@ def reference_nll(checkpoint: Path, n: int = 100) -> dict:
     import torch
 
     from trainer.toy.models import load_checkpoint, prompt_text
-    from trainer.toy.task import generate, mixed_solution
+    from trainer.toy.task import Difficulty, generate, mixed_solution
 
     model, tok = load_checkpoint(checkpoint)
     styles = {
@@ -105,7 +105,7 @@ def reference_nll(checkpoint: Path, n: int = 100) -> dict:
     out = {}
     for name, write in styles.items():
         nll = []
-        for p in generate("test", n):
+        for p in generate("test", n, difficulty=tw.DIFFICULTIES.get(SCENARIO, Difficulty())):
             prompt = tok.encode(prompt_text(tok, p.problem), add_special_tokens=False)
             ids = torch.tensor([prompt + tok.encode(write(p) + "<|im_end|>", add_special_tokens=False)])
             with torch.no_grad():
@@ -145,7 +145,7 @@ def earlier(out: Path) -> list[dict]:
 
 def run_pilot(args, s: tw.Scale, work: Path) -> tuple[dict, dict]:
     """SFT, RL runs, evaluations; ({(arm, seed): selected step}, the scenario's summary entry)."""
-    data = tw.stage_data(work, s)
+    data = tw.stage_data(work, s)  # {scenario: {split: path}}
     senior = work / "init" / SCENARIO / "senior"
     tw._sft(senior, SCENARIO, None, work, init_from=Path(resolve_model(args.base)))
     pair = {"senior": senior, "junior": senior}
@@ -196,7 +196,7 @@ def main(argv=None) -> None:
         "differences": entry["differences"],
         "precondition": entry.get("precondition"),
         "verdicts": entry.get("verdicts"),
-        "solo_styles": solo_styles(work / "results", work / "data" / "test.jsonl"),
+        "solo_styles": solo_styles(work / "results", work / "data" / SCENARIO / "test.jsonl"),
         "junior_nll_of_reference_solutions": reference_nll(work / "init" / SCENARIO / "senior"),
         "training": entry.get("training"),
         "reading": reading(entry["precondition"]),

@@ -99,6 +99,15 @@ def write_summary(
     return summary
 
 
+def arms_found(root: Path) -> dict[str, tuple[str, ...]]:
+    """{scenario: its RL arms} of the scenario folders under `root` (grpo first, kl-reg last)."""
+    arms = {}
+    for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
+        found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
+        arms[sc] = tuple(sorted(found, key=lambda a: (a.startswith("kl-reg"), a != "grpo", a)))
+    return arms
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Write the toy world's summary from its results folder")
     ap.add_argument("results", nargs="?", default="results/toy")
@@ -109,11 +118,7 @@ def main(argv=None) -> None:
         folders = ", ".join(f"{sc}/" for sc in SCENARIOS)
         print(f"error: {root} holds no toy-world scenario folder ({folders}); run `make toy` first", file=sys.stderr)
         raise SystemExit(2)
-    arms = {}
-    for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
-        found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
-        arms[sc] = tuple(sorted(found, key=lambda a: (a.startswith("kl-reg"), a != "grpo", a)))
-    write_summary(root, arms, readme=args.readme)
+    write_summary(root, arms_found(root), readme=args.readme)
     print((root / "summary.md").read_text())
 
 

@@ -1,7 +1,8 @@
 """`make toy`: the paper's whole experiment in the toy world, from scratch, on two CPU cores.
 
 Stages (each skips what is already done, so an interrupted run resumes):
-  1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks
+  1. data      train / held-out / test problems (trainer/toy/task.py) as jsonl benchmarks; the
+               emergent scenario's are 2-step problems (DIFFICULTIES), the others' 2-4 steps
   2. init      SFT: the plain base senior, then from it the emergent senior (30% of steps terse),
                the self-paired senior (shortcut mix) -- each also its own junior -- and the jargon
                senior (the jargon junior is the base)
@@ -24,7 +25,7 @@ Stages (each skips what is already done, so an interrupted run resumes):
   8. bundle    seed-0 selected checkpoints (BUNDLE) -> tandem_eval/toy/checkpoints/<scenario>/<arm>
   9. report    tandem-eval report results/toy --out results/toy/report
 
-    python -m trainer.toy.world [--scale full|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
+    python -m trainer.toy.world [--scale full|controls|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
                                 [--readme README.md] [--no-bundle]
 """
 
@@ -38,12 +39,12 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tandem_eval.models import TOY_DIR
 from trainer.toy.aggregate import SCENARIOS
-from trainer.toy.task import write_benchmark
+from trainer.toy.task import Difficulty, write_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 CKPT_FILES = (
@@ -98,30 +99,31 @@ def kl_coef(arm: str) -> float | None:
 
 
 SCALES = {
+    # `make toy` (<= 3 h on 2 cores): the emergent scenario, where the precondition is tested. The
+    # self-paired (negative) and jargon (SFT-planted) controls are summarised from their committed run
+    # folders (results/toy/<scenario>/); rerunning them takes SCALES["controls"] (~9 h).
     "full": Scale(
         sft_steps=(None, None, None, None),
-        rl_steps=60,
+        rl_steps=20,  # grpo's held-out pass@4 peaks by step 20 at lr 1e-4 (results/toy/pilot-v3.json, v4 pilot)
         prompts_per_step=8,
         group_size=8,
         lr=1e-4,
         seeds=(0, 1, 2, 3, 4, 5),
         n_train=4000,
         n_test=300,
-        # jargon's effects are tens of points; half the problems keep `make toy` within budget
-        eval_limits=(("jargon", 150),),
+        eval_limits=(("emergent", 150), ("jargon", 150)),
         n_samples=8,
         max_new_tokens=256,
-        # emergent: 3-4-step plain CoTs (~79 / ~99 tokens) overrun 72 tokens, all-terse ones (~49 / ~63) fit,
-        # and so do 3-step CoTs with one terse step; 4-step CoTs whose steps alternate terse/plain (~77) do not
-        budgets=(("emergent", 72),),
+        # emergent (2-step problems, DIFFICULTIES): all-terse CoTs fit 37 tokens, ones with a plain step do not
+        budgets=(("emergent", 37),),
         kl_coefs=(("emergent", (0.1, 1.0)), ("self-paired", (0.1, 1.0, 10.0)), ("jargon", (1.0,))),
         n_heldout=100,
-        heldout_every=20,
+        heldout_every=10,
         heldout_n=4,
         lr_sweep=(3e-5, 1e-4, 3e-4),
         sweep_steps=20,
         g16_scenarios=("emergent",),
-        scenarios=SCENARIOS,
+        scenarios=("emergent",),
     ),
     "ci": Scale(
         sft_steps=(4, 2, 2, 2),
@@ -135,7 +137,7 @@ SCALES = {
         eval_limits=(("jargon", 2),),
         n_samples=4,
         max_new_tokens=48,
-        budgets=(("emergent", 32),),
+        budgets=(("emergent", 37),),
         kl_coefs=(("emergent", (0.1,)), ("self-paired", ()), ("jargon", ())),
         n_heldout=2,
         heldout_every=1,
@@ -148,6 +150,14 @@ SCALES = {
         scenarios=("emergent",),
     ),
 }
+# The two controls at the settings of their committed runs (60 RL steps, held-out every 20, 256 tokens).
+SCALES["controls"] = replace(
+    SCALES["full"],
+    rl_steps=60,
+    heldout_every=20,
+    lr_sweep=(),  # their lr is the committed runs' (1e-4); results/toy/lr_sweep.json stays the emergent check's
+    scenarios=("self-paired", "jargon"),
+)
 
 
 def eval_seed(seed: int) -> int:
@@ -182,15 +192,26 @@ def run(cmd: list[str], logfile: Path | None = None) -> None:
         raise RuntimeError(f"failed: {' '.join(cmd)}\n{detail}")
 
 
-def stage_data(work: Path, s: Scale) -> dict[str, Path]:
-    data = work / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    paths = {"train": data / "train.jsonl", "heldout": data / "heldout.jsonl", "test": data / "test.jsonl"}
+# Scenarios whose problems differ from the default mix (2-4 steps). emergent: 2-step problems only, so
+# that one new-token budget separates the notations on every problem: under 37 tokens an all-terse CoT
+# always finishes (29-37 tokens on 300 test problems) and one with a plain step almost never does (plain
+# second step 35-45, plain first step 43-54, all plain 50-62; trainer.toy.task, the toy tokenizer).
+DIFFICULTIES = {"emergent": Difficulty(min_steps=2, max_steps=2)}
+
+
+def stage_data(work: Path, s: Scale) -> dict[str, dict[str, Path]]:
+    """The problem sets of each scenario {scenario: {split: path}}: data/<split>.jsonl for the default
+    mix, data/<scenario>/<split>.jsonl for a scenario of DIFFICULTIES."""
     sizes = {"train": (s.n_train, 2000), "heldout": (s.n_heldout, 0), "test": (s.n_test, 0)}
-    for split, path in paths.items():  # RL's seed differs from SFT's (0, 1000): RL sees fresh problems
-        if not path.exists():
-            write_benchmark(path, split, sizes[split][0], seed=sizes[split][1])
-    return paths
+    out = {}
+    for sc in s.scenarios:
+        folder = work / "data" / sc if sc in DIFFICULTIES else work / "data"
+        out[sc] = {split: folder / f"{split}.jsonl" for split in sizes}
+        for split, path in out[sc].items():  # RL's seed differs from SFT's (0, 1000): RL sees fresh problems
+            if not path.exists():
+                n, seed = sizes[split]
+                write_benchmark(path, split, n, seed=seed, difficulty=DIFFICULTIES.get(sc, Difficulty()))
+    return out
 
 
 def _sft(out: Path, scenario: str, steps: int | None, work: Path, init_from: Path | None = None) -> None:
@@ -275,7 +296,7 @@ def train_job(out: Path, data: dict, pair: dict, s: Scale, job: RLJob) -> Path:
     sets = [
         f"senior={pair['senior']}",
         f"junior={pair['junior']}",
-        f"train_data={data['train']}",
+        f"train_data={data[sc]['train']}",
         f"steps={steps}",
         f"prompts_per_step={s.prompts_per_step}",
         f"group_size={group}",
@@ -289,7 +310,7 @@ def train_job(out: Path, data: dict, pair: dict, s: Scale, job: RLJob) -> Path:
         f"save_every={every}",
         # held-out solo pass@k along the run: the learning curve (eval_log.jsonl) and the checkpoint choice
         f"eval.every={every}",
-        f"eval.benchmarks=[{data['heldout']}]",
+        f"eval.benchmarks=[{data[sc]['heldout']}]",
         "eval.modes=[solo]",
         f"eval.n={s.heldout_n}",
         f"eval.limit={s.n_heldout}",
@@ -325,7 +346,7 @@ def eval_job(results: Path, data: dict, s: Scale, sc: str, arm: str, seed: int, 
         return
     log(f"evaluate {sc}/{arm}/seed{seed}")
     ks = ",".join(str(k) for k in (1, 2, 4, 8) if k <= s.n_samples)
-    common = ["--benchmark", str(data["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
+    common = ["--benchmark", str(data[sc]["test"]), "--n", str(s.n_samples), "--k", ks, "--seed", str(eval_seed(seed))]
     common += budget_args(s, sc)
     if sc in dict(s.eval_limits):
         common += ["--limit", str(dict(s.eval_limits)[sc])]
@@ -369,8 +390,9 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
 
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(train_sweep, sweep))
-        chosen = choose_lr(sweep)
-        write_lr_sweep(results, sweep, chosen, scenario=sc0)
+        chosen = choose_lr(sweep) if sweep else {}  # no lr check (the controls): every arm trains at s.lr
+        if sweep:
+            write_lr_sweep(results, sweep, chosen, scenario=sc0)
 
         def train(key):
             sc, arm, seed = key
@@ -415,7 +437,7 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         out = work / "heldout" / sc / "init"
         run(
             ["-m", "tandem_eval.cli", "solo", "--senior", str(init[sc]["senior"]), "--out", str(out)]
-            + ["--benchmark", str(data["heldout"]), "--n", str(s.heldout_n), "--k", heldout_ks(s), "--seed", "0"]
+            + ["--benchmark", str(data[sc]["heldout"]), "--n", str(s.heldout_n), "--k", heldout_ks(s), "--seed", "0"]
             + ["--limit", str(s.n_heldout)]
             + budget_args(s, sc),
             work / "logs" / "heldout.log",
@@ -441,7 +463,9 @@ def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TO
     of BUNDLE), plus the test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). kl-reg is
     bundled once, at the middle coefficient, as toy:<scenario>/kl-reg."""
     (dest.parent / "data").mkdir(parents=True, exist_ok=True)
-    shutil.copy(data["test"], dest.parent / "data" / "test.jsonl")
+    default = next((d for sc, d in data.items() if sc not in DIFFICULTIES), None)  # the demo's: the default mix
+    if default is not None:
+        shutil.copy(default["test"], dest.parent / "data" / "test.jsonl")
     picks = {(sc, "junior"): init[sc]["junior"] for sc in init}
     picks.update({(sc, "init"): init[sc]["senior"] for sc in init})
     for (sc, arm, seed), ck in picks_.items():
@@ -477,9 +501,11 @@ def main(argv=None) -> None:
     init = stage_init(args.work, s)
     stage_heldout_init(args.work, args.results, data, init, s)
     finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)
-    from trainer.toy.summary import write_summary
+    from trainer.toy.summary import arms_found, write_summary
 
-    write_summary(args.results, {sc: s.arms(sc) for sc in s.scenarios}, readme=args.readme)
+    # the scale's scenarios, and the controls already under results/ (summarised from their run folders)
+    arms = {**arms_found(args.results), **{sc: s.arms(sc) for sc in s.scenarios}}
+    write_summary(args.results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=args.readme)
     if not args.no_bundle:
         stage_bundle(finals, init, data, s)
     run(

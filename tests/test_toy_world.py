@@ -89,3 +89,32 @@ def test_readme_block_is_generated_from_the_committed_summary():
     summary = json.loads((REPO / "results" / "toy" / "summary.json").read_text())
     assert markdown.readme_block(REPO / "README.md") == markdown.block_markdown(summary)
     assert (REPO / "results" / "toy" / "summary.md").read_text() == markdown.summary_markdown(summary)
+
+
+def test_bundle_copies_the_seed0_picks_and_drops_arms_no_longer_bundled(tmp_path):
+    """stage_bundle: seed-0 selected checkpoints of BUNDLE's arms (kl-reg at the middle coefficient), the
+    default-mix test set (not the emergent 2-step one), and an earlier bundle's extra arms removed."""
+    full = toy_world.SCALES["full"]
+
+    def ckpt(name):
+        d = tmp_path / "src" / name
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps({"name": name}))
+        return d
+
+    init = {"emergent": {"senior": ckpt("init"), "junior": ckpt("init-junior")}}
+    picks = {("emergent", arm, seed): ckpt(f"{arm}-s{seed}") for arm in full.arms("emergent") for seed in (0, 1)}
+    data = {"emergent": {"test": tmp_path / "emergent-test.jsonl"}}
+    dest = tmp_path / "bundle" / "checkpoints"
+    stale = dest / "self-paired" / "grpo"
+    stale.mkdir(parents=True)
+    (dest / "self-paired" / "tandem").mkdir()
+    toy_world.stage_bundle(picks, init, data, full, dest=dest)
+
+    bundled = sorted(p.name for p in (dest / "emergent").iterdir())
+    assert bundled == sorted(toy_world.BUNDLE["emergent"])
+    kl = json.loads((dest / "emergent" / "kl-reg" / "config.json").read_text())["name"]
+    assert kl == "kl-reg@1-s0"  # the middle of (0.1, 1.0), seed 0
+    assert json.loads((dest / "emergent" / "junior" / "config.json").read_text())["name"] == "init-junior"
+    assert not stale.exists() and (dest / "self-paired" / "tandem").is_dir()
+    assert not (dest.parent / "data" / "test.jsonl").exists()  # only the emergent (2-step) set was given

@@ -473,6 +473,10 @@ def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TO
         if seed == 0 and (kl_coef(arm) is None or kl_coef(arm) == coefs[len(coefs) // 2]):
             picks[(sc, arm.split("@")[0])] = ck
     picks = {(sc, name): src for (sc, name), src in picks.items() if name in BUNDLE.get(sc, ())}
+    for sc, names in BUNDLE.items():  # earlier bundles' extra arms go: the bundle stays <= 30 MB
+        for old in (dest / sc).glob("*") if (dest / sc).is_dir() else ():
+            if old.is_dir() and old.name not in names:
+                shutil.rmtree(old)
     for (sc, name), src in picks.items():
         dst = dest / sc / name
         if dst.exists():

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from .config import ConfigError, EvalConfig, inputs_diff, solo_config, to_dict
+from .config import ConfigError, EvalConfig, config_diff, inputs_diff, solo_config, to_dict
 from .data import Problem, prompt_ids
 from .engines import unavailable
 from .grading import check_grader_versions
 from .models import resolve_model
 from .paths import not_writable
-from .results import RunFolder, RunFolderError, config_diff
+from .results import RunFolder, RunFolderError
 
 log = logging.getLogger(__name__)
 

@@ -190,6 +190,14 @@ def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
     return out
 
 
+def config_diff(old: dict, new: dict) -> str:
+    """The first differences between two stored configs, changed benchmark files named first."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
+    parts = inputs_diff(old.get("inputs"), new.get("inputs"))
+    parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
+    return ", ".join(parts[:3]) or "different fingerprint"
+
+
 def to_dict(obj) -> dict:
     """JSON-ready dict (tuples become lists)."""
     return json.loads(json.dumps(dataclasses.asdict(obj)))

@@ -26,6 +26,15 @@ import pandas as pd
 from .schemas import RunFolderError, check_frame
 
 
+def missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never a part, also
     after a power loss: the temporary file is fsynced before the rename and the folder after it.

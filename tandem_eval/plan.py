@@ -109,6 +109,7 @@ class Plan:
     runs: tuple[RunPlan, ...]
     solo: Path | None = None
     reused: bool = False
+    solo_run: RunFolder | None = None  # the reused solo run, verified once here: execute reads its table
 
     @property
     def cfg(self) -> EvalConfig:
@@ -145,10 +146,11 @@ def plan_handoff(
     check_out_paths({handoff_out: cfg} if reuse else {solo_out: solo_config(cfg), handoff_out: cfg})
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
-        record = check_solo_reuse(cfg, verify_run(solo_dir), allow_solo_mismatch, how)
+        solo_run = verify_run(solo_dir)
+        record = check_solo_reuse(cfg, solo_run, allow_solo_mismatch, how)
         runs = ()
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
-        runs = (RunPlan(solo_config(cfg), solo_out),)
+        runs, solo_run = (RunPlan(solo_config(cfg), solo_out),), None
     handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
-    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse)
+    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_run=solo_run)

@@ -170,6 +170,14 @@ def fingerprint_of(config: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def stored_fingerprint(config: dict, where: str) -> str:
+    """The fingerprint of a config dict as config.json stores it, recomputed, once the dict loads
+    strictly as an EvalConfig (else a ConfigError naming `where` and the invalid field)."""
+    fingerprint = fingerprint_of(config)  # plain dict work: safe before the dict is checked
+    from_dict(EvalConfig, config, where=where)
+    return fingerprint
+
+
 def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
     """How two runs' recorded inputs (config.json's "inputs") differ, naming each changed file; nothing
     when either was not hashed (a run from before content hashes: its callers warn)."""

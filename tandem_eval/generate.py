@@ -167,9 +167,11 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
 
 
 def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, engines: dict, how: tuple) -> None:
-    """Every sample of `cfg` missing from `rf` (`done`: the keys it holds); `how` = (progress,
-    flush_every, on_flush)."""
+    """Every sample of `cfg` missing from `rf` (`done`: the keys it holds), graded and flushed every
+    `flush_every` traces; `how` = (progress, flush_every, on_flush)."""
+    progress, flush_every, on_flush = how
     tok = engines["senior"].tokenizer
+    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     schedule = make_schedule(cfg.schedule, tok)
     specs, meta = [], {}
     for problem in checked.problems:
@@ -179,47 +181,46 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
             if (problem.benchmark, problem.problem_id, i) in done:
                 continue
             seed = trace_seed(cfg.seed, f"{problem.benchmark}/{problem.problem_id}", i)
-            key = len(specs)
-            specs.append(TraceSpec(key, prompt, seed, n_new))
-            meta[key] = (problem, i, seed)
+            meta[len(specs)] = (problem, i, seed)
+            specs.append(TraceSpec(len(specs), prompt, seed, n_new))
+    # a generator: no trace starts before the loop below asks for the first one
+    traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
     if not specs:
         return
-    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     if isinstance(junior, RetokenizingEngine):
         for spec in specs:
-            junior_prompt = prompt_ids(
-                junior.inner.tokenizer, meta[spec.key][0].problem, chat_template=cfg.junior_chat_template
+            problem = meta[spec.key][0].problem
+            junior.register(
+                spec.key,
+                prompt_ids(junior.inner.tokenizer, problem, chat_template=cfg.junior_chat_template),
+                len(spec.prompt_ids),
             )
-            junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
-    pool = cfg.batch_size * (2 if junior is not None else 1)
-    reporter = progress_reporter(
-        len(specs),
-        f"{cfg.mode}:{cfg.schedule}",
-        enabled=how[0],
-        live_tokens=live_token_counter([engines["senior"], junior]),
-        budget=cfg.sampling.max_new_tokens,
-    )
-    _, flush_every, on_flush = how
+    live = live_token_counter([engines["senior"], junior])
     labels = {"mode": cfg.mode, "schedule": cfg.schedule}
+    reporter = progress_reporter(
+        len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress, live_tokens=live, budget=cfg.sampling.max_new_tokens
+    )
     with Grader() as grader, reporter as bar:
-        buffer = []
-
-        def flush():
+        for batch in _batches(traces, flush_every, bar):
             grades = grader.grade_many(
-                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in buffer]
+                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
             )
-            rf.append_shard(_rows(buffer, meta, grades, tok, labels))
+            rf.append_shard(_rows(batch, meta, grades, tok, labels))
             if on_flush:
-                on_flush(len(buffer))
-            buffer.clear()
+                on_flush(len(batch))
 
-        for trace in cogenerate(specs, engines["senior"], junior, schedule, pool_size=pool):
-            buffer.append(trace)
-            bar.advance(len(trace.token_ids))
-            if len(buffer) >= flush_every:
-                flush()
-        if buffer:
-            flush()
+
+def _batches(traces, size: int, bar):
+    """Finished traces in lists of `size` (the last one shorter), each counted on `bar` as it finishes."""
+    batch = []
+    for trace in traces:
+        batch.append(trace)
+        bar.advance(len(trace.token_ids))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def live_token_counter(engines: list) -> Callable[[], int] | None:

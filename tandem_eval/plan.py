@@ -19,14 +19,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checks import check_engine, check_out_paths, check_prompts, check_solo_reuse, solo_record
+from .checks import check_out_paths, check_prompts, check_solo_reuse, solo_record
 from .config import ConfigError, EvalConfig, Inputs, solo_config
 from .data import Problem, load_benchmarks
 from .data.benchmarks import benchmark_files
+from .engines import unavailable
 from .grading import check_grader_versions
 from .models import Checkpoints, check_models
 from .results import RunFolder, sha256_file, verify_run
-from .schedules import parse_schedule
+from .schedules import needs_junior
 
 
 def handoff_dirname(schedule: str) -> str:
@@ -66,14 +67,11 @@ class Validated:
 
 
 def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = None) -> Validated:
-    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts),
-    before any engine loads or anything is written; raises a user error (one-line message).
-    `outs` and `solo_run` (out folders to check without comparing settings, a solo run that must be
-    complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
-    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
-    parse_schedule(cfg.schedule)
-    check_engine(cfg.engine)
-    tok, checkpoints = check_models(cfg)
+    """Check everything a run needs, cheaply (benchmarks, configs, tokenizers, safetensors headers,
+    prompts), before any engine loads or anything is written; raises a user error (one-line message).
+    Each lower module is asked once, in one order: benchmarks, grader, schedule, engine, checkpoints,
+    prompts. `outs` and `solo_run` (out folders to check without comparing settings, a solo run that
+    must be complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
     problems, inputs = load_inputs(cfg)
     cfg = dataclasses.replace(cfg, inputs=inputs)
     if not problems:
@@ -81,6 +79,11 @@ def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = Non
             f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
             f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
         )
+    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
+    junior = needs_junior(cfg.schedule)  # a bad --schedule is refused here
+    if reason := unavailable(cfg.engine):
+        raise ConfigError(reason)
+    tok, checkpoints = check_models(cfg, junior)
     prompts = check_prompts(cfg, tok, problems)
     if outs:
         check_out_paths(dict.fromkeys(map(Path, outs)))

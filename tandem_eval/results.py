@@ -44,14 +44,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 # ConfigError, config_diff and the durable writers are also imported from here (their former home)
-from .config import ConfigError, EvalConfig, config_diff, fingerprint_of, from_dict, to_dict  # noqa: F401
+from .config import ConfigError, EvalConfig, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
 from .durable import (  # noqa: F401
     atomic_write_json,
     atomic_write_parquet,
     atomic_write_text,
     check_write_target,
     folder_lock,
-    missing_dirs,
     sha256_file,
 )
 from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
@@ -79,18 +78,16 @@ class RunFolder:
         """Hold the lock (a second writer stops here), create the folder or check it holds `cfg`'s
         experiment, and yield the keys of the samples it holds (None: complete, another process
         finished it). A failure before any sample is flushed removes what this call created."""
-        existed = self.config_path.exists()
-        created = [] if existed else missing_dirs(self.path)
-        with contextlib.ExitStack() as held:
-            held.enter_context(self.lock())
-            try:
+        created = None  # set once the lock is held: a refused lock removes nothing
+        try:
+            with folder_lock(self.path, self.lock_path) as made:
+                created = made if not self.config_path.exists() else None
                 self.init(cfg, extra)
                 yield None if self.is_complete() else self.done_keys()
-            except BaseException:
-                if not existed:
-                    held.close()  # release the lock first, so that an emptied folder can be removed
-                    self._discard_if_empty(created)
-                raise
+        except BaseException:
+            if created is not None:  # the lock is released first, so that an emptied folder can be removed
+                self._discard_if_empty(created)
+            raise
 
     def _discard_if_empty(self, created: list[Path]) -> None:
         """Undo a folder this process created when no sample reached it (nothing to resume)."""
@@ -107,21 +104,26 @@ class RunFolder:
     def init(self, cfg: EvalConfig, extra: dict | None = None) -> None:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
-            old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
-            if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
-                # A run from before inputs were hashed: the same settings, but its files cannot be checked.
-                log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
-                return
-            if old["fingerprint"] != cfg.fingerprint():
-                diff = config_diff(old["config"], to_dict(cfg))
-                raise RunFolderError(
-                    f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
-                )
-            return
+            return self.check_holds(cfg)
+        record = {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
         self.shard_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(
-            self.config_path,
-            {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})},
+        atomic_write_json(self.config_path, record)
+
+    def check_holds(self, cfg: EvalConfig) -> None:
+        """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
+        the refusal names the differences."""
+        if not self.config_path.exists():
+            return
+        old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
+        if old["fingerprint"] == cfg.fingerprint():
+            return
+        if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
+            # A run from before inputs were hashed: the same settings, but its files cannot be checked.
+            log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
+            return
+        diff = config_diff(old["config"], to_dict(cfg))
+        raise RunFolderError(
+            f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
         )
 
     def config(self) -> dict:
@@ -134,10 +136,9 @@ class RunFolder:
                 f'{self.config_path} is not a tandem-eval run config (no "config"/"fingerprint"); {fix}'
             )
         try:
-            from_dict(EvalConfig, raw["config"], where=str(self.config_path))
+            recomputed = stored_fingerprint(raw["config"], where=str(self.config_path))
         except (ConfigError, TypeError, ValueError) as e:
             raise RunFolderError(f"{_one_line(e)}; {fix}") from None
-        recomputed = config_fingerprint(raw["config"])
         if recomputed != raw["fingerprint"]:
             raise RunFolderError(
                 f"{self.config_path} was edited after the run was written (its settings hash to {recomputed}, "

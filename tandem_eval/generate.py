@@ -20,7 +20,6 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -33,7 +32,7 @@ from .grading import Grader
 from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
 from .models import Checkpoints, run_checkpoints
-from .plan import Plan, RunPlan, Validated, plan_handoff, plan_run
+from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import progress_reporter
 from .results import RunFolder, RunFolderError, verify_run
 from .schedules import make_schedule, needs_junior
@@ -234,13 +233,6 @@ def live_token_counter(engines: list) -> Callable[[], int] | None:
 
 
 # ---- execution: a checked plan into run folders ----------------------------------------------------
-class SoloTable(NamedTuple):
-    """The solo run a handoff run's tax compares with: its folder and its samples, read once."""
-
-    path: Path
-    samples: pd.DataFrame
-
-
 def execute(
     plan: Plan,
     engines: dict | None = None,
@@ -256,14 +248,14 @@ def execute(
     if own:
         use_threads(plan.cfg.threads)
         engines = load_engines(plan.cfg, plan.checked.checkpoints)  # a failing engine leaves nothing on disk
-    solo = SoloTable(plan.solo, plan.solo_run.load_samples()) if plan.solo_run is not None else None
+    solo = plan.solo_table
     folders = []
     try:
         for run in plan.runs:
             rf, samples = _fill(plan.checked, run, engines, solo, (progress, flush_every, on_flush))
             folders.append(rf)
             if run.out == plan.solo:  # the solo run just made: the handoff's tax reads its samples
-                solo = SoloTable(run.out, samples)
+                solo = SoloTable(rf, samples)
     finally:
         if own:
             close_engines(engines)
@@ -286,7 +278,8 @@ def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: SoloTabl
             done = held.enter_context(rf.writing(run.cfg, extra))  # None: another process finished it meanwhile
         if done is None:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
-            return _reused(rf.verify(allow_unrecorded=True), run.cfg.ks, solo)  # a lens table may be unrecorded
+            rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
+            return _reused(rf, rf.load_samples() if solo is not None else None, run.cfg.ks, solo)
         _generate(run.cfg, rf, done, checked, engines, how)
         samples = rf.load_samples()
         rf.finalize(run_metrics(samples, run.cfg.ks, solo), samples)
@@ -303,18 +296,17 @@ def run_metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dic
 def tax_metrics(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
     """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
     tax = json_safe(communication_tax(solo.samples, handoff_samples, list(ks)))
-    return {"tax": tax, "solo_run": str(Path(solo.path).resolve())}
+    return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
 
 
-def _reused(rf: RunFolder, ks, solo: SoloTable | None) -> tuple[RunFolder, pd.DataFrame | None]:
-    """A complete run as it is; a handoff run whose metrics.json lacks this solo run's tax gets it
-    (run folders written before the tax preceded COMPLETE, or compared with another solo run)."""
-    if solo is None:
-        return rf, None
-    samples, metrics = rf.load_samples(), rf.metrics()
-    tax = tax_metrics(solo, samples, ks)
-    if {k: metrics.get(k) for k in tax} != tax:
-        rf.update_metrics(tax)
+def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | None) -> tuple:
+    """A complete run as it is, with its samples (read by the caller when a tax needs them); a handoff
+    run whose metrics.json lacks this solo run's tax gets it (run folders written before the tax
+    preceded COMPLETE, or compared with another solo run)."""
+    if solo is not None:
+        tax = tax_metrics(solo, samples, ks)
+        if {k: rf.metrics().get(k) for k in tax} != tax:
+            rf.update_metrics(tax)
     return rf, samples
 
 
@@ -348,7 +340,7 @@ def run_handoff(
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
     *made, handoff = execute(plan, progress=progress)
-    solo = made[0] if made else plan.solo_run
+    solo = made[0] if made else plan.solo_table.folder
     return solo, handoff, handoff.metrics()["tax"]
 
 
@@ -394,11 +386,12 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
             f"the shards hold {len(per_problem)} problems, but their inputs list {cfg.inputs.n_problems}; rerun "
             "the shards of one --num-shards N command into a new --out"
         )
-    against = SoloTable(solo.path, solo.load_samples()) if solo is not None else None
+    against = SoloTable(solo, solo.load_samples()) if solo is not None else None
     rf = RunFolder(out)
     with rf.writing(cfg, {"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]}) as done:
         if done is None:
-            return _reused(rf.verify(), cfg.ks, against)[0]
+            rf.verify()
+            return _reused(rf, rf.load_samples() if against is not None else None, cfg.ks, against)[0]
         for s in samples:
             rf.append_shard(s.to_dict("records"))
         merged = rf.load_samples()

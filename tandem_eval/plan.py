@@ -18,6 +18,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from .checks import check_out_paths, check_prompts, check_solo_reuse, solo_record
 from .config import ConfigError, EvalConfig, Inputs, solo_config
@@ -28,6 +29,9 @@ from .grading import check_grader_versions
 from .models import Checkpoints, check_models
 from .results import RunFolder, sha256_file, verify_run
 from .schedules import needs_junior
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def handoff_dirname(schedule: str) -> str:
@@ -92,6 +96,13 @@ def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = Non
     return Validated(problems, grader_versions, cfg, prompts, checkpoints)
 
 
+class SoloTable(NamedTuple):
+    """The solo run a handoff run's tax compares with: its folder (verified) and its samples, read once."""
+
+    folder: RunFolder
+    samples: pd.DataFrame
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """One run folder to fill: its config, where, whether it is already complete (then reused as it
@@ -112,7 +123,7 @@ class Plan:
     runs: tuple[RunPlan, ...]
     solo: Path | None = None
     reused: bool = False
-    solo_run: RunFolder | None = None  # the reused solo run, verified once here: execute reads its table
+    solo_table: SoloTable | None = None  # the reused solo run, checked and read once, here
 
     @property
     def cfg(self) -> EvalConfig:
@@ -149,11 +160,11 @@ def plan_handoff(
     check_out_paths({handoff_out: cfg} if reuse else {solo_out: solo_config(cfg), handoff_out: cfg})
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
-        solo_run = verify_run(solo_dir)
-        record = check_solo_reuse(cfg, solo_run, allow_solo_mismatch, how)
-        runs = ()
+        folder = verify_run(solo_dir)
+        record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how)
+        runs, solo_table = (), SoloTable(folder, folder.load_samples())
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
-        runs, solo_run = (RunPlan(solo_config(cfg), solo_out),), None
+        runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None
     handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
-    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_run=solo_run)
+    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_table=solo_table)

@@ -59,6 +59,7 @@ from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, re
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+_REDO_PART = "delete it and rerun: its samples are generated again"  # a damaged part of an unfinished run
 
 
 class RunFolder:
@@ -162,7 +163,7 @@ class RunFolder:
     def done_keys(self) -> set[tuple[str, str, int]]:
         keys = set()
         for part in self._partial_tables():
-            df = read_table(part, SAMPLE_KEY, "delete it and rerun: its samples are generated again")
+            df = read_table(part, SAMPLE_KEY, _REDO_PART)
             keys.update(zip(df.benchmark, df.problem_id, df.sample_idx.astype(int)))
         return keys
 
@@ -180,15 +181,17 @@ class RunFolder:
     def load_samples(self) -> pd.DataFrame:
         """All samples: samples.parquet of a complete run (verified first), else what an unfinished run
         holds so far (shards and a kept samples.parquet, deduplicated)."""
-        if self.is_complete():
+        complete = self.is_complete()
+        if complete:
             self.verify()
-            return read_table(self.samples_path, None, "delete the run folder and rerun the command that wrote it")
-        parts = self._partial_tables()
-        if not parts:
+        parts = [self.samples_path] if complete else self._partial_tables()
+        fix = "delete the run folder and rerun the command that wrote it" if complete else _REDO_PART
+        tables = [read_table(p, None, fix) for p in parts]
+        if complete:
+            return tables[0]
+        if not tables:
             return pd.DataFrame(columns=SAMPLE_COLUMNS)
-        fix = "delete it and rerun: its samples are generated again"
-        df = pd.concat([read_table(s, None, fix) for s in parts], ignore_index=True)
-        df = df.drop_duplicates(SAMPLE_KEY, keep="first")
+        df = pd.concat(tables, ignore_index=True).drop_duplicates(SAMPLE_KEY, keep="first")
         return df.sort_values(SAMPLE_KEY, kind="stable").reset_index(drop=True)
 
     def finalize(self, metrics: dict, samples: pd.DataFrame | None = None) -> None:

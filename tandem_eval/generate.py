@@ -279,24 +279,37 @@ def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: SoloTabl
         if done is None:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
-            return _reused(rf, rf.load_samples() if solo is not None else None, run.cfg.ks, solo)
+            samples = rf.load_samples() if solo is not None else None  # the tax needs them
+            return _reused(rf, samples, run.cfg.ks, solo)
         _generate(run.cfg, rf, done, checked, engines, how)
         samples = rf.load_samples()
-        rf.finalize(run_metrics(samples, run.cfg.ks, solo), samples)
+        rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
     return rf, samples
 
 
-def run_metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dict:
+def _metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dict:
     """metrics.json of a run holding `samples` (finalize writes it, then COMPLETE): the summary, and
     for a handoff run compared with `solo`, the communication tax."""
     metrics = summarize(samples, ks)
-    return metrics if solo is None else {**metrics, **tax_metrics(solo, samples, ks)}
+    return metrics if solo is None else {**metrics, **_tax(solo, samples, ks)}
 
 
-def tax_metrics(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
+def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
     """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
     tax = json_safe(communication_tax(solo.samples, handoff_samples, list(ks)))
     return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
+
+
+def run_metrics(rf: RunFolder, ks, solo: RunFolder | None = None) -> dict:
+    """Deprecated: execution computes metrics from the samples in memory."""
+    log.warning("generate.run_metrics(rf, ks, solo) is deprecated; execute() writes metrics.json")
+    return _metrics(rf.load_samples(), ks, SoloTable(solo, solo.load_samples()) if solo is not None else None)
+
+
+def tax_metrics(solo: RunFolder, handoff_samples: pd.DataFrame, ks) -> dict:
+    """Deprecated: execution computes the tax from the solo samples in memory."""
+    log.warning("generate.tax_metrics(solo, samples, ks) is deprecated; execute() writes the tax")
+    return _tax(SoloTable(solo, solo.load_samples()), handoff_samples, ks)
 
 
 def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | None) -> tuple:
@@ -304,7 +317,7 @@ def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | N
     run whose metrics.json lacks this solo run's tax gets it (run folders written before the tax
     preceded COMPLETE, or compared with another solo run)."""
     if solo is not None:
-        tax = tax_metrics(solo, samples, ks)
+        tax = _tax(solo, samples, ks)
         if {k: rf.metrics().get(k) for k in tax} != tax:
             rf.update_metrics(tax)
     return rf, samples
@@ -395,7 +408,7 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
         for s in samples:
             rf.append_shard(s.to_dict("records"))
         merged = rf.load_samples()
-        rf.finalize(run_metrics(merged, cfg.ks, against), merged)
+        rf.finalize(_metrics(merged, cfg.ks, against), merged)
     return rf
 
 

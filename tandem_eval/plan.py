@@ -157,7 +157,6 @@ def plan_handoff(
     reuse = solo_run is not None or RunFolder(solo_dir).is_complete()
     checked = validate(cfg)
     cfg = checked.cfg
-    check_out_paths({handoff_out: cfg} if reuse else {solo_out: solo_config(cfg), handoff_out: cfg})
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         folder = verify_run(solo_dir)
@@ -166,5 +165,6 @@ def plan_handoff(
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
         runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None
+    check_out_paths({run.out: run.cfg for run in runs} | {handoff_out: cfg})  # the solo run's too, when made
     handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
     return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_table=solo_table)

@@ -64,8 +64,7 @@ def communication_tax(
     "tax", "retention": {"estimate", "low", "high", "se", "n_boot"}, "tax_p_value", "n_problems"}.
     Problems with fewer than k samples in either run are left out for that k.
     """
-    paired = _paired_table(solo_samples, handoff_samples, ks)
-    ks = _check_ks(ks)
+    paired, ks = _paired_table(solo_samples, handoff_samples, ks)
     provenance = macro_provenance(paired.groupby("group").size().to_dict())  # label: paper's macro or not
     out: dict = {"ks": ks, "n_boot": n_boot, "alpha": ALPHA, "seed": seed}
     out["per_benchmark"] = {name: {} for name in sorted(paired["benchmark"].unique())}
@@ -92,8 +91,10 @@ def communication_tax(
     return to_jsonable(out)
 
 
-def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
-    """One row per problem with solo_pass@k and handoff_pass@k (percent); same problems required."""
+def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: Iterable[int]) -> tuple[pd.DataFrame, list[int]]:
+    """One row per problem with solo_pass@k and handoff_pass@k (percent), and the ks checked (sorted,
+    unique); same problems required."""
+    ks = _check_ks(ks)
     pp_solo = per_problem_pass_at_k(solo, ks).set_index(PROBLEM_KEY)
     pp_hand = per_problem_pass_at_k(handoff, ks).set_index(PROBLEM_KEY)
     only_solo = pp_solo.index.difference(pp_hand.index)
@@ -110,7 +111,7 @@ def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> p
     for k in ks:
         table[f"solo_pass@{k}"] = pp_solo[f"pass@{k}"] * 100.0
         table[f"handoff_pass@{k}"] = pp_hand[f"pass@{k}"] * 100.0
-    return table.reset_index()
+    return table.reset_index(), ks
 
 
 def tax_difference(
@@ -139,8 +140,8 @@ def tax_difference(
         raise ValueError(f"on_mismatch must be 'raise' or 'intersect', got {on_mismatch!r}")
     (k,) = _check_ks([k])
     fn = STATS[statistic]
-    ta = _paired_table(solo_a, handoff_a, [k]).set_index(PROBLEM_KEY)
-    tb = _paired_table(solo_b, handoff_b, [k]).set_index(PROBLEM_KEY)
+    ta = _paired_table(solo_a, handoff_a, [k])[0].set_index(PROBLEM_KEY)
+    tb = _paired_table(solo_b, handoff_b, [k])[0].set_index(PROBLEM_KEY)
     only_a, only_b = ta.index.difference(tb.index), tb.index.difference(ta.index)
     if (len(only_a) or len(only_b)) and on_mismatch == "raise":
         raise ValueError(

@@ -1,5 +1,5 @@
 """The generate stage's input checks beside the checkpoints' own (models.check_models): out folders,
-the engine, prompt lengths, and a reused solo run. Nothing here loads weights or writes a file;
+prompt lengths, and a reused solo run. Nothing here loads weights or writes a file;
 each failure is a user error with a one-line message naming the fix. plan.validate runs them once
 per command, before any engine loads.
 
@@ -10,10 +10,8 @@ per command, before any engine loads.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from .config import ConfigError, EvalConfig, inputs_diff, solo_config, to_dict
@@ -22,7 +20,7 @@ from .engines import unavailable
 from .grading import check_grader_versions
 from .models import resolve_model
 from .paths import not_writable
-from .results import RunFolder, RunFolderError, config_diff
+from .results import RunFolder, RunFolderError
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +36,12 @@ def check_out_paths(targets: Mapping[Path, EvalConfig | None]) -> None:
         reason = not_writable(path)
         if reason:
             raise ConfigError(f"--out {path}: {reason}; pass another --out")
-        if RunFolder(path).lock_path.exists():  # a live writer refuses before any model loads (a dead one: nothing)
-            with RunFolder(path).lock():
+        rf = RunFolder(path)
+        if rf.lock_path.exists():  # a live writer refuses before any model loads (a dead one: nothing)
+            with rf.lock():
                 pass
         if cfg is not None:
-            _check_same_run(path, cfg)
+            rf.check_holds(cfg)
 
 
 def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
@@ -50,29 +49,9 @@ def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
     check_out_paths({Path(path): cfg})
 
 
-def _check_same_run(path: Path, cfg: EvalConfig) -> None:
-    """An existing run at `path` holds the experiment `cfg`; the refusal names the differences."""
-    config_path = path / "config.json"
-    if not config_path.exists():
-        return
-    try:
-        fingerprint = json.loads(config_path.read_text(encoding="utf-8"))["fingerprint"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise RunFolderError(f"{config_path} is damaged; pass a new --out, or delete {path} to restart") from None
-    if fingerprint == cfg.fingerprint():
-        return
-    old = RunFolder(path).config()["config"]  # refuses an edited config.json
-    if old.get("inputs") is None and fingerprint == replace(cfg, inputs=None).fingerprint():
-        log.warning("%s predates content hashes of benchmark files: their content is not checked", path)
-        return  # the same settings, but its files cannot be checked
-    raise RunFolderError(
-        f"{path} holds a different run ({config_diff(old, to_dict(cfg))}); pass a new --out, or delete the folder "
-        "to start over"
-    )
-
-
 def check_engine(engine: str) -> None:
-    """The backend can be loaded here."""
+    """Deprecated: plan.validate asks tandem_eval.engines.unavailable itself."""
+    log.warning("checks.check_engine is deprecated; use tandem_eval.engines.unavailable(engine)")
     if reason := unavailable(engine):
         raise ConfigError(reason)
 
@@ -126,18 +105,22 @@ SOLO_REUSE_FIELDS = (
 def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
     """Fields in which the complete solo run `solo` differs from the solo run `cfg`'s handoff needs,
     each as 'field (run value vs needed value)'; the grader's versions count as the field `grader`."""
-    want, raw = to_dict(solo_config(cfg)), solo.config()
-    have = raw["config"]
+    return _differences(cfg, solo.config())
+
+
+def _differences(cfg: EvalConfig, raw: dict) -> list[str]:
+    """solo_reuse_differences against a solo run's checked config.json `raw`."""
+    grader = {k: v for k, v in check_grader_versions(True).items() if k != "mismatch"}
+    have, want = raw["config"], to_dict(solo_config(cfg))
+    senior = _senior_differences(have.get("senior"), want.get("senior"))
+    inputs = inputs_diff(have.get("inputs"), want.get("inputs"))  # none for a run from before inputs were hashed
     diffs = []
     for key in SOLO_REUSE_FIELDS:
         a, b = have.get(key), want.get(key)
         if key == "senior" and a != b and isinstance(a, dict) and isinstance(b, dict):
-            if a.get("dtype") != b.get("dtype"):
-                diffs.append(f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})")
-            if not _same_checkpoint(a.get("path"), b.get("path")):
-                diffs.append(f"senior ({a.get('path')} vs {b.get('path')})")
-        elif key == "inputs":  # nothing for a run from before inputs were hashed (check_solo_reuse warns)
-            diffs += inputs_diff(a, b)
+            diffs += senior
+        elif key == "inputs":
+            diffs += inputs
         elif isinstance(a, dict) and isinstance(b, dict):
             diffs += [
                 f"{key}.{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
@@ -145,34 +128,39 @@ def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
         elif a != b:
             shown = (lambda v: "custom" if v else "tokenizer's own") if key == "chat_template" else repr
             diffs.append(f"{key} ({shown(a)} vs {shown(b)})")
-    grader = {k: v for k, v in check_grader_versions(True).items() if k != "mismatch"}
     recorded = {k: v for k, v in (raw.get("grader") or {}).items() if k != "mismatch"}
     if recorded != grader:
         diffs.append(f"grader ({recorded or 'unrecorded'} vs {grader})")
     return diffs
 
 
-def _same_checkpoint(a: str | None, b: str | None) -> bool:
-    if a == b:
-        return True
-    try:
-        return resolve_model(a).resolve() == resolve_model(b).resolve()
-    except Exception:  # a moved or deleted checkpoint cannot be shown to be the same one
-        return False
+def _senior_differences(a, b) -> list[str]:
+    """How two recorded seniors differ: dtype, and checkpoint (two spellings of one folder are the same)."""
+    if a == b or not isinstance(a, dict) or not isinstance(b, dict):
+        return []
+    diffs = [f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})"] if a.get("dtype") != b.get("dtype") else []
+    if a.get("path") != b.get("path"):
+        try:
+            same = resolve_model(a.get("path")).resolve() == resolve_model(b.get("path")).resolve()
+        except Exception:  # a moved or deleted checkpoint cannot be shown to be the same one
+            same = False
+        diffs += [] if same else [f"senior ({a.get('path')} vs {b.get('path')})"]
+    return diffs
 
 
 def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str) -> dict:
     """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json."""
-    diffs = solo_reuse_differences(cfg, solo)
+    raw = solo.config()
+    diffs = _differences(cfg, raw)
     if diffs and not allow_mismatch:
         raise RunFolderError(
             f"{how} {solo.path} is not this senior's solo run under the handoff's settings: differs in "
             f"{'; '.join(diffs)}. Pass the matching solo run (or a new --out), or --allow-solo-mismatch to use it "
             "anyway"
         )
-    if solo.config()["config"].get("inputs") is None:
+    if raw["config"].get("inputs") is None:
         log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
-    return solo_record(solo.path, solo.config()["fingerprint"], diffs, allow_mismatch)
+    return solo_record(solo.path, raw["fingerprint"], diffs, allow_mismatch)
 
 
 def solo_record(path: Path, fingerprint: str, diffs: list[str], allow_mismatch: bool) -> dict:

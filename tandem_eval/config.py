@@ -170,6 +170,14 @@ def fingerprint_of(config: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def stored_fingerprint(config: dict, where: str) -> str:
+    """The fingerprint of a config dict as config.json stores it, recomputed, once the dict loads
+    strictly as an EvalConfig (else a ConfigError naming `where` and the invalid field)."""
+    fingerprint = fingerprint_of(config)  # plain dict work: safe before the dict is checked
+    from_dict(EvalConfig, config, where=where)
+    return fingerprint
+
+
 def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
     """How two runs' recorded inputs (config.json's "inputs") differ, naming each changed file; nothing
     when either was not hashed (a run from before content hashes: its callers warn)."""
@@ -188,6 +196,14 @@ def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
             "or the benchmark registry changed)"
         )
     return out
+
+
+def config_diff(old: dict, new: dict) -> str:
+    """The first differences between two stored configs, changed benchmark files named first."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
+    parts = inputs_diff(old.get("inputs"), new.get("inputs"))
+    parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
+    return ", ".join(parts[:3]) or "different fingerprint"
 
 
 def to_dict(obj) -> dict:

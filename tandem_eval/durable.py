@@ -26,6 +26,15 @@ import pandas as pd
 from .schemas import RunFolderError, check_frame
 
 
+def missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never a part, also
     after a power loss: the temporary file is fsynced before the rename and the folder after it.
@@ -99,11 +108,13 @@ def sha256_file(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path, lock_path: Path, wait_s: float = 0.0) -> Iterator[None]:
+def folder_lock(folder: Path, lock_path: Path, wait_s: float = 0.0) -> Iterator[list[Path]]:
     """Hold `lock_path` (RUN/.lock) while writing `folder`: an exclusive flock, which the kernel
     releases when the holder exits or dies, so a lock never outlives its process and is never broken
     by guessing. The PID and host written into the file only name the holder in the error a second
-    writer gets (after waiting up to wait_s). Not reentrant: a process that holds the lock must not take it again."""
+    writer gets (after waiting up to wait_s). Not reentrant: a process that holds the lock must not take it again.
+    Yields the folders it had to create (`folder` and missing parents, deepest first)."""
+    created = missing_dirs(folder)
     folder.mkdir(parents=True, exist_ok=True)
     check_write_target(lock_path)
     deadline = time.monotonic() + wait_s
@@ -131,7 +142,7 @@ def folder_lock(folder: Path, lock_path: Path, wait_s: float = 0.0) -> Iterator[
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         os.ftruncate(fd, 0)
         os.write(fd, (json.dumps(me) + "\n").encode())
-        yield
+        yield created
     finally:
         lock_path.unlink(missing_ok=True)  # still held: waiters on this file see it gone and retry
         os.close(fd)

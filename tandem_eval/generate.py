@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import EvalConfig, from_dict, json_safe
+from .config import EvalConfig, config_diff, from_dict, json_safe
 from .data import prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
@@ -32,9 +32,9 @@ from .grading import Grader
 from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
 from .models import Checkpoints, run_checkpoints
-from .plan import Plan, RunPlan, Validated, plan_handoff, plan_run
+from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import progress_reporter
-from .results import RunFolder, RunFolderError, config_diff, verify_run
+from .results import RunFolder, RunFolderError, verify_run
 from .schedules import make_schedule, needs_junior
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
@@ -165,33 +165,13 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
     )
 
 
-def _missing_dirs(path: Path) -> list[Path]:
-    """`path` and its ancestors that do not exist yet, deepest first."""
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    return missing
-
-
-def _discard_if_empty(rf: RunFolder, created: list[Path]) -> None:
-    """Undo a run folder this call created when no sample reached it (nothing to resume)."""
-    if rf.shards() or rf.samples_path.exists():
-        return
-    for f in (rf.config_path, rf.metrics_path, rf.done_path):
-        f.unlink(missing_ok=True)
-    for d in [rf.shard_dir, *created]:
-        try:
-            d.rmdir()
-        except OSError:  # not empty (someone else's files) or already gone
-            pass
-
-
-def _generate(cfg: EvalConfig, rf: RunFolder, checked: Validated, engines: dict, progress: bool, cadence) -> None:
-    """Every sample of `cfg` missing from `rf`; `cadence` = (flush_every, on_flush)."""
+def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, engines: dict, how: tuple) -> None:
+    """Every sample of `cfg` missing from `rf` (`done`: the keys it holds), graded and flushed every
+    `flush_every` traces; `how` = (progress, flush_every, on_flush)."""
+    progress, flush_every, on_flush = how
     tok = engines["senior"].tokenizer
+    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     schedule = make_schedule(cfg.schedule, tok)
-    done = rf.done_keys()
     specs, meta = [], {}
     for problem in checked.problems:
         prompt = checked.prompts[(problem.benchmark, problem.problem_id)]  # rendered once, by the plan
@@ -200,47 +180,46 @@ def _generate(cfg: EvalConfig, rf: RunFolder, checked: Validated, engines: dict,
             if (problem.benchmark, problem.problem_id, i) in done:
                 continue
             seed = trace_seed(cfg.seed, f"{problem.benchmark}/{problem.problem_id}", i)
-            key = len(specs)
-            specs.append(TraceSpec(key, prompt, seed, n_new))
-            meta[key] = (problem, i, seed)
+            meta[len(specs)] = (problem, i, seed)
+            specs.append(TraceSpec(len(specs), prompt, seed, n_new))
+    # a generator: no trace starts before the loop below asks for the first one
+    traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
     if not specs:
         return
-    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
     if isinstance(junior, RetokenizingEngine):
         for spec in specs:
-            junior_prompt = prompt_ids(
-                junior.inner.tokenizer, meta[spec.key][0].problem, chat_template=cfg.junior_chat_template
+            problem = meta[spec.key][0].problem
+            junior.register(
+                spec.key,
+                prompt_ids(junior.inner.tokenizer, problem, chat_template=cfg.junior_chat_template),
+                len(spec.prompt_ids),
             )
-            junior.register(spec.key, junior_prompt, len(spec.prompt_ids))
-    pool = cfg.batch_size * (2 if junior is not None else 1)
-    reporter = progress_reporter(
-        len(specs),
-        f"{cfg.mode}:{cfg.schedule}",
-        enabled=progress,
-        live_tokens=live_token_counter([engines["senior"], junior]),
-        budget=cfg.sampling.max_new_tokens,
-    )
-    flush_every, on_flush = cadence
+    live = live_token_counter([engines["senior"], junior])
     labels = {"mode": cfg.mode, "schedule": cfg.schedule}
+    reporter = progress_reporter(
+        len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress, live_tokens=live, budget=cfg.sampling.max_new_tokens
+    )
     with Grader() as grader, reporter as bar:
-        buffer = []
-
-        def flush():
+        for batch in _batches(traces, flush_every, bar):
             grades = grader.grade_many(
-                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in buffer]
+                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
             )
-            rf.append_shard(_rows(buffer, meta, grades, tok, labels))
+            rf.append_shard(_rows(batch, meta, grades, tok, labels))
             if on_flush:
-                on_flush(len(buffer))
-            buffer.clear()
+                on_flush(len(batch))
 
-        for trace in cogenerate(specs, engines["senior"], junior, schedule, pool_size=pool):
-            buffer.append(trace)
-            bar.advance(len(trace.token_ids))
-            if len(buffer) >= flush_every:
-                flush()
-        if buffer:
-            flush()
+
+def _batches(traces, size: int, bar):
+    """Finished traces in lists of `size` (the last one shorter), each counted on `bar` as it finishes."""
+    batch = []
+    for trace in traces:
+        batch.append(trace)
+        bar.advance(len(trace.token_ids))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def live_token_counter(engines: list) -> Callable[[], int] | None:
@@ -263,84 +242,85 @@ def execute(
 ) -> tuple[RunFolder, ...]:
     """Fill the plan's run folders in order; nothing is checked again. Engines open (after torch's
     threads are set, once) only when a run is not complete yet; engines passed in keep the caller's
-    threads and stay open. A handoff run compared with a solo run gets its tax in metrics.json."""
+    threads and stay open. A handoff run compared with a solo run gets its tax in metrics.json, from
+    the solo samples in memory (the run the plan checked, read once, or the one just made)."""
     own = engines is None and not all(run.complete for run in plan.runs)
     if own:
         use_threads(plan.cfg.threads)
         engines = load_engines(plan.cfg, plan.checked.checkpoints)  # a failing engine leaves nothing on disk
+    solo = plan.solo_table
+    folders = []
     try:
-        folders: dict[Path, RunFolder] = {}
         for run in plan.runs:
-            solo = _tax_solo(plan, run, folders)
-            folders[run.out] = _fill(plan.checked, run, engines, solo, (progress, flush_every, on_flush))
+            rf, samples = _fill(plan.checked, run, engines, solo, (progress, flush_every, on_flush))
+            folders.append(rf)
+            if run.out == plan.solo:  # the solo run just made: the handoff's tax reads its samples
+                solo = SoloTable(rf, samples)
     finally:
         if own:
             close_engines(engines)
-    return tuple(folders.values())
+    return tuple(folders)
 
 
-def _tax_solo(plan: Plan, run: RunPlan, folders: dict) -> RunFolder | None:
-    """The solo run a handoff run's tax compares with (None: no tax in this plan)."""
-    if plan.solo is None or run.cfg.mode != "handoff":
-        return None
-    return folders.get(plan.solo) or RunFolder(plan.solo)
-
-
-def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: RunFolder | None, how: tuple) -> RunFolder:
-    """One run folder: reused when complete, else generated (resuming its shards) and finalized.
-
-    A crash before the first samples are flushed removes what this call created, so no half-made
-    folder is left behind; a crash after keeps the flushed shards (rerun to resume). One process
-    writes a folder at a time (RUN/.lock)."""
+def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: SoloTable | None, how: tuple):
+    """One run folder and its samples: generated (resuming its shards) and sealed with its metrics, or,
+    when complete, reused as it is (samples None unless a tax needs them). RunFolder.writing: one
+    writer at a time, and nothing half-made left behind by an early crash."""
+    solo = solo if run.cfg.mode == "handoff" else None
     rf = RunFolder(run.out)
-    if run.complete:
-        log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
-        return _reused(rf.verify(allow_unrecorded=True), run.cfg.ks, solo)  # a lens table may be unrecorded
-    progress, flush_every, on_flush = how
-    existed = rf.config_path.exists()
-    created = [] if existed else _missing_dirs(rf.path)
     with contextlib.ExitStack() as held:
-        held.enter_context(rf.lock())  # a second writer stops here, before touching anything
-        try:
+        done = None
+        if not run.complete:
             import torch
 
             # threads as torch reports them once the engines loaded (engines passed in keep the caller's)
             extra = {"grader": checked.grader_versions, "threads": torch.get_num_threads(), **run.extra}
-            rf.init(run.cfg, extra=extra)
-            if rf.is_complete():  # finished by another process while this one loaded its engines
-                return _reused(rf.verify(allow_unrecorded=True), run.cfg.ks, solo)
-            _generate(run.cfg, rf, checked, engines, progress, (flush_every, on_flush))
-            rf.finalize(run_metrics(rf, run.cfg.ks, solo))
-        except BaseException:
-            if not existed:
-                held.close()  # release the lock first, so that an emptied folder can be removed
-                _discard_if_empty(rf, created)
-            raise
-    return rf
+            done = held.enter_context(rf.writing(run.cfg, extra))  # None: another process finished it meanwhile
+        if done is None:
+            log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
+            rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
+            samples = rf.load_samples() if solo is not None else None  # the tax needs them
+            return _reused(rf, samples, run.cfg.ks, solo)
+        _generate(run.cfg, rf, done, checked, engines, how)
+        samples = rf.load_samples()
+        rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
+    return rf, samples
+
+
+def _metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dict:
+    """metrics.json of a run holding `samples` (finalize writes it, then COMPLETE): the summary, and
+    for a handoff run compared with `solo`, the communication tax."""
+    metrics = summarize(samples, ks)
+    return metrics if solo is None else {**metrics, **_tax(solo, samples, ks)}
+
+
+def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
+    """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
+    tax = json_safe(communication_tax(solo.samples, handoff_samples, list(ks)))
+    return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
 
 
 def run_metrics(rf: RunFolder, ks, solo: RunFolder | None = None) -> dict:
-    """metrics.json of a run whose samples are all in `rf` (finalize writes it, then COMPLETE): the
-    summary, and for a handoff run compared with `solo`, the communication tax."""
-    samples = rf.load_samples()
-    metrics = summarize(samples, ks)
-    return metrics if solo is None else {**metrics, **tax_metrics(solo, samples, ks)}
+    """Deprecated: execution computes metrics from the samples in memory."""
+    log.warning("generate.run_metrics(rf, ks, solo) is deprecated; execute() writes metrics.json")
+    return _metrics(rf.load_samples(), ks, SoloTable(solo, solo.load_samples()) if solo is not None else None)
 
 
 def tax_metrics(solo: RunFolder, handoff_samples: pd.DataFrame, ks) -> dict:
-    """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
-    tax = json_safe(communication_tax(solo.load_samples(), handoff_samples, list(ks)))
-    return {"tax": tax, "solo_run": str(solo.path.resolve())}
+    """Deprecated: execution computes the tax from the solo samples in memory."""
+    log.warning("generate.tax_metrics(solo, samples, ks) is deprecated; execute() writes the tax")
+    return _tax(SoloTable(solo, solo.load_samples()), handoff_samples, ks)
 
 
-def _reused(rf: RunFolder, ks, solo: RunFolder | None) -> RunFolder:
-    """A complete run as it is; a handoff run whose metrics.json lacks this solo run's tax gets it
-    (run folders written before the tax preceded COMPLETE, or compared with another solo run)."""
+def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | None) -> tuple:
+    """A complete run as it is, with its samples (read by the caller when a tax needs them); a handoff
+    run whose metrics.json lacks this solo run's tax gets it (run folders written before the tax
+    preceded COMPLETE, or compared with another solo run)."""
     if solo is not None:
-        tax = tax_metrics(solo, rf.load_samples(), ks)
+        tax = _tax(solo, samples, ks)
         if {k: rf.metrics().get(k) for k in tax} != tax:
             rf.update_metrics(tax)
-    return rf
+    return rf, samples
 
 
 def run_eval(
@@ -373,7 +353,7 @@ def run_handoff(
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
     *made, handoff = execute(plan, progress=progress)
-    solo = made[0] if made else RunFolder(plan.solo)
+    solo = made[0] if made else plan.solo_table.folder
     return solo, handoff, handoff.metrics()["tax"]
 
 
@@ -419,14 +399,16 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
             f"the shards hold {len(per_problem)} problems, but their inputs list {cfg.inputs.n_problems}; rerun "
             "the shards of one --num-shards N command into a new --out"
         )
+    against = SoloTable(solo, solo.load_samples()) if solo is not None else None
     rf = RunFolder(out)
-    rf.init(cfg, extra={"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]})
-    with rf.lock():
-        if rf.is_complete():
-            return _reused(rf.verify(), cfg.ks, solo)
+    with rf.writing(cfg, {"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]}) as done:
+        if done is None:
+            rf.verify()
+            return _reused(rf, rf.load_samples() if against is not None else None, cfg.ks, against)[0]
         for s in samples:
             rf.append_shard(s.to_dict("records"))
-        rf.finalize(run_metrics(rf, cfg.ks, solo))
+        merged = rf.load_samples()
+        rf.finalize(_metrics(merged, cfg.ks, against), merged)
     return rf
 
 

@@ -335,15 +335,17 @@ def check_models(cfg: EvalConfig, junior: bool | None = None, templates: bool = 
     (lm-eval renders with it only under --apply_chat_template), the junior's never (it reads text).
     `option` is the flag that replaces the senior's template, as errors name it."""
     tok = check_model(cfg.senior.path)
-    if templates or cfg.chat_template:
-        check_template(tok, cfg.chat_template, "senior", cfg.senior.path, option)
-    if cfg.junior is None or not (needs_junior(cfg.schedule) if junior is None else junior):
-        return tok, run_checkpoints(cfg, True)
-    junior_tok = check_model(cfg.junior.path)
-    same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
-    if templates and (not same or cfg.junior_chat_template):  # the junior renders its own prompt only then
-        check_template(junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template")
-    return tok, run_checkpoints(cfg, same)
+    junior_tok, same = None, True
+    if cfg.junior is not None and (needs_junior(cfg.schedule) if junior is None else junior):
+        junior_tok = check_model(cfg.junior.path)
+        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+    checkpoints = run_checkpoints(cfg, same)
+    renders = [(tok, cfg.chat_template, "senior", cfg.senior.path, option)] if templates or cfg.chat_template else []
+    if junior_tok is not None and templates and (not same or cfg.junior_chat_template):  # the junior's own prompt
+        renders.append((junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template"))
+    for render in renders:  # the chat templates last: every checkpoint and tokenizer is checked first
+        check_template(*render)
+    return tok, checkpoints
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,20 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
-from .checks import check_engine, check_out_paths, check_prompts, check_solo_reuse, solo_record
+from .checks import check_out_paths, check_prompts, check_solo_reuse, solo_record
 from .config import ConfigError, EvalConfig, Inputs, solo_config
 from .data import Problem, load_benchmarks
 from .data.benchmarks import benchmark_files
+from .engines import unavailable
 from .grading import check_grader_versions
 from .models import Checkpoints, check_models
 from .results import RunFolder, sha256_file, verify_run
-from .schedules import parse_schedule
+from .schedules import needs_junior
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def handoff_dirname(schedule: str) -> str:
@@ -66,14 +71,11 @@ class Validated:
 
 
 def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = None) -> Validated:
-    """Check everything a run needs, cheaply (configs, tokenizers, safetensors headers, prompts),
-    before any engine loads or anything is written; raises a user error (one-line message).
-    `outs` and `solo_run` (out folders to check without comparing settings, a solo run that must be
-    complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
-    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
-    parse_schedule(cfg.schedule)
-    check_engine(cfg.engine)
-    tok, checkpoints = check_models(cfg)
+    """Check everything a run needs, cheaply (benchmarks, configs, tokenizers, safetensors headers,
+    prompts), before any engine loads or anything is written; raises a user error (one-line message).
+    Each lower module is asked once, in one order: benchmarks, grader, schedule, engine, checkpoints,
+    prompts. `outs` and `solo_run` (out folders to check without comparing settings, a solo run that
+    must be complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
     problems, inputs = load_inputs(cfg)
     cfg = dataclasses.replace(cfg, inputs=inputs)
     if not problems:
@@ -81,12 +83,24 @@ def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = Non
             f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "
             f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
         )
+    grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
+    junior = needs_junior(cfg.schedule)  # a bad --schedule is refused here
+    if reason := unavailable(cfg.engine):
+        raise ConfigError(reason)
+    tok, checkpoints = check_models(cfg, junior)
     prompts = check_prompts(cfg, tok, problems)
     if outs:
         check_out_paths(dict.fromkeys(map(Path, outs)))
     if solo_run is not None:
         verify_run(solo_run)
     return Validated(problems, grader_versions, cfg, prompts, checkpoints)
+
+
+class SoloTable(NamedTuple):
+    """The solo run a handoff run's tax compares with: its folder (verified) and its samples, read once."""
+
+    folder: RunFolder
+    samples: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,7 @@ class Plan:
     runs: tuple[RunPlan, ...]
     solo: Path | None = None
     reused: bool = False
+    solo_table: SoloTable | None = None  # the reused solo run, checked and read once, here
 
     @property
     def cfg(self) -> EvalConfig:
@@ -142,13 +157,14 @@ def plan_handoff(
     reuse = solo_run is not None or RunFolder(solo_dir).is_complete()
     checked = validate(cfg)
     cfg = checked.cfg
-    check_out_paths({handoff_out: cfg} if reuse else {solo_out: solo_config(cfg), handoff_out: cfg})
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
-        record = check_solo_reuse(cfg, verify_run(solo_dir), allow_solo_mismatch, how)
-        runs = ()
+        folder = verify_run(solo_dir)
+        record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how)
+        runs, solo_table = (), SoloTable(folder, folder.load_samples())
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
-        runs = (RunPlan(solo_config(cfg), solo_out),)
+        runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None
+    check_out_paths({run.out: run.cfg for run in runs} | {handoff_out: cfg})  # the solo run's too, when made
     handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
-    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse)
+    return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_table=solo_table)

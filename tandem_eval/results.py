@@ -31,6 +31,7 @@ comes from tandem_eval/provenance.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -42,8 +43,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from .config import ConfigError, EvalConfig, fingerprint_of, from_dict, inputs_diff, to_dict
-from .durable import (
+# ConfigError, config_diff and the durable writers are also imported from here (their former home)
+from .config import ConfigError, EvalConfig, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
+from .durable import (  # noqa: F401
     atomic_write_json,
     atomic_write_parquet,
     atomic_write_text,
@@ -52,11 +54,12 @@ from .durable import (
     sha256_file,
 )
 from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
-from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, check_file
+from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, read_table
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+_REDO_PART = "delete it and rerun: its samples are generated again"  # a damaged part of an unfinished run
 
 
 class RunFolder:
@@ -71,24 +74,57 @@ class RunFolder:
         self._verified = False  # verify() hashes every table once per instance
 
     # ---- lifecycle ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self, cfg: EvalConfig, extra: dict | None = None):
+        """Hold the lock (a second writer stops here), create the folder or check it holds `cfg`'s
+        experiment, and yield the keys of the samples it holds (None: complete, another process
+        finished it). A failure before any sample is flushed removes what this call created."""
+        created = None  # set once the lock is held: a refused lock removes nothing
+        try:
+            with folder_lock(self.path, self.lock_path) as made:
+                created = made if not self.config_path.exists() else None
+                self.init(cfg, extra)
+                yield None if self.is_complete() else self.done_keys()
+        except BaseException:
+            if created is not None:  # the lock is released first, so that an emptied folder can be removed
+                self._discard_if_empty(created)
+            raise
+
+    def _discard_if_empty(self, created: list[Path]) -> None:
+        """Undo a folder this process created when no sample reached it (nothing to resume)."""
+        if self.shards() or self.samples_path.exists():
+            return
+        for f in (self.config_path, self.metrics_path, self.done_path):
+            f.unlink(missing_ok=True)
+        for d in [self.shard_dir, *created]:
+            try:
+                d.rmdir()
+            except OSError:  # not empty (someone else's files) or already gone
+                pass
+
     def init(self, cfg: EvalConfig, extra: dict | None = None) -> None:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
-            old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
-            if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
-                # A run from before inputs were hashed: the same settings, but its files cannot be checked.
-                log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
-                return
-            if old["fingerprint"] != cfg.fingerprint():
-                diff = config_diff(old["config"], to_dict(cfg))
-                raise RunFolderError(
-                    f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
-                )
-            return
+            return self.check_holds(cfg)
+        record = {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
         self.shard_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(
-            self.config_path,
-            {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})},
+        atomic_write_json(self.config_path, record)
+
+    def check_holds(self, cfg: EvalConfig) -> None:
+        """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
+        the refusal names the differences."""
+        if not self.config_path.exists():
+            return
+        old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
+        if old["fingerprint"] == cfg.fingerprint():
+            return
+        if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
+            # A run from before inputs were hashed: the same settings, but its files cannot be checked.
+            log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
+            return
+        diff = config_diff(old["config"], to_dict(cfg))
+        raise RunFolderError(
+            f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
         )
 
     def config(self) -> dict:
@@ -101,10 +137,9 @@ class RunFolder:
                 f'{self.config_path} is not a tandem-eval run config (no "config"/"fingerprint"); {fix}'
             )
         try:
-            from_dict(EvalConfig, raw["config"], where=str(self.config_path))
+            recomputed = stored_fingerprint(raw["config"], where=str(self.config_path))
         except (ConfigError, TypeError, ValueError) as e:
             raise RunFolderError(f"{_one_line(e)}; {fix}") from None
-        recomputed = config_fingerprint(raw["config"])
         if recomputed != raw["fingerprint"]:
             raise RunFolderError(
                 f"{self.config_path} was edited after the run was written (its settings hash to {recomputed}, "
@@ -128,7 +163,7 @@ class RunFolder:
     def done_keys(self) -> set[tuple[str, str, int]]:
         keys = set()
         for part in self._partial_tables():
-            df = _read_parquet(part, SAMPLE_KEY, "delete it and rerun: its samples are generated again")
+            df = read_table(part, SAMPLE_KEY, _REDO_PART)
             keys.update(zip(df.benchmark, df.problem_id, df.sample_idx.astype(int)))
         return keys
 
@@ -146,19 +181,23 @@ class RunFolder:
     def load_samples(self) -> pd.DataFrame:
         """All samples: samples.parquet of a complete run (verified first), else what an unfinished run
         holds so far (shards and a kept samples.parquet, deduplicated)."""
-        if self.is_complete():
+        complete = self.is_complete()
+        if complete:
             self.verify()
-            return _read_parquet(self.samples_path, None, "delete the run folder and rerun the command that wrote it")
-        parts = self._partial_tables()
-        if not parts:
+        parts = [self.samples_path] if complete else self._partial_tables()
+        fix = "delete the run folder and rerun the command that wrote it" if complete else _REDO_PART
+        tables = [read_table(p, None, fix) for p in parts]
+        if complete:
+            return tables[0]
+        if not tables:
             return pd.DataFrame(columns=SAMPLE_COLUMNS)
-        fix = "delete it and rerun: its samples are generated again"
-        df = pd.concat([_read_parquet(s, None, fix) for s in parts], ignore_index=True)
-        df = df.drop_duplicates(SAMPLE_KEY, keep="first")
+        df = pd.concat(tables, ignore_index=True).drop_duplicates(SAMPLE_KEY, keep="first")
         return df.sort_values(SAMPLE_KEY, kind="stable").reset_index(drop=True)
 
-    def finalize(self, metrics: dict) -> None:
-        df = self.load_samples()
+    def finalize(self, metrics: dict, samples: pd.DataFrame | None = None) -> None:
+        """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
+        samples.parquet, metrics.json, then COMPLETE."""
+        df = self.load_samples() if samples is None else samples
         check_write_target(self.samples_path, self.path)
         atomic_write_parquet(self.samples_path, df)
         self.update_metrics(metrics)
@@ -304,7 +343,7 @@ class RunFolder:
         per sample (allow_unrecorded: a writer is told, not stopped). Anything else is refused with the
         command that repairs it."""
         n = cfg["config"]["n"]
-        df = _read_parquet(self.samples_path, SAMPLE_KEY, self._repair())
+        df = read_table(self.samples_path, SAMPLE_KEY, self._repair())
         per_problem = df.groupby(PROBLEM_KEY).sample_idx.apply(lambda s: sorted(s.astype(int)))
         metrics = self.metrics()
         reasons = []
@@ -420,14 +459,6 @@ def _table_record(path: Path) -> dict:
     return {"rows": int(rows), "sha256": sha256_file(path)}
 
 
-def _read_parquet(path: Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
-    check_file(path, fix)  # the footer's schema: a missing required column or wrong type is one line
-    try:
-        return pd.read_parquet(path, columns=columns)
-    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
-        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
-
-
 def _read_json(path: Path, what: str):
     try:
         return json.loads(path.read_text())
@@ -443,14 +474,6 @@ def _read_json(path: Path, what: str):
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
-
-
-def config_diff(old: dict, new: dict) -> str:
-    """The first differences between two stored configs, changed benchmark files named first."""
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
-    parts = inputs_diff(old.get("inputs"), new.get("inputs"))
-    parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
-    return ", ".join(parts[:3]) or "different fingerprint"
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:
@@ -474,23 +497,4 @@ def verify_run(path: str | Path, complete: bool = True, allow_unrecorded: bool =
     return RunFolder(path).verify(complete, allow_unrecorded)
 
 
-def require_complete(path: str | Path) -> RunFolder:
-    """A complete, verified run folder (the same as verify_run(path))."""
-    return verify_run(path)
-
-
-__all__ = [
-    "RunFolder",
-    "RunFolderError",
-    "SAMPLE_COLUMNS",
-    "config_fingerprint",
-    "find_runs",
-    "require_complete",
-    "verify_run",
-    "provenance",
-    "atomic_write_json",
-    "atomic_write_parquet",
-    "atomic_write_text",
-    "check_write_target",
-    "ConfigError",
-]
+require_complete = verify_run  # a complete, verified run folder: the same function

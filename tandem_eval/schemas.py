@@ -254,6 +254,18 @@ def check_file(path: str | Path, fix: str = "delete the run folder and rerun the
     check_schema(got, spec[1], f"{path} ({spec[0]} table)", fix)
 
 
+def read_table(path: str | Path, columns: list[str] | None, fix: str):
+    """A parquet table, its footer's schema checked first (check_file); a damaged file is one line
+    naming `fix`."""
+    import pandas as pd
+
+    check_file(path, fix)  # a missing required column or wrong type is one line
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
+        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
+
+
 def markdown_columns(name: str) -> str:
     """The columns of table `name` as markdown lines (`name` type, required, doc): the README's list."""
     lines = []

@@ -345,12 +345,12 @@ def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool
 def _adopted(rf, table: str, samples):
     """adopt: the table a lens call wrote but did not record (it was stopped in between), checked to
     hold one row per sample of this run, to be recorded as it is instead of scored again."""
-    from .results import _read_parquet
+    from .schemas import read_table
 
     path = rf.path / table
     if not path.exists():
         raise LensError(f"--adopt: {path} does not exist; run the command without --adopt to compute it")
-    per_sample = _read_parquet(path, None, "run the command without --adopt to compute it again")
+    per_sample = read_table(path, None, "run the command without --adopt to compute it again")
     key = SAMPLE_KEY
     have = sorted(map(tuple, per_sample[key].astype(str).values.tolist()))
     if have != sorted(map(tuple, samples[key].astype(str).values.tolist())):

@@ -79,6 +79,7 @@ def cogenerate(
 ) -> Iterator[Trace]:
     """Yield finished traces (in completion order) for every spec."""
     engines = {SENIOR: senior, JUNIOR: junior}
+    roles = [e for e in engines.values() if e is not None]  # each frees a finished trace's state
     live: dict[Hashable, _LiveTrace] = {}
     pending = iter(specs)
     exhausted = False
@@ -117,13 +118,15 @@ def cogenerate(
                     lv = live[comp.key]
                     if _absorb(lv, comp, schedule, engine):
                         del live[comp.key]
-                        _release(engines, comp.key)
+                        for e in roles:
+                            e.release(comp.key)
                         yield lv.trace
                     else:
                         submit(lv)
     finally:  # abandoned early (an exception, a killed run): free the engines' per-trace state
         for key in live:
-            _release(engines, key)
+            for e in roles:
+                e.release(key)
 
 
 def _to_step(engines: dict, live: dict[Hashable, _LiveTrace], pool_size: int) -> list[Engine]:
@@ -137,12 +140,6 @@ def _to_step(engines: dict, live: dict[Hashable, _LiveTrace], pool_size: int) ->
     full = [e for e in ready if held[id(e)] >= pool_size / 2]
     most = max(held[id(e)] for e in ready)
     return full or [e for e in ready if held[id(e)] == most]
-
-
-def _release(engines: dict, key: Hashable) -> None:
-    for e in engines.values():
-        if e is not None:
-            e.release(key)
 
 
 def _absorb(lv: _LiveTrace, comp, schedule: Schedule, engine: Engine) -> bool:

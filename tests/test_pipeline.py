@@ -415,3 +415,9 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
         r = CliRunner().invoke(app, args + ["--junior", junior])
         assert r.exit_code == 0 and writes == [("handoff-paragraph", ["solo_run", "tax"])], (r.output, writes)
         assert handoff.metrics() == metrics
+        # the former helpers (deprecated) still compute what execute wrote
+        from tandem_eval.generate import run_metrics, tax_metrics
+
+        ks, solo = handoff.config()["config"]["ks"], RunFolder(tmp_path / "solo")
+        assert tax_metrics(solo, handoff.load_samples(), ks)["tax"] == metrics["tax"]
+        assert run_metrics(handoff, ks, solo) == metrics

@@ -424,11 +424,12 @@ def test_no_table_is_written_through_a_link(solo, tmp_path):
 
 
 def test_a_run_from_before_inputs_were_hashed_is_still_reused(tiny_solo, tmp_path, monkeypatch):
-    from tandem_eval import checks
+    from tandem_eval import results
     from tandem_eval.pipeline import run_eval
 
     said = []  # the logger's own call, whatever logging configuration earlier tests left behind
-    monkeypatch.setattr(checks.log, "warning", lambda msg, *args: said.append(msg % args))  # the out-folder check
+    # the out-folder check (RunFolder.check_holds, which opening the folder repeats)
+    monkeypatch.setattr(results.log, "warning", lambda msg, *args: said.append(msg % args))
 
     (cfg, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 2)
     cfg = _on(cfg, bench)

@@ -64,8 +64,8 @@ def communication_tax(
     "tax", "retention": {"estimate", "low", "high", "se", "n_boot"}, "tax_p_value", "n_problems"}.
     Problems with fewer than k samples in either run are left out for that k.
     """
-    ks = _check_ks(ks)
-    paired = _paired_table(solo_samples, handoff_samples, ks)
+    paired, ks = _paired_table(solo_samples, handoff_samples, ks)
+    provenance = macro_provenance(paired.groupby("group").size().to_dict())  # label: paper's macro or not
     out: dict = {"ks": ks, "n_boot": n_boot, "alpha": ALPHA, "seed": seed}
     out["per_benchmark"] = {name: {} for name in sorted(paired["benchmark"].unique())}
     out["per_group"] = {name: {} for name in sorted(paired["group"].unique())}
@@ -76,16 +76,25 @@ def communication_tax(
         cis = scoped_cis(paired, cols, STATS, ("benchmark", "group"), n_boot, seed, ALPHA)
         for scope, level in (("per_benchmark", "benchmark"), ("per_group", "group"), ("macro", None)):
             for name in out[scope] if level else [None]:
-                part = paired if level is None else paired[paired[level] == name]
+                values = (paired if level is None else paired[paired[level] == name]).dropna(subset=cols)
                 got = cis.get(MACRO) if level is None else cis[level].get(name)
-                entry = _tax_entry(part, cols, got, level is None, n_boot, seed)
+                entry: dict = {"n_problems": 0}  # every problem has fewer than k samples in some run
+                if got is not None and len(values):
+                    # the tax's sign-flip p-value (macro: groups weighted equally), beside the CIs
+                    diffs = (values[cols[0]] - values[cols[1]]).to_numpy()
+                    weights = _macro_weights(values["group"].to_numpy() if level is None else None, len(diffs))
+                    entry = {ci_name: asdict(ci) for ci_name, ci in got.items()}
+                    entry["tax_p_value"] = sign_flip_p_value(diffs, weights, n_boot, seed)
+                    entry["n_problems"] = int(len(values))
                 (out[scope] if level is None else out[scope][name])[f"pass@{k}"] = entry
-    out.update(macro_provenance(paired.groupby("group").size().to_dict()))  # label: paper's macro or not
+    out.update(provenance)
     return to_jsonable(out)
 
 
-def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
-    """One row per problem with solo_pass@k and handoff_pass@k (percent); same problems required."""
+def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: Iterable[int]) -> tuple[pd.DataFrame, list[int]]:
+    """One row per problem with solo_pass@k and handoff_pass@k (percent), and the ks checked (sorted,
+    unique); same problems required."""
+    ks = _check_ks(ks)
     pp_solo = per_problem_pass_at_k(solo, ks).set_index(PROBLEM_KEY)
     pp_hand = per_problem_pass_at_k(handoff, ks).set_index(PROBLEM_KEY)
     only_solo = pp_solo.index.difference(pp_hand.index)
@@ -102,21 +111,7 @@ def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: list[int]) -> p
     for k in ks:
         table[f"solo_pass@{k}"] = pp_solo[f"pass@{k}"] * 100.0
         table[f"handoff_pass@{k}"] = pp_hand[f"pass@{k}"] * 100.0
-    return table.reset_index()
-
-
-def _tax_entry(part: pd.DataFrame, cols: list[str], cis: dict | None, macro: bool, n_boot: int, seed: int) -> dict:
-    """One scope's entry: the CIs of solo/handoff/tax/retention (from scoped_cis; None when every
-    problem has fewer than k samples in some run), the tax's sign-flip p-value and n_problems."""
-    values = part.dropna(subset=cols)
-    if cis is None or not len(values):
-        return {"n_problems": 0}
-    entry: dict = {name: asdict(ci) for name, ci in cis.items()}
-    diffs = (values[cols[0]] - values[cols[1]]).to_numpy()
-    groups = values["group"].to_numpy() if macro else None
-    entry["tax_p_value"] = sign_flip_p_value(diffs, _macro_weights(groups, len(diffs)), n_boot, seed)
-    entry["n_problems"] = int(len(values))
-    return entry
+    return table.reset_index(), ks
 
 
 def tax_difference(
@@ -145,8 +140,8 @@ def tax_difference(
         raise ValueError(f"on_mismatch must be 'raise' or 'intersect', got {on_mismatch!r}")
     (k,) = _check_ks([k])
     fn = STATS[statistic]
-    ta = _paired_table(solo_a, handoff_a, [k]).set_index(PROBLEM_KEY)
-    tb = _paired_table(solo_b, handoff_b, [k]).set_index(PROBLEM_KEY)
+    ta = _paired_table(solo_a, handoff_a, [k])[0].set_index(PROBLEM_KEY)
+    tb = _paired_table(solo_b, handoff_b, [k])[0].set_index(PROBLEM_KEY)
     only_a, only_b = ta.index.difference(tb.index), tb.index.difference(ta.index)
     if (len(only_a) or len(only_b)) and on_mismatch == "raise":
         raise ValueError(

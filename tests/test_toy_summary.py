@@ -158,3 +158,22 @@ def test_the_old_summary_command_names_the_new_one():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     res = subprocess.run([sys.executable, "-m", "tandem_eval.toy.aggregate"], capture_output=True, text=True, env=env)
     assert res.returncode == 2 and "python -m trainer.toy.summary" in res.stderr
+
+
+def test_a_planted_tax_is_gated_on_grpos_own_tax():
+    """jargon (the junior is the plain base, not the initial senior): SFT planted the tax, so the gate is
+    GRPO's own tax@4 with both CIs above 0, whatever grpo − init shows (v2: grpo 55.0, grpo − init -5.3)."""
+    sc = _scenario(**{"grpo - init": {"tax@4": _cell(-11.1, 0.2), "junior_nll": _cell(-0.012, 0.017)}})
+    arms = {"grpo": {"tax@4": _cell(47.6, 62.4, seed=(50.1, 59.9))}}
+    assert not verdicts.precondition(sc["differences"])["holds"]  # the self-paired rule would fail
+    pre = verdicts.precondition(sc["differences"], arms, planted=True)
+    assert pre["holds"] and pre["rule"] == verdicts.PLANTED_RULE and pre["grpo_tax@4"]["ci"] == [47.6, 62.4]
+    assert pre["grpo_tax@4_minus_init"]["mean"] == pytest.approx(-5.45)  # still reported
+    sc["precondition"] = pre
+    out = {x["claim"]: x for x in verdicts.verdicts(sc)}
+    assert out["Lower communication tax"]["outcome"] != verdicts.UNINFORMATIVE
+    # one seed (no seed-level CI), a CI reaching 0, or no grpo arm: no gate
+    one_seed = {"mean": 50.0, "ci": [40.0, 60.0], "seed_ci": None}
+    for cell in (one_seed, _cell(-1, 60)):
+        assert not verdicts.precondition(sc["differences"], {"grpo": {"tax@4": cell}}, planted=True)["holds"]
+    assert not verdicts.precondition(sc["differences"], {}, planted=True)["holds"]

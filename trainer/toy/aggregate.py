@@ -98,12 +98,16 @@ def _ci(values: pd.DataFrame, columns: list[str], fn) -> dict:
 
 
 def arm_summary(frame: pd.DataFrame, seeds: dict) -> dict:
+    """{metric: {"mean", "ci", "seed_ci"}} of one arm ("ci": the two-way bootstrap; "seed_ci": a t
+    interval over the seeds' macro means, None below 2 seeds), and its seeds, samples and problems."""
     cells = {}
     for m in METRICS:
         if m in frame:
             cell = _ci(frame, [m], lambda x: x[:, 0])
             if cell:
-                cells[m] = cell
+                v = frame.dropna(subset=[m])
+                t = t_interval([macro_mean(g[m], g["group"]) for _, g in v.groupby("seed", sort=True)], ALPHA)
+                cells[m] = {**cell, "seed_ci": [t[1], t[2]] if t else None}
     any_run = next(iter(next(iter(seeds.values())).values()))
     cells["n_seeds"] = len(seeds)
     cells["n_samples"] = int(any_run.config["n"])

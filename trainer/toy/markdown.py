@@ -72,8 +72,9 @@ def precondition_line(entry: dict) -> str:
         return f"{name} {boot} (seed-level {seed})"
 
     verdict = "holds" if pre["holds"] else f"fails: every claim on tandem is {UNINFORMATIVE}"
+    planted = f"grpo's {part('tax@4', 'grpo_tax@4', 1)}; grpo − init " if "grpo_tax@4" in pre else ""
     return (
-        f"Precondition ({pre['rule']}): {part('tax@4', 'grpo_tax@4_minus_init', 1)}; "
+        f"Precondition ({pre['rule']}): {planted}{part('tax@4', 'grpo_tax@4_minus_init', 1)}; "
         f"{part('junior NLL', 'grpo_junior_nll_minus_init', 3)}. **{verdict}**."
     )
 

@@ -9,12 +9,13 @@ the training logs (training.py), the precondition and verdicts (verdicts.py), wr
 
 and, with --readme, the block between the README's toy-summary markers.
 
-summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "ci": [lo, hi]}, ...,
-"n_seeds": int, "n_samples": int, "n_problems": int}}, "differences": {"A - B": {METRIC: {"mean", "ci",
-"seed_ci"}, "paired_seeds": [...], "unpaired_seeds": {"a": [...], "b": [...]}}}, "precondition":
-{"grpo_tax@4_minus_init": {...}, "grpo_junior_nll_minus_init": {...}, "holds": bool, "rule": str},
-"verdicts": [{"claim", "rule", "bootstrap", "seed_level", "outcome", ...}], "training": {...},
-"tax_vs_grpo_per_seed": [...]}}, "lr_sweep": {...}, "thresholds": {...}}. Verdicts rest on the hull of
+summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "ci": [lo, hi],
+"seed_ci": [lo, hi] | null}, ..., "n_seeds": int, "n_samples": int, "n_problems": int}}, "differences":
+{"A - B": {METRIC: {"mean", "ci", "seed_ci"}, "paired_seeds": [...], "unpaired_seeds": {"a": [...],
+"b": [...]}}}, "precondition": {"grpo_tax@4_minus_init": {...}, "grpo_junior_nll_minus_init": {...},
+["grpo_tax@4": {...} where the tax is planted,] "holds": bool, "rule": str}, "verdicts": [{"claim",
+"rule", "bootstrap", "seed_level", "outcome", ...}], "training": {...}, "tax_vs_grpo_per_seed": [...]}},
+"lr_sweep": {...}, "thresholds": {...}}. Verdicts rest on the hull of
 the two CIs, and none is given on tandem unless the precondition (GRPO pays a tax of its own) holds.
 
     python -m trainer.toy.summary results/toy [--readme README.md]
@@ -74,7 +75,8 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
             "tax_vs_grpo_per_seed": tax_vs_grpo(results / sc),
             "training": {a: t for a in wanted if (t := training_summary(results / sc, a))},
         }
-        entry["precondition"] = precondition(diffs)
+        # a junior of its own (jargon: the plain base) means a tax SFT planted: GRPO's own tax is the gate
+        entry["precondition"] = precondition(diffs, arms, planted="junior" in runs)
         entry["verdicts"] = verdicts(entry)
         summary["scenarios"][sc] = entry
     if (results / "lr_sweep.json").exists():

@@ -31,24 +31,41 @@ def conservative(cell: dict | None) -> tuple[float, float] | None:
 UNINFORMATIVE = "uninformative: GRPO shows no tax"
 ONE_SEED = "no: fewer than 2 paired seeds, so no seed-level CI"
 PRECONDITION_RULE = "grpo − init tax@4 and grpo − init junior NLL: both CIs above 0 (bootstrap and seed-level)"
+PLANTED_RULE = (
+    "grpo tax@4: both CIs above 0 (bootstrap and seed-level); the junior is not the initial senior, so a tax "
+    "that SFT planted and GRPO keeps counts"
+)
 
 
-def precondition(differences: dict) -> dict:
+def _gate_cell(c: dict | None) -> dict | None:
+    ci = conservative(c)
+    return (
+        {"mean": c["mean"], "ci": list(ci) if ci else None, "bootstrap_ci": c["ci"], "seed_ci": c.get("seed_ci")}
+        if c
+        else None
+    )
+
+
+def _above_zero(cell: dict | None) -> bool:
+    return bool(cell and cell["ci"] and cell["ci"][0] > 0)
+
+
+def precondition(differences: dict, arms: dict | None = None, planted: bool = False) -> dict:
     """The paper's precondition, checked before any claim on tandem: GRPO itself pays a tax and writes
     CoTs its junior reads worse than the initial senior's. {"grpo_tax@4_minus_init": {mean, ci,
     bootstrap_ci, seed_ci}, "grpo_junior_nll_minus_init": {...}, "holds": bool, "rule": str}; "ci" is
-    the conservative interval (None with fewer than 2 paired seeds)."""
+    the conservative interval (None with fewer than 2 paired seeds).
+    `planted` (a scenario whose junior is not the initial senior, e.g. jargon): the tax is SFT's, so the
+    gate is GRPO's own tax@4 (`arms["grpo"]["tax@4"]`, also reported as "grpo_tax@4")."""
     d = differences.get("grpo - init", {})
-    out: dict = {"rule": PRECONDITION_RULE}
-    for key, m in (("grpo_tax@4_minus_init", "tax@4"), ("grpo_junior_nll_minus_init", "junior_nll")):
-        c = d.get(m)
-        ci = conservative(c)
-        out[key] = (
-            {"mean": c["mean"], "ci": list(ci) if ci else None, "bootstrap_ci": c["ci"], "seed_ci": c.get("seed_ci")}
-            if c
-            else None
-        )
-    out["holds"] = all(out[k] and out[k]["ci"] and out[k]["ci"][0] > 0 for k in list(out)[1:])
+    out: dict = {"rule": PLANTED_RULE if planted else PRECONDITION_RULE}
+    out["grpo_tax@4_minus_init"] = _gate_cell(d.get("tax@4"))
+    out["grpo_junior_nll_minus_init"] = _gate_cell(d.get("junior_nll"))
+    if planted:
+        out["grpo_tax@4"] = _gate_cell((arms or {}).get("grpo", {}).get("tax@4"))
+        out["holds"] = _above_zero(out["grpo_tax@4"])
+    else:
+        out["holds"] = _above_zero(out["grpo_tax@4_minus_init"]) and _above_zero(out["grpo_junior_nll_minus_init"])
     return out
 
 

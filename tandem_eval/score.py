@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,14 +83,44 @@ def legibility(
 ) -> Scored:
     """The junior's per-token NLL of the solo CoTs in `run` (see module doc); `request`: the other
     ScoreRequest fields (senior, engine, junior_label, ...). Returns what was written."""
-    return run_lens("legibility", ScoreRequest(run=run, junior=junior, **request), options, progress)
+    return _from_python("legibility", ScoreRequest(run=run, junior=junior, **request), options, progress)
 
 
 def drift(
     run=None, junior: str | None = None, *, options: LensOptions = LensOptions(), progress: bool = False, **request
 ) -> Scored:
     """KL(senior || junior) along the solo CoTs in `run`: exact with engine "hf", else k1/k3."""
-    return run_lens("drift", ScoreRequest(run=run, junior=junior, **request), options, progress)
+    return _from_python("drift", ScoreRequest(run=run, junior=junior, **request), options, progress)
+
+
+# The checks word their fixes as the CLI's flags; a Python caller reads its keyword arguments instead.
+_KEYWORDS = {
+    **{f.name.replace("_", "-"): f.name for f in dataclasses.fields(ScoreRequest)},
+    "adopt": "adopt=True",  # switches: the value a caller passes
+    "allow-vocab-mismatch": "options=LensOptions(allow_vocab_mismatch=True)",
+}
+_FLAG = re.compile(r"--([a-z][a-z-]*)(?: ([A-Z][A-Z_]*)\b)?")
+
+
+def python_wording(message: str) -> str:
+    """`message` with each CLI flag outside `backticks` (a command to run stays one) as the keyword a
+    Python caller passes: "pass --run SOLO_RUN_DIR" -> "pass run=SOLO_RUN_DIR"."""
+
+    def keyword(m: re.Match) -> str:
+        name = _KEYWORDS.get(m.group(1))
+        if name is None:
+            return m.group(0)
+        return f"{name}={m.group(2)}" if m.group(2) and "=" not in name else name
+
+    parts = message.split("`")
+    return "`".join(_FLAG.sub(keyword, p) if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
+def _from_python(kind: str, req: ScoreRequest, opts: LensOptions, progress: bool) -> Scored:
+    try:
+        return run_lens(kind, req, opts, progress)
+    except LensError as e:
+        raise LensError(python_wording(str(e))) from None
 
 
 def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), progress: bool = False) -> Scored:

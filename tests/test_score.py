@@ -61,12 +61,27 @@ def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch
     from tandem_eval.lens import LensError
 
     monkeypatch.setattr(score, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
-    with pytest.raises(LensError, match="--run SOLO_RUN_DIR"):
+    with pytest.raises(LensError, match="pass run=SOLO_RUN_DIR, or senior=PATH") as err:  # Python's words
         score.legibility()
+    assert "--" not in str(err.value)
+    with pytest.raises(LensError, match="--run SOLO_RUN_DIR"):  # the CLI's entry keeps its flags
+        score.run_lens("legibility", score.ScoreRequest())
     with pytest.raises(LensError, match="unknown engine 'tpu'; valid: hf, vllm"):
         score.drift(solo_run, junior=str(tiny_pair[1]), engine="tpu")
     with pytest.raises(LensError, match="unknown lens"):
         score.run_lens("clarity", score.ScoreRequest(run=solo_run))
+
+
+def test_python_wording_keeps_commands_and_unknown_flags():
+    from tandem_eval.score import python_wording
+
+    msg = "pass --junior-label cut or --allow-vocab-mismatch; run `tandem-eval drift --run R --junior PATH` first"
+    assert python_wording(msg) == (
+        "pass junior_label cut or options=LensOptions(allow_vocab_mismatch=True); "
+        "run `tandem-eval drift --run R --junior PATH` first"
+    )
+    assert python_wording("no --junior given; pass --junior PATH") == "no junior given; pass junior=PATH"
+    assert python_wording("--adopt: x does not exist; --k 3") == "adopt=True: x does not exist; --k 3"
 
 
 def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch, tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.toy import markdown, verdicts
+from trainer.toy import markdown, scales, verdicts
 from trainer.toy import world as toy_world
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ def _check_cell(cell):
 @pytest.mark.slow
 def test_toy_world_ci_scale_end_to_end(tmp_path):
     results, work = tmp_path / "results", tmp_path / "work"
-    ci = toy_world.SCALES["ci"]
+    ci = scales.SCALES["ci"]
     toy_world.main(["--scale", "ci", "--results", str(results), "--work", str(work), "--jobs", "1", "--no-bundle"])
     summary = json.loads((results / "summary.json").read_text())
     assert list(summary["scenarios"]) == list(ci.scenarios)
@@ -60,13 +60,13 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     # kl-reg regularises toward the senior's initial checkpoint (the paper's definition)
     kl = ci.arms("emergent")[-1]
     recipe = (work / "train" / "emergent" / kl / "seed0" / "recipe.yaml").read_text()
-    assert "kl_ref: init" in recipe and f"beta: {toy_world.kl_coef(kl)}" in recipe
+    assert "kl_ref: init" in recipe and f"beta: {scales.kl_coef(kl)}" in recipe
     # grpo-g16 matches tandem's compute with twice the rollouts per prompt
     recipe = (work / "train" / "emergent" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()
     assert f"num_generations: {2 * ci.group_size}" in recipe
     # every seed-run is evaluated with its own seed
     cfg = json.loads((results / "emergent" / "grpo" / "seed0" / "solo" / "config.json").read_text())
-    assert cfg["config"]["seed"] == toy_world.eval_seed(0)
+    assert cfg["config"]["seed"] == scales.eval_seed(0)
     # the lr check: grpo and tandem each swept, each choosing its own lr by the same rule
     sweep = summary["lr_sweep"]
     assert sorted((r["arm"], r["lr"]) for r in sweep["runs"]) == [
@@ -94,7 +94,7 @@ def test_readme_block_is_generated_from_the_committed_summary():
 def test_bundle_copies_the_seed0_picks_and_drops_arms_no_longer_bundled(tmp_path):
     """stage_bundle: seed-0 selected checkpoints of BUNDLE's arms (kl-reg at the middle coefficient), the
     default-mix test set (not the emergent 2-step one), and an earlier bundle's extra arms removed."""
-    full = toy_world.SCALES["full"]
+    full = scales.SCALES["full"]
 
     def ckpt(name):
         d = tmp_path / "src" / name

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import logging
 
-from trainer.toy import world
+from trainer.toy import scales, world
 
 NEW_COMMAND = "python -m trainer.toy.world"
 
 
 def __getattr__(name: str):
-    # `from trainer import toy_world; toy_world.SCALES` keeps working: every name is the new module's
-    return getattr(world, name)
+    # `from trainer import toy_world; toy_world.SCALES` keeps working: every name is the new modules'
+    return getattr(world if hasattr(world, name) else scales, name)
 
 
 def main(argv=None) -> None:

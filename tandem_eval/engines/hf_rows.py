@@ -264,35 +264,17 @@ def _row_attention(original: str):
     `attend`, which applies the cap that transformers' sdpa path would drop)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    def attention(
-        module,
-        query,
-        key,
-        value,
-        attention_mask,
-        dropout=0.0,
-        scaling=None,
-        sliding_window=None,
-        softcap=None,
-        tandem_rows: PackedForward | None = None,
-        **kwargs,
-    ):
+    def attention(module, query, key, value, attention_mask, tandem_rows: PackedForward | None = None, **kwargs):
+        # transformers passes dropout, scaling, sliding_window and softcap as keywords (its attention
+        # interface); the original implementation gets them back unchanged
+        scaling, softcap = kwargs.get("scaling"), kwargs.get("softcap")
         if tandem_rows is not None:
-            return tandem_rows.attend(module.layer_idx, query, key, value, sliding_window, scaling, softcap), None
+            window = kwargs.get("sliding_window")
+            return tandem_rows.attend(module.layer_idx, query, key, value, window, scaling, softcap), None
         if original == "eager" or (original == "sdpa" and softcap is not None):
+            dropout = kwargs.get("dropout", 0.0)
             return attend(query, key, value, attention_mask, scaling, softcap, dropout, module.training), None
-        return ALL_ATTENTION_FUNCTIONS[original](
-            module,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=dropout,
-            scaling=scaling,
-            sliding_window=sliding_window,
-            softcap=softcap,
-            **kwargs,
-        )
+        return ALL_ATTENTION_FUNCTIONS[original](module, query, key, value, attention_mask, **kwargs)
 
     return attention
 

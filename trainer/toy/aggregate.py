@@ -89,12 +89,19 @@ def frame(seeds: dict[int, dict[str, object]]) -> pd.DataFrame:
 
 
 def _ci(values: pd.DataFrame, columns: list[str], fn) -> dict:
-    """{"mean", "ci"} of fn(column means) over the (seed x problem) rows, macro over groups."""
+    """{"mean", "ci", "seed_ci"} of fn(columns) over the (seed x problem) rows, macro over groups:
+    "ci" the two-way bootstrap (seeds and problems resampled jointly), "seed_ci" a Student-t interval
+    over the seeds' macro values (S - 1 degrees of freedom; None below 2 seeds)."""
     v = values.dropna(subset=columns)
     if not len(v):
         return {}
     c = scoped_cis(v, columns, {"x": fn}, ("group",), N_BOOT, BOOT_SEED, ALPHA, cluster="seed")[MACRO]["x"]
-    return {"mean": c.estimate, "ci": [c.low, c.high]}
+    per_seed = [
+        macro_mean(pd.Series(fn(g[columns].to_numpy(dtype=float)), index=g.index), g["group"])
+        for _, g in v.groupby("seed", sort=True)
+    ]
+    t = t_interval(per_seed, ALPHA)
+    return {"mean": c.estimate, "ci": [c.low, c.high], "seed_ci": [t[1], t[2]] if t else None}
 
 
 def arm_summary(frame: pd.DataFrame, seeds: dict) -> dict:
@@ -105,9 +112,7 @@ def arm_summary(frame: pd.DataFrame, seeds: dict) -> dict:
         if m in frame:
             cell = _ci(frame, [m], lambda x: x[:, 0])
             if cell:
-                v = frame.dropna(subset=[m])
-                t = t_interval([macro_mean(g[m], g["group"]) for _, g in v.groupby("seed", sort=True)], ALPHA)
-                cells[m] = {**cell, "seed_ci": [t[1], t[2]] if t else None}
+                cells[m] = cell
     any_run = next(iter(next(iter(seeds.values())).values()))
     cells["n_seeds"] = len(seeds)
     cells["n_samples"] = int(any_run.config["n"])
@@ -131,10 +136,7 @@ def difference(a: pd.DataFrame, b: pd.DataFrame) -> dict:
         if f"{m}_a" in both and f"{m}_b" in both:
             cell = _ci(both, [f"{m}_a", f"{m}_b"], lambda x: x[:, 0] - x[:, 1])
             if cell:
-                v = both.dropna(subset=[f"{m}_a", f"{m}_b"])
-                per_seed = [macro_mean(g[f"{m}_a"] - g[f"{m}_b"], g["group"]) for _, g in v.groupby("seed", sort=True)]
-                t = t_interval(per_seed, ALPHA)
-                out[m] = {**cell, "seed_ci": [t[1], t[2]] if t else None}
+                out[m] = cell
     out["paired_seeds"] = sorted(seeds_a & seeds_b)
     out["unpaired_seeds"] = {"a": sorted(seeds_a - seeds_b), "b": sorted(seeds_b - seeds_a)}
     return out

@@ -31,6 +31,7 @@ from tandem_eval.models import resolve_model
 from tandem_eval.results import atomic_write_json
 from tandem_eval.runs import runs_in
 from tandem_eval.schemas import to_jsonable
+from trainer.toy import scales
 from trainer.toy import world as tw
 from trainer.toy.styles import terse_rate
 from trainer.toy.summary import build_summary
@@ -105,7 +106,7 @@ def reference_nll(checkpoint: Path, n: int = 100) -> dict:
     out = {}
     for name, write in styles.items():
         nll = []
-        for p in generate("test", n, difficulty=tw.DIFFICULTIES.get(SCENARIO, Difficulty())):
+        for p in generate("test", n, difficulty=scales.DIFFICULTIES.get(SCENARIO, Difficulty())):
             prompt = tok.encode(prompt_text(tok, p.problem), add_special_tokens=False)
             ids = torch.tensor([prompt + tok.encode(write(p) + "<|im_end|>", add_special_tokens=False)])
             with torch.no_grad():
@@ -143,7 +144,7 @@ def earlier(out: Path) -> list[dict]:
     return [*old.get("earlier_attempts", []), keep]
 
 
-def run_pilot(args, s: tw.Scale, work: Path) -> tuple[dict, dict]:
+def run_pilot(args, s: scales.Scale, work: Path) -> tuple[dict, dict]:
     """SFT, RL runs, evaluations; ({(arm, seed): selected step}, the scenario's summary entry)."""
     data = tw.stage_data(work, s)  # {scenario: {split: path}}
     senior = work / "init" / SCENARIO / "senior"
@@ -170,7 +171,7 @@ def run_pilot(args, s: tw.Scale, work: Path) -> tuple[dict, dict]:
 
 def main(argv=None) -> None:
     args, t0 = _parse(argv), time.time()
-    full = tw.SCALES["full"]
+    full = scales.SCALES["full"]
     s = replace(
         full,
         rl_steps=args.steps or full.rl_steps,

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from tandem_eval.models import TOY_DIR
 from trainer.toy.aggregate import SCENARIOS
-from trainer.toy.scales import DIFFICULTIES, SCALES, Scale, eval_seed, kl_arm, kl_coef  # noqa: F401 (world.SCALES ...)
+from trainer.toy.scales import DIFFICULTIES, SCALES, Scale, eval_seed, kl_coef
 from trainer.toy.task import Difficulty, write_benchmark
 
 REPO = Path(__file__).resolve().parents[2]

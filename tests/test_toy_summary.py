@@ -177,3 +177,34 @@ def test_a_planted_tax_is_gated_on_grpos_own_tax():
     for cell in (one_seed, _cell(-1, 60)):
         assert not verdicts.precondition(sc["differences"], {"grpo": {"tax@4": cell}}, planted=True)["holds"]
     assert not verdicts.precondition(sc["differences"], {}, planted=True)["holds"]
+
+
+def test_arms_found_in_run_folders_read_in_the_pipelines_order(tmp_path):
+    # `make toy` summarises with Scale.arms' order and `python -m trainer.toy.summary` with the folders
+    # it finds: both must write the same summary.json, whatever order the filesystem lists folders in
+    from trainer.toy.scales import SCALES
+
+    full = SCALES["full"].arms("emergent")
+    for arm in ("kl-reg@1", "grpo-g16", "init", "kl-reg@0.1", "tandem", "grpo", "kl-reg@10"):
+        (tmp_path / "emergent" / arm).mkdir(parents=True)
+    found = toy_summary.arms_found(tmp_path)["emergent"]
+    assert found == (*full, "kl-reg@10")
+
+
+def test_handoff_styles_reads_the_seniors_and_the_juniors_step():
+    from trainer.toy.handoff_styles import step_styles
+
+    samples = pd.DataFrame(
+        {
+            "text": [
+                "Sam: 3*5=15\n\nHe loses 5: 15-5=10\n\nThe answer is \\boxed{10}.",
+                "Sam: 3*5=15\n\nHe loses 5, so he has 15 - 5 = 10 pens.",
+                "Sam has 3 boxes of 5 pens, so 3 * 5 = 15 pens.",
+            ],
+            "finish_reason": ["eos", "length", "length"],
+        }
+    )
+    got = step_styles(samples)
+    assert got["senior_terse"].tolist() == [True, True, False]
+    assert got["junior_terse"].tolist() == [True, False, None]
+    assert got["truncated"].tolist() == [False, True, True]

@@ -53,6 +53,14 @@ def kl_coef(arm: str) -> float | None:
     return float(arm.split("@", 1)[1]) if arm.startswith("kl-reg@") else None
 
 
+def arm_order(arm: str) -> tuple:
+    """Sort key of RL arms, the order of Scale.arms: grpo, tandem, grpo-g16, then kl-reg by coefficient
+    (other names last), so a summary reads the same from `make toy` and from its run folders."""
+    fixed = ("grpo", "tandem", "grpo-g16")
+    coef = kl_coef(arm)
+    return (0, fixed.index(arm), 0.0, arm) if arm in fixed else (1 if coef is not None else 2, 0, coef or 0.0, arm)
+
+
 SCALES = {
     # `make toy` (<= 3 h on 2 cores): the emergent scenario, where the precondition is tested. The
     # self-paired (negative) and jargon (SFT-planted) controls are summarised from their committed run

@@ -42,6 +42,7 @@ from trainer.toy.aggregate import (
 )
 from trainer.toy.figures import plot_frontier, plot_summary, plot_training
 from trainer.toy.markdown import summary_markdown, update_readme
+from trainer.toy.scales import arm_order
 from trainer.toy.training import training_summary
 from trainer.toy.verdicts import PARITY, RL_GAIN, TAX_EFFECT, precondition, verdicts
 
@@ -102,11 +103,11 @@ def write_summary(
 
 
 def arms_found(root: Path) -> dict[str, tuple[str, ...]]:
-    """{scenario: its RL arms} of the scenario folders under `root` (grpo first, kl-reg last)."""
+    """{scenario: its RL arms} of the scenario folders under `root`, in Scale.arms' order (scales.arm_order)."""
     arms = {}
     for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
-        found = sorted(p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
-        arms[sc] = tuple(sorted(found, key=lambda a: (a.startswith("kl-reg"), a != "grpo", a)))
+        found = (p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
+        arms[sc] = tuple(sorted(found, key=arm_order))
     return arms
 
 

@@ -43,18 +43,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from . import durable
+
 # ConfigError, config_diff and the durable writers are also imported from here (their former home)
 from .config import ConfigError, EvalConfig, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
-from .durable import (  # noqa: F401
-    atomic_write_json,
-    atomic_write_parquet,
-    atomic_write_text,
-    check_write_target,
-    folder_lock,
-    sha256_file,
-)
+from .durable import atomic_write_json, atomic_write_text, check_write_target, folder_lock, sha256_file  # noqa: F401
 from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
-from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, read_table
+from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, check_frame, read_table
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +169,7 @@ class RunFolder:
         existing = self.shards()
         n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
         path = self.shard_dir / f"part-{n:05d}.parquet"
-        check_write_target(path, self.path)
-        atomic_write_parquet(path, pd.DataFrame(rows))
+        atomic_write_parquet(path, pd.DataFrame(rows), self.path)
         return path
 
     def load_samples(self) -> pd.DataFrame:
@@ -198,15 +192,12 @@ class RunFolder:
         """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
-        check_write_target(self.samples_path, self.path)
-        atomic_write_parquet(self.samples_path, df)
-        self.update_metrics(metrics)
-        record = {
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "fingerprint": self.config()["fingerprint"],
-            "tables": {self.samples_path.name: _table_record(self.samples_path)},
-        }
-        self._write_record(record)  # last: its presence means every file above is final
+        metrics = {**self.metrics(), **metrics}
+        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.config()["fingerprint"]}
+        digest = atomic_write_parquet(self.samples_path, df, self.path)
+        atomic_write_json(self.metrics_path, metrics, self.path)
+        record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
+        atomic_write_json(self.done_path, record, self.path)  # last: its presence means every file above is final
         self._verified = True
         shutil.rmtree(self.shard_dir, ignore_errors=True)  # samples.parquet now holds every shard's rows
 
@@ -386,8 +377,7 @@ class RunFolder:
         ]
 
     def _write_record(self, rec: dict) -> None:
-        check_write_target(self.done_path, self.path)
-        atomic_write_json(self.done_path, rec)
+        atomic_write_json(self.done_path, rec, self.path)
 
     def register_table(self, name: str | Path) -> None:
         """Record a table written into this COMPLETE run (e.g. lens/JR/legibility.parquet) in COMPLETE,
@@ -421,8 +411,7 @@ class RunFolder:
         path = self.path / name
         check_write_target(path, self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        check_write_target(path, self.path)  # a link planted while the folder was made
-        atomic_write_parquet(path, df)
+        atomic_write_parquet(path, df, self.path)  # refuses a link planted while the folder was made
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
 
@@ -438,8 +427,17 @@ class RunFolder:
 
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys)."""
-        check_write_target(self.metrics_path, self.path)
-        atomic_write_json(self.metrics_path, {**self.metrics(), **new})
+        atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
+
+
+def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
+    """Write a table atomically (durable.atomic_write_parquet, `root`: never through a link) once it
+    passed its schema (samples, shards, lens tables: schemas.check_frame), so a bad table never
+    reaches a run folder; returns the file's SHA-256."""
+    check_frame(
+        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
+    )
+    return durable.atomic_write_parquet(path, df, root)
 
 
 def config_fingerprint(config: dict) -> str:

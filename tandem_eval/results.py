@@ -77,8 +77,12 @@ class RunFolder:
         created = None  # set once the lock is held: a refused lock removes nothing
         try:
             with folder_lock(self.path, self.lock_path) as made:
-                created = made if not self.config_path.exists() else None
-                self.init(cfg, extra)
+                if not self.config_path.exists():  # a new folder: its config.json first, while the lock is held
+                    created = made
+                    self.shard_dir.mkdir(parents=True, exist_ok=True)
+                    atomic_write_json(self.config_path, _new_record(cfg, extra))
+                else:
+                    self.check_holds(cfg)
                 yield None if self.is_complete() else self.done_keys()
         except BaseException:
             if created is not None:  # the lock is released first, so that an emptied folder can be removed
@@ -101,9 +105,8 @@ class RunFolder:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             return self.check_holds(cfg)
-        record = {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
         self.shard_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.config_path, record)
+        atomic_write_json(self.config_path, _new_record(cfg, extra))
 
     def check_holds(self, cfg: EvalConfig) -> None:
         """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
@@ -134,7 +137,7 @@ class RunFolder:
         try:
             recomputed = stored_fingerprint(raw["config"], where=str(self.config_path))
         except (ConfigError, TypeError, ValueError) as e:
-            raise RunFolderError(f"{_one_line(e)}; {fix}") from None
+            raise RunFolderError(f"{' '.join(str(e).split())}; {fix}") from None
         if recomputed != raw["fingerprint"]:
             raise RunFolderError(
                 f"{self.config_path} was edited after the run was written (its settings hash to {recomputed}, "
@@ -247,19 +250,23 @@ class RunFolder:
             raise RunFolderError(
                 f"{self.path} is not a run folder (no config.json); pass a folder written by tandem-eval solo/handoff"
             )
+        # read first, then checked: COMPLETE, config.json (settings re-hashed), a record-less marker's table
+        finished = self.is_complete()
+        check = finished and not self._verified
+        rec, repair = (self.complete_record(), self._repair()) if check else (None, "")
         cfg = self.config()
-        if not self.is_complete():
+        legacy = read_table(self.samples_path, SAMPLE_KEY, repair) if check and rec is None else None
+        if not finished:
             if complete:
                 why = "no COMPLETE marker" if not self.done_path.exists() else "COMPLETE but no samples.parquet"
                 raise RunFolderError(
                     f"{self.path} is incomplete ({why}); rerun the command that created it to finish it"
                 )
             return self
-        if self._verified:
+        if not check:
             return self
-        rec = self.complete_record()
-        if rec is None:
-            self._verify_unrecorded_marker(cfg, allow_unrecorded)
+        if legacy is not None:
+            self._verify_unrecorded_marker(cfg, legacy, allow_unrecorded)
             self._verified = True
             return self
         if rec.get("fingerprint") != cfg["fingerprint"]:
@@ -328,13 +335,12 @@ class RunFolder:
                 f"{c['n']} = {problems * c['n']}; {self._repair()}"
             )
 
-    def _verify_unrecorded_marker(self, cfg: dict, allow_unrecorded: bool) -> None:
+    def _verify_unrecorded_marker(self, cfg: dict, df: pd.DataFrame, allow_unrecorded: bool) -> None:
         """A COMPLETE without records: accept samples.parquet only if it holds every sample (problems x
         --n, each problem with sample indices 0..n-1, as metrics.json counts them); lens tables one row
         per sample (allow_unrecorded: a writer is told, not stopped). Anything else is refused with the
         command that repairs it."""
         n = cfg["config"]["n"]
-        df = read_table(self.samples_path, SAMPLE_KEY, self._repair())
         per_problem = df.groupby(PROBLEM_KEY).sample_idx.apply(lambda s: sorted(s.astype(int)))
         metrics = self.metrics()
         reasons = []
@@ -440,9 +446,12 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None)
     return durable.atomic_write_parquet(path, df, root)
 
 
-def config_fingerprint(config: dict) -> str:
-    """EvalConfig.fingerprint() recomputed from a stored config dict (as written in config.json)."""
-    return fingerprint_of(config)
+config_fingerprint = fingerprint_of  # EvalConfig.fingerprint() of a stored config dict (its former home)
+
+
+def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:
+    """config.json of a new run folder: the settings, their fingerprint, the machine, and `extra`."""
+    return {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
 
 
 def _table_record(path: Path) -> dict:
@@ -468,10 +477,6 @@ def _read_json(path: Path, what: str):
         f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
         "wrote it"
     )
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:

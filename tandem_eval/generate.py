@@ -33,7 +33,7 @@ from .metrics import summarize_pass_at_k
 from .metrics.tax import communication_tax
 from .models import Checkpoints, run_checkpoints
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
-from .progress import progress_reporter
+from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
 from .results import RunFolder, RunFolderError, verify_run
 from .schedules import make_schedule, needs_junior
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
@@ -220,16 +220,6 @@ def _batches(traces, size: int, bar):
             batch = []
     if batch:
         yield batch
-
-
-def live_token_counter(engines: list) -> Callable[[], int] | None:
-    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
-    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
-    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
-    if not all(isinstance(s, dict) and "generated" in s for s in stats):
-        return None
-    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
-    return lambda: sum(s["generated"] for s in stats) - base
 
 
 # ---- execution: a checked plan into run folders ----------------------------------------------------

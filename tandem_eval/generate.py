@@ -30,7 +30,7 @@ from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader
 from .metrics import summarize_pass_at_k
-from .metrics.tax import communication_tax
+from .metrics.tax import tax_table
 from .models import Checkpoints, run_checkpoints
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
@@ -286,7 +286,7 @@ def _metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dict:
 
 def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
     """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
-    tax = json_safe(communication_tax(solo.samples, handoff_samples, list(ks)))
+    tax = json_safe(tax_table(solo.samples, handoff_samples, list(ks)))  # cleaned once, here
     return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
 
 

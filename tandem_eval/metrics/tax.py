@@ -67,16 +67,10 @@ def communication_tax(
     return to_jsonable(tax_table(solo_samples, handoff_samples, ks, n_boot, seed))
 
 
-def tax_table(
-    solo_samples: pd.DataFrame,
-    handoff_samples: pd.DataFrame,
-    ks: Iterable[int],
-    n_boot: int = N_BOOT,
-    seed: int = BOOT_SEED,
-) -> dict:
+def tax_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: Iterable[int], n_boot=N_BOOT, seed=BOOT_SEED) -> dict:
     """communication_tax before JSON cleaning (numpy numbers, NaN): for a caller that cleans a whole
     record once (generate: metrics.json)."""
-    paired, ks = _paired_table(solo_samples, handoff_samples, ks)
+    paired, ks = _paired_table(solo, handoff, ks)
     provenance = macro_provenance(paired.groupby("group").size().to_dict())  # label: paper's macro or not
     out: dict = {"ks": ks, "n_boot": n_boot, "alpha": ALPHA, "seed": seed}
     out["per_benchmark"] = {name: {} for name in sorted(paired["benchmark"].unique())}

@@ -23,10 +23,8 @@ changed, truncated or missing file is refused with a one-line RunFolderError nam
     rf = verify_run("runs/my-senior/solo"); df = rf.load_samples()
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
 
-samples.parquet, its shards and the lens tables are checked against their parquet schemas
-(tandem_eval/schemas.py) when written and when read. Every file is written through
-tandem_eval/durable.py (atomic, never through a link; the writer lock); config.json's provenance
-comes from tandem_eval/provenance.py.
+Tables are checked against their parquet schemas (tandem_eval/schemas.py) when written and read;
+every file is written through tandem_eval/durable.py (atomic, never through a link; the lock).
 """
 
 from __future__ import annotations
@@ -437,9 +435,8 @@ class RunFolder:
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
-    """Write a table atomically (durable.atomic_write_parquet, `root`: never through a link) once it
-    passed its schema (samples, shards, lens tables: schemas.check_frame), so a bad table never
-    reaches a run folder; returns the file's SHA-256."""
+    """durable.atomic_write_parquet once the table passed its schema (schemas.check_frame): a bad table
+    never reaches a run folder. Returns the file's SHA-256."""
     check_frame(
         df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
     )
@@ -449,8 +446,7 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None)
 config_fingerprint = fingerprint_of  # EvalConfig.fingerprint() of a stored config dict (its former home)
 
 
-def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:
-    """config.json of a new run folder: the settings, their fingerprint, the machine, and `extra`."""
+def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:  # a new folder's config.json
     return {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
 
 

@@ -4,9 +4,11 @@ symbolic link; the flock writer lock of a folder; a file's SHA-256.
 
     from tandem_eval.durable import atomic_write_json, folder_lock
     with folder_lock(run, run / ".lock"):
-        atomic_write_json(run / "metrics.json", {"n_samples": 8})
+        atomic_write_json(run / "metrics.json", {"n_samples": 8}, root=run)   # root: never through a link
 
-tandem_eval.results builds run folders on these (and re-exports the writers under their old names).
+tandem_eval.results builds run folders on these (and re-exports the writers under their old names);
+it checks a table against its schema (tandem_eval.schemas) before handing it here, so each write is
+one call: the target checked, then written atomically.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .schemas import RunFolderError, check_frame
+from .schemas import RunFolderError
 
 
 def missing_dirs(path: Path) -> list[Path]:
@@ -35,10 +37,13 @@ def missing_dirs(path: Path) -> list[Path]:
     return missing
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, root: Path | None = None) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new one, never a part, also
     after a power loss: the temporary file is fsynced before the rename and the folder after it.
-    The rename replaces a symbolic link at `path` rather than writing through it."""
+    The rename replaces a symbolic link at `path` rather than writing through it; with `root`, a link
+    at `path` or on the way out of `root` is refused first (check_write_target)."""
+    if root is not None:
+        check_write_target(path, root)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
@@ -47,8 +52,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     _replace_synced(tmp, path)
 
 
-def atomic_write_json(path: Path, data) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False, default=_json_default) + "\n")
+def atomic_write_json(path: Path, data, root: Path | None = None) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False, default=_json_default) + "\n"
+    atomic_write_text(path, text, root)
 
 
 def _json_default(o):
@@ -57,12 +63,11 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
-    """Write `df` to `path` atomically (as atomic_write_text); samples, shards and lens tables are
-    checked against their schema (tandem_eval.schemas) first, so a bad table never reaches a run folder."""
-    check_frame(
-        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
-    )
+def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
+    """Write `df` to `path` atomically (as atomic_write_text, `root` too) and return the file's SHA-256.
+    A run folder checks the table against its schema first (RunFolder: schemas.check_frame)."""
+    if root is not None:
+        check_write_target(path, root)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     df.to_parquet(tmp, index=False)
     fd = os.open(tmp, os.O_RDONLY)
@@ -71,6 +76,7 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
     finally:
         os.close(fd)
     _replace_synced(tmp, path)
+    return sha256_file(path)
 
 
 def _replace_synced(tmp: Path, path: Path) -> None:

@@ -30,10 +30,10 @@ from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
 from .grading import Grader
 from .metrics import summarize_pass_at_k
-from .metrics.tax import communication_tax
+from .metrics.tax import tax_table
 from .models import Checkpoints, run_checkpoints
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
-from .progress import progress_reporter
+from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
 from .results import RunFolder, RunFolderError, verify_run
 from .schedules import make_schedule, needs_junior
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
@@ -222,16 +222,6 @@ def _batches(traces, size: int, bar):
         yield batch
 
 
-def live_token_counter(engines: list) -> Callable[[], int] | None:
-    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
-    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
-    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
-    if not all(isinstance(s, dict) and "generated" in s for s in stats):
-        return None
-    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
-    return lambda: sum(s["generated"] for s in stats) - base
-
-
 # ---- execution: a checked plan into run folders ----------------------------------------------------
 def execute(
     plan: Plan,
@@ -296,7 +286,7 @@ def _metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dict:
 
 def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
     """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
-    tax = json_safe(communication_tax(solo.samples, handoff_samples, list(ks)))
+    tax = json_safe(tax_table(solo.samples, handoff_samples, list(ks)))  # cleaned once, here
     return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
 
 

@@ -166,6 +166,16 @@ def _rate_column(rate: Rate):
     return RateColumn()
 
 
+def live_token_counter(engines: list) -> Callable[[], int] | None:
+    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
+    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
+    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
+    if not all(isinstance(s, dict) and "generated" in s for s in stats):
+        return None
+    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
+    return lambda: sum(s["generated"] for s in stats) - base
+
+
 @contextlib.contextmanager
 def progress_reporter(
     total: int,

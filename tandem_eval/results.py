@@ -23,10 +23,8 @@ changed, truncated or missing file is refused with a one-line RunFolderError nam
     rf = verify_run("runs/my-senior/solo"); df = rf.load_samples()
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
 
-samples.parquet, its shards and the lens tables are checked against their parquet schemas
-(tandem_eval/schemas.py) when written and when read. Every file is written through
-tandem_eval/durable.py (atomic, never through a link; the writer lock); config.json's provenance
-comes from tandem_eval/provenance.py.
+Tables are checked against their parquet schemas (tandem_eval/schemas.py) when written and read;
+every file is written through tandem_eval/durable.py (atomic, never through a link; the lock).
 """
 
 from __future__ import annotations
@@ -43,18 +41,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from . import durable
+
 # ConfigError, config_diff and the durable writers are also imported from here (their former home)
 from .config import ConfigError, EvalConfig, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
-from .durable import (  # noqa: F401
-    atomic_write_json,
-    atomic_write_parquet,
-    atomic_write_text,
-    check_write_target,
-    folder_lock,
-    sha256_file,
-)
+from .durable import atomic_write_json, atomic_write_text, check_write_target, folder_lock, sha256_file  # noqa: F401
 from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
-from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, read_table
+from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, check_frame, read_table
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +75,12 @@ class RunFolder:
         created = None  # set once the lock is held: a refused lock removes nothing
         try:
             with folder_lock(self.path, self.lock_path) as made:
-                created = made if not self.config_path.exists() else None
-                self.init(cfg, extra)
+                if not self.config_path.exists():  # a new folder: its config.json first, while the lock is held
+                    created = made
+                    self.shard_dir.mkdir(parents=True, exist_ok=True)
+                    atomic_write_json(self.config_path, _new_record(cfg, extra))
+                else:
+                    self.check_holds(cfg)
                 yield None if self.is_complete() else self.done_keys()
         except BaseException:
             if created is not None:  # the lock is released first, so that an emptied folder can be removed
@@ -106,9 +103,8 @@ class RunFolder:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             return self.check_holds(cfg)
-        record = {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
         self.shard_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.config_path, record)
+        atomic_write_json(self.config_path, _new_record(cfg, extra))
 
     def check_holds(self, cfg: EvalConfig) -> None:
         """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
@@ -139,7 +135,7 @@ class RunFolder:
         try:
             recomputed = stored_fingerprint(raw["config"], where=str(self.config_path))
         except (ConfigError, TypeError, ValueError) as e:
-            raise RunFolderError(f"{_one_line(e)}; {fix}") from None
+            raise RunFolderError(f"{' '.join(str(e).split())}; {fix}") from None
         if recomputed != raw["fingerprint"]:
             raise RunFolderError(
                 f"{self.config_path} was edited after the run was written (its settings hash to {recomputed}, "
@@ -174,8 +170,7 @@ class RunFolder:
         existing = self.shards()
         n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
         path = self.shard_dir / f"part-{n:05d}.parquet"
-        check_write_target(path, self.path)
-        atomic_write_parquet(path, pd.DataFrame(rows))
+        atomic_write_parquet(path, pd.DataFrame(rows), self.path)
         return path
 
     def load_samples(self) -> pd.DataFrame:
@@ -198,15 +193,12 @@ class RunFolder:
         """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
-        check_write_target(self.samples_path, self.path)
-        atomic_write_parquet(self.samples_path, df)
-        self.update_metrics(metrics)
-        record = {
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "fingerprint": self.config()["fingerprint"],
-            "tables": {self.samples_path.name: _table_record(self.samples_path)},
-        }
-        self._write_record(record)  # last: its presence means every file above is final
+        metrics = {**self.metrics(), **metrics}
+        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.config()["fingerprint"]}
+        digest = atomic_write_parquet(self.samples_path, df, self.path)
+        atomic_write_json(self.metrics_path, metrics, self.path)
+        record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
+        atomic_write_json(self.done_path, record, self.path)  # last: its presence means every file above is final
         self._verified = True
         shutil.rmtree(self.shard_dir, ignore_errors=True)  # samples.parquet now holds every shard's rows
 
@@ -256,19 +248,23 @@ class RunFolder:
             raise RunFolderError(
                 f"{self.path} is not a run folder (no config.json); pass a folder written by tandem-eval solo/handoff"
             )
+        # read first, then checked: COMPLETE, config.json (settings re-hashed), a record-less marker's table
+        finished = self.is_complete()
+        check = finished and not self._verified
+        rec, repair = (self.complete_record(), self._repair()) if check else (None, "")
         cfg = self.config()
-        if not self.is_complete():
+        legacy = read_table(self.samples_path, SAMPLE_KEY, repair) if check and rec is None else None
+        if not finished:
             if complete:
                 why = "no COMPLETE marker" if not self.done_path.exists() else "COMPLETE but no samples.parquet"
                 raise RunFolderError(
                     f"{self.path} is incomplete ({why}); rerun the command that created it to finish it"
                 )
             return self
-        if self._verified:
+        if not check:
             return self
-        rec = self.complete_record()
-        if rec is None:
-            self._verify_unrecorded_marker(cfg, allow_unrecorded)
+        if legacy is not None:
+            self._verify_unrecorded_marker(cfg, legacy, allow_unrecorded)
             self._verified = True
             return self
         if rec.get("fingerprint") != cfg["fingerprint"]:
@@ -337,13 +333,12 @@ class RunFolder:
                 f"{c['n']} = {problems * c['n']}; {self._repair()}"
             )
 
-    def _verify_unrecorded_marker(self, cfg: dict, allow_unrecorded: bool) -> None:
+    def _verify_unrecorded_marker(self, cfg: dict, df: pd.DataFrame, allow_unrecorded: bool) -> None:
         """A COMPLETE without records: accept samples.parquet only if it holds every sample (problems x
         --n, each problem with sample indices 0..n-1, as metrics.json counts them); lens tables one row
         per sample (allow_unrecorded: a writer is told, not stopped). Anything else is refused with the
         command that repairs it."""
         n = cfg["config"]["n"]
-        df = read_table(self.samples_path, SAMPLE_KEY, self._repair())
         per_problem = df.groupby(PROBLEM_KEY).sample_idx.apply(lambda s: sorted(s.astype(int)))
         metrics = self.metrics()
         reasons = []
@@ -386,8 +381,7 @@ class RunFolder:
         ]
 
     def _write_record(self, rec: dict) -> None:
-        check_write_target(self.done_path, self.path)
-        atomic_write_json(self.done_path, rec)
+        atomic_write_json(self.done_path, rec, self.path)
 
     def register_table(self, name: str | Path) -> None:
         """Record a table written into this COMPLETE run (e.g. lens/JR/legibility.parquet) in COMPLETE,
@@ -421,8 +415,7 @@ class RunFolder:
         path = self.path / name
         check_write_target(path, self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        check_write_target(path, self.path)  # a link planted while the folder was made
-        atomic_write_parquet(path, df)
+        atomic_write_parquet(path, df, self.path)  # refuses a link planted while the folder was made
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
 
@@ -438,13 +431,23 @@ class RunFolder:
 
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys)."""
-        check_write_target(self.metrics_path, self.path)
-        atomic_write_json(self.metrics_path, {**self.metrics(), **new})
+        atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
 
 
-def config_fingerprint(config: dict) -> str:
-    """EvalConfig.fingerprint() recomputed from a stored config dict (as written in config.json)."""
-    return fingerprint_of(config)
+def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
+    """durable.atomic_write_parquet once the table passed its schema (schemas.check_frame): a bad table
+    never reaches a run folder. Returns the file's SHA-256."""
+    check_frame(
+        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
+    )
+    return durable.atomic_write_parquet(path, df, root)
+
+
+config_fingerprint = fingerprint_of  # EvalConfig.fingerprint() of a stored config dict (its former home)
+
+
+def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:  # a new folder's config.json
+    return {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
 
 
 def _table_record(path: Path) -> dict:
@@ -470,10 +473,6 @@ def _read_json(path: Path, what: str):
         f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
         "wrote it"
     )
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:

@@ -369,18 +369,20 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
 
     import tandem_eval.models as models
     import tandem_eval.plan as plan
+    import tandem_eval.results as results
 
     calls, writes = [], []
     for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
         _spy(monkeypatch, calls, module, name)
     _spy(monkeypatch, calls, models, "check_model")
-    update, record = RunFolder.update_metrics, RunFolder._write_record
-    monkeypatch.setattr(
-        RunFolder, "update_metrics", lambda rf, new: (writes.append((rf.path.name, sorted(new))), update(rf, new))[1]
-    )
-    monkeypatch.setattr(
-        RunFolder, "_write_record", lambda rf, rec: (writes.append((rf.path.name, "COMPLETE")), record(rf, rec))[1]
-    )
+    write = results.atomic_write_json  # every metrics.json and COMPLETE of a run folder is written here
+
+    def spy_write(path, data, root=None):
+        if path.name in ("metrics.json", "COMPLETE"):
+            writes.append((path.parent.name, sorted(data) if path.name == "metrics.json" else "COMPLETE"))
+        return write(path, data, root)
+
+    monkeypatch.setattr(results, "atomic_write_json", spy_write)
     senior, junior = tiny_pair
     args = [command, "--senior", senior, *"--limit 1 --n 1 --max-new-tokens 8 -q".split(), "--out", str(tmp_path)]
     r = CliRunner().invoke(app, args + (["--junior", junior] if command == "handoff" else []))
@@ -413,7 +415,10 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
         metrics = handoff.metrics()
         handoff.metrics_path.write_text(json.dumps({k: v for k, v in metrics.items() if k != "tax"}))
         r = CliRunner().invoke(app, args + ["--junior", junior])
-        assert r.exit_code == 0 and writes == [("handoff-paragraph", ["solo_run", "tax"])], (r.output, writes)
+        assert r.exit_code == 0 and writes == [("handoff-paragraph", sorted([*summary, "solo_run", "tax"]))], (
+            r.output,
+            writes,
+        )
         assert handoff.metrics() == metrics
         # the former helpers (deprecated) still compute what execute wrote
         from tandem_eval.generate import run_metrics, tax_metrics

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tandem_eval.cli import app
 from tandem_eval.config import EvalConfig, ModelSpec, to_dict
 from tandem_eval.pipeline import merge_shards, run_handoff
-from tandem_eval.results import RunFolder, RunFolderError, config_fingerprint, verify_run
+from tandem_eval.results import RunFolder, RunFolderError, config_fingerprint, sha256_file, verify_run
 
 FLAGS = {("tiny", f"tiny/{i:04d}"): [i % 2 == 0, True, False, i % 3 == 0] for i in range(6)}
 runner = CliRunner()
@@ -40,10 +40,24 @@ def solo(tmp_path):
 
 
 # ---- COMPLETE and verify_run --------------------------------------------------------------------
+def test_a_shard_that_breaks_its_schema_or_leads_through_a_link_is_never_written(tmp_path, solo):
+    rf = RunFolder(tmp_path / "run")
+    with pytest.raises(RunFolderError, match="lacks the required column 'correct'; nothing was written"):
+        rf.append_shard([{"problem_id": "p", "benchmark": "b", "sample_idx": 0}])
+    assert rf.shards() == []
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    rf.shard_dir.rmdir()
+    rf.shard_dir.symlink_to(outside)  # a linked shards/ would write out of the run folder
+    with pytest.raises(RunFolderError, match="outside the run folder"):
+        rf.append_shard(solo.load_samples().head(2).to_dict("records"))
+    assert list(outside.iterdir()) == []
+
+
 def test_complete_records_row_count_and_hash_of_samples(solo):
     rec = json.loads(solo.done_path.read_text())
     assert rec["tables"]["samples.parquet"]["rows"] == 24
-    assert len(rec["tables"]["samples.parquet"]["sha256"]) == 64
+    assert rec["tables"]["samples.parquet"]["sha256"] == sha256_file(solo.samples_path)  # the hash of what was written
     assert rec["fingerprint"] == solo.config()["fingerprint"]
     assert len(verify_run(solo.path).load_samples()) == 24
 

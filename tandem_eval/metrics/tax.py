@@ -9,7 +9,7 @@ runs, so the problem-difficulty noise shared by solo and handoff cancels in tax 
 The macro resamples within each group (stratified). A sign-flip p-value for tax is included.
 
     from tandem_eval.metrics.tax import communication_tax
-    out = communication_tax(solo_samples, handoff_samples, ks=[1, 4, 8])
+    out = communication_tax(solo_samples, handoff_samples, ks=[1, 4, 8])   # tax_table: the same, not JSON-cleaned
     out["macro"]["pass@4"]["tax"]        # {"estimate": 0.11, "low": ..., "high": ..., "se": ...}
 
 Two seniors' taxes (or retentions) are compared with `tax_difference(solo_a, handoff_a, solo_b,
@@ -64,7 +64,13 @@ def communication_tax(
     "tax", "retention": {"estimate", "low", "high", "se", "n_boot"}, "tax_p_value", "n_problems"}.
     Problems with fewer than k samples in either run are left out for that k.
     """
-    paired, ks = _paired_table(solo_samples, handoff_samples, ks)
+    return to_jsonable(tax_table(solo_samples, handoff_samples, ks, n_boot, seed))
+
+
+def tax_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: Iterable[int], n_boot=N_BOOT, seed=BOOT_SEED) -> dict:
+    """communication_tax before JSON cleaning (numpy numbers, NaN): for a caller that cleans a whole
+    record once (generate: metrics.json)."""
+    paired, ks = _paired_table(solo, handoff, ks)
     provenance = macro_provenance(paired.groupby("group").size().to_dict())  # label: paper's macro or not
     out: dict = {"ks": ks, "n_boot": n_boot, "alpha": ALPHA, "seed": seed}
     out["per_benchmark"] = {name: {} for name in sorted(paired["benchmark"].unique())}
@@ -88,7 +94,7 @@ def communication_tax(
                     entry["n_problems"] = int(len(values))
                 (out[scope] if level is None else out[scope][name])[f"pass@{k}"] = entry
     out.update(provenance)
-    return to_jsonable(out)
+    return out
 
 
 def _paired_table(solo: pd.DataFrame, handoff: pd.DataFrame, ks: Iterable[int]) -> tuple[pd.DataFrame, list[int]]:

@@ -193,12 +193,11 @@ class RunFolder:
         """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
-        metrics = {**self.metrics(), **metrics}
         record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.config()["fingerprint"]}
         digest = atomic_write_parquet(self.samples_path, df, self.path)
-        atomic_write_json(self.metrics_path, metrics, self.path)
+        self.update_metrics(metrics)
         record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
-        atomic_write_json(self.done_path, record, self.path)  # last: its presence means every file above is final
+        self._write_record(record)  # last: its presence means every file above is final
         self._verified = True
         shutil.rmtree(self.shard_dir, ignore_errors=True)  # samples.parquet now holds every shard's rows
 

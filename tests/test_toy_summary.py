@@ -208,3 +208,11 @@ def test_handoff_styles_reads_the_seniors_and_the_juniors_step():
     assert got["senior_terse"].tolist() == [True, True, False]
     assert got["junior_terse"].tolist() == [True, False, None]
     assert got["truncated"].tolist() == [False, True, True]
+
+
+def test_handoff_styles_names_a_missing_folder(tmp_path, capsys):
+    from trainer.toy import handoff_styles
+
+    with pytest.raises(SystemExit) as e:
+        handoff_styles.main([str(tmp_path / "nowhere")])
+    assert e.value.code == 2 and "does not exist" in capsys.readouterr().err

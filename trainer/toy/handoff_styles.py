@@ -13,7 +13,9 @@ problem and sample of an arm (counts in `n`); the summary's CIs are in results/t
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pandas as pd
 
@@ -64,6 +66,11 @@ def arm_table(scenario_dir: Path) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
 
 
+def _refuse(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)  # one line and exit 2, as every tandem-eval command
+    raise SystemExit(2)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario", nargs="?", type=Path, default=Path("results/toy/emergent"))
@@ -72,9 +79,9 @@ def main(argv=None) -> None:
     try:
         table = arm_table(args.scenario)
     except ReportError as e:
-        raise SystemExit(str(e)) from None
+        _refuse(str(e))
     if table.empty:
-        raise SystemExit(f"no handoff runs under {args.scenario}; pass a scenario folder such as results/toy/emergent")
+        _refuse(f"no handoff runs under {args.scenario}; pass a scenario folder such as results/toy/emergent")
     if args.csv:
         table.to_csv(args.csv)
     print(table.round(1).to_string())

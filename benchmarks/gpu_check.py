@@ -263,7 +263,8 @@ def _lens_row(out: Path, lens: str, res: Result) -> dict:
 
 def _train_row(out: Path, arm: str, res: Result) -> dict:
     recs = [json.loads(line) for line in (out / f"train-{arm}" / "train_log.jsonl").read_text().splitlines()]
-    steps = sorted({r["step"] for r in recs if math.isfinite(r.get("loss") or math.nan)})
+    finite = [r for r in recs if isinstance(r.get("loss"), int | float) and math.isfinite(r["loss"])]  # 0.0 counts
+    steps = sorted({r["step"] for r in finite})
     row = {"s_per_step": round(recs[-1]["elapsed_s"] / len(recs), 2)} if recs else {}
     ok = steps == [1, 2, 3, 4, 5]
     return {**row, "check": f"5 steps with a finite loss (got {steps})", "result": "PASS" if ok else "FAIL"}
@@ -279,26 +280,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(out: Path, install_s: float | None) -> int:
-    """Run the plan; print and write the table (OUT/gpu_check.md) and the JSON; 0 when every check passes."""
+def run(out: Path, install_s: float | None, only: set[str] | None = None, allow_cpu: bool = False) -> int:
+    """Run the plan (`only`: these steps, after convert); print and write the table (OUT/gpu_check.md)
+    and the JSON; 0 when every check passes."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    if not torch.cuda.is_available() and not allow_cpu:  # e.g. a driver older than the CUDA this torch was built for
+        driver = subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout.strip().splitlines()[:4]
+        print(f"FAIL torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU; nvidia-smi: {driver}")
+        return 1
     convert, stdout = execute(plan(out, "")[0], logs)  # the model every other command reads
     results = {"convert": convert}
     print(f"convert: exit {convert.rc} in {convert.wall_s} s", flush=True)
     if convert.rc == 0:
         model = stdout.strip().splitlines()[-1]
         for step in plan(out, model)[1:]:
+            if only is not None and step.name not in only:
+                continue
             res, _ = execute(step, logs)
             results[step.name] = res
             print(f"{step.name}: exit {res.rc} in {res.wall_s} s {res.error}".rstrip(), flush=True)
     rows = checks(out, results)
     if convert.rc:
         rows.insert(0, {"step": "convert", "engine": "", "dtype": "", "check": "exits 0", "result": "FAIL"})
-    import torch
-
     report = {
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cuda": torch.version.cuda,
         "versions": _versions(),
         "install_s": install_s,
         "commands_s": round(sum(r.wall_s for r in results.values()), 1),
@@ -328,9 +337,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/gpu-check"))
     ap.add_argument("--dry-run", action="store_true", help="check the plan only (no GPU needed)")
     ap.add_argument("--install-seconds", type=float, default=None, help="recorded in the JSON (gpu_check.sh)")
+    ap.add_argument("--only", help="comma-separated step names (after convert), e.g. to rerun a failed one")
+    ap.add_argument("--allow-cpu", action="store_true", help="run without a GPU (to test this script; slow)")
     args = ap.parse_args(argv)
     out = args.out if args.out.is_absolute() else ROOT / args.out
-    return dry_run(out) if args.dry_run else run(out, args.install_seconds)
+    if args.dry_run:
+        return dry_run(out)
+    only = set(args.only.split(",")) if args.only else None
+    names = {s.name for s in plan(out, "")}
+    if only and not only <= names:
+        print(f"error: unknown steps {sorted(only - names)}; valid: {', '.join(sorted(names))}", file=sys.stderr)
+        return 2
+    return run(out, args.install_seconds, only, args.allow_cpu)
 
 
 if __name__ == "__main__":

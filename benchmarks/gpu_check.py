@@ -7,6 +7,8 @@ with the venv's python; `--dry-run` checks the plan on any machine (part of `mak
     bash benchmarks/gpu_check.sh                   # install + run: table on stdout, OUT/gpu_check.{json,md}
     bash benchmarks/gpu_check.sh --dry-run         # CPU: every command parses, needed files exist; exit 0
     .venv/bin/python benchmarks/gpu_check.py --out runs/gpu-check [--dry-run]
+    .venv/bin/python benchmarks/gpu_check.py --only vllm-float32-word,drift   # rerun some steps (convert runs too)
+    .venv/bin/python benchmarks/gpu_check.py --allow-cpu --only hf-float32-paragraph   # test this script on CPU
 
 The plan (`plan()`), in order:
   convert   `python -m tandem_eval.packaged`: the GGUF wheel -> a cached HF folder (MODEL)
@@ -82,7 +84,8 @@ def plan(out: Path, model: str) -> list[Step]:
     for arm, recipe in RECIPES.items():
         sets = (f"senior={model}", f"output_dir={out / f'train-{arm}'}", *TRAIN)
         sets += ("junior_kv_cache_gib=4",) if arm == "tandem" else ()
-        steps.append(Step(f"train-{arm}", ("tandem-train", "--recipe", recipe, "--set", *sets), (recipe,)))
+        argv = ("tandem-train", "--recipe", str(ROOT / recipe), "--set", *sets)
+        steps.append(Step(f"train-{arm}", argv, (recipe,)))
     return steps
 
 

@@ -142,7 +142,7 @@ def test_gpu_check_plan_covers_the_issue_and_its_parse_check_catches_bad_argumen
     assert gc.parse_error(steps["hf-float32-word"]) is None
     assert "float64" in gc.parse_error(("tandem-eval", "handoff", "--dtype", "float64"))
     assert "No such option" in gc.parse_error(("tandem-eval", "drift", "--schedule", "word"))
-    bad = ("tandem-train", "--recipe", "trainer/recipes/cpu-grpo.yaml", "--set", "steps=0")
+    bad = ("tandem-train", "--recipe", str(ROOT / "trainer/recipes/cpu-grpo.yaml"), "--set", "steps=0")
     assert "steps must be >= 1" in gc.parse_error(bad)
 
 

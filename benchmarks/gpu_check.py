@@ -44,6 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ["--benchmark", "tiny", "--limit", "12", "--n", "4", "--k", "1,4", "--max-new-tokens", "192"]
 EVAL += ["--batch-size", "64", "--temperature", "0.7"]
+# --allow-cpu (testing this script without a GPU): the same plan at a CPU's scale, one thread
+CPU_EVAL = ["--benchmark", "tiny", "--limit", "2", "--n", "2", "--k", "1,2", "--max-new-tokens", "48", "--threads", "1"]
 TRAIN = ["steps=5", "save_every=5", "train_data=tiny", "engine=vllm", "dtype=bfloat16", "junior=null"]
 TRAIN += ["max_completion_length=128", "max_context=1024", "vllm_gpu_memory_utilization=0.3", "report_to=none"]
 RECIPES = {"grpo": "trainer/recipes/cpu-grpo.yaml", "tandem": "trainer/recipes/cpu-tandem.yaml"}
@@ -67,15 +69,15 @@ class Result:
     error: str = ""
 
 
-def plan(out: Path, model: str) -> list[Step]:
-    """Every command of the check, in the order it runs."""
+def plan(out: Path, model: str, cpu: bool = False) -> list[Step]:
+    """Every command of the check, in the order it runs (`cpu`: generation at a CPU's scale)."""
     steps = [Step("convert", ("python", "-m", "tandem_eval.packaged"), ("pyproject.toml",))]
     for engine in ("hf", "vllm"):
         for dtype in ("float32", "auto"):
             where = out / f"{engine}-{dtype}"
             for schedule in ("paragraph", "word"):
                 argv = ("tandem-eval", "handoff", "--senior", model, "--junior", model, "--schedule", schedule)
-                argv += ("--engine", engine, "--dtype", dtype, "--out", str(where), *EVAL)
+                argv += ("--engine", engine, "--dtype", dtype, "--out", str(where), *(CPU_EVAL if cpu else EVAL))
                 steps.append(Step(f"{engine}-{dtype}-{schedule}", argv, ("tandem_eval/data/tiny_math.jsonl",)))
     solo = str(out / "hf-float32" / "solo")
     for lens in ("legibility", "drift"):
@@ -299,7 +301,7 @@ def run(out: Path, install_s: float | None, only: set[str] | None = None, allow_
     print(f"convert: exit {convert.rc} in {convert.wall_s} s", flush=True)
     if convert.rc == 0:
         model = stdout.strip().splitlines()[-1]
-        for step in plan(out, model)[1:]:
+        for step in plan(out, model, cpu=allow_cpu)[1:]:
             if only is not None and step.name not in only:
                 continue
             res, _ = execute(step, logs)
@@ -341,7 +343,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="check the plan only (no GPU needed)")
     ap.add_argument("--install-seconds", type=float, default=None, help="recorded in the JSON (gpu_check.sh)")
     ap.add_argument("--only", help="comma-separated step names (after convert), e.g. to rerun a failed one")
-    ap.add_argument("--allow-cpu", action="store_true", help="run without a GPU (to test this script; slow)")
+    ap.add_argument("--allow-cpu", action="store_true", help="run without a GPU at CPU scale (to test this script)")
     args = ap.parse_args(argv)
     out = args.out if args.out.is_absolute() else ROOT / args.out
     if args.dry_run:

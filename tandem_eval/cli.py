@@ -64,6 +64,7 @@ from .cli_common import (
     user_errors,
 )
 from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks
+from .devices import resolve_dtype
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
 from .terminal import console, print_benchmarks, print_paper_sets, print_passk, print_tax
 
@@ -252,9 +253,7 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     junior = _default_junior(senior, junior) if mode == "handoff" else None
     sampling = Sampling(*(o.pop(name) for name in _SAMPLING))
     dtype, k, label = o.pop("dtype"), o.pop("k"), o.pop("label")
-    return EvalConfig(
-        senior=ModelSpec(absolute_spec(senior), dtype),
-        junior=ModelSpec(absolute_spec(junior), dtype) if junior else None,
+    fields = dict(
         mode=mode,
         schedule=o.pop("schedule", "solo"),
         benchmarks=absolute_benchmarks(o.pop("benchmark")),
@@ -263,6 +262,14 @@ def run_config(mode: str, options: dict) -> EvalConfig:
         label=label or Path(senior.replace("toy:", "toy-")).name,
         chat_template=read_chat_template(o.pop("chat_template"), "--chat-template"),
         junior_chat_template=read_chat_template(o.pop("junior_chat_template", None), "--junior-chat-template"),
+    )
+    # concrete before the run is fingerprinted (auto: bf16 on a GPU, fp32 on CPU, as every CPU run so far);
+    # last, because it imports torch: the cheap checks above answer bad input first
+    dtype = resolve_dtype(dtype)
+    return EvalConfig(
+        senior=ModelSpec(absolute_spec(senior), dtype),
+        junior=ModelSpec(absolute_spec(junior), dtype) if junior else None,
+        **fields,
         **o,
     )
 
@@ -299,7 +306,7 @@ def solo(
     top_k: TopKOpt = 20,
     max_new_tokens: MaxNewOpt = 3000,
     max_context: MaxCtxOpt = 4096,
-    dtype: DtypeOpt = "float32",
+    dtype: DtypeOpt = "auto",
     tensor_parallel_size: TPOpt = 1,
     num_shards: ShardsOpt = 1,
     shard_index: ShardIdxOpt = 0,
@@ -351,7 +358,7 @@ def handoff(
     top_k: TopKOpt = 20,
     max_new_tokens: MaxNewOpt = 3000,
     max_context: MaxCtxOpt = 4096,
-    dtype: DtypeOpt = "float32",
+    dtype: DtypeOpt = "auto",
     tensor_parallel_size: TPOpt = 1,
     num_shards: ShardsOpt = 1,
     shard_index: ShardIdxOpt = 0,

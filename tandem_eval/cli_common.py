@@ -57,7 +57,7 @@ def fail(message: str) -> None:
 # ---- options shared by several commands --------------------------------------------------------
 
 Engine = Literal["hf", "vllm"]
-Dtype = Literal["float32", "bfloat16", "float16"]  # config.DTYPES
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]  # devices.DTYPE_CHOICES
 
 SeniorOpt = Annotated[
     str | None,
@@ -92,7 +92,14 @@ EngineOpt = Annotated[
         help="hf (reference, CPU default; exact KL when scoring) or vllm (fast generation; prompt log-probs).",
     ),
 ]
-DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Model weights' dtype (log-probs are computed in fp32).")]
+DtypeOpt = Annotated[
+    Dtype,
+    typer.Option(
+        "--dtype",
+        help="Model weights' dtype; auto: bfloat16 on a CUDA GPU, float32 on CPU (the resolved one is recorded "
+        "in the run; log-probs are computed in fp32).",
+    ),
+]
 OutOpt = Annotated[
     Path | None,
     typer.Option("--out", help="Output folder: runs go to OUT/solo and OUT/handoff-*. Default: runs/<senior label>."),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import lens
 from .config import EvalConfig, ModelSpec, Sampling, default_ks
+from .devices import resolve_dtype
 from .lens import LensError, LensOptions
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 from .schemas import SAMPLE_KEY
@@ -46,7 +47,7 @@ class ScoreRequest:
     out: str | Path | None = None  # where the solo run is made without `run` (OUT/solo)
     junior_label: str | None = None  # RUN/lens/LABEL/; default: the junior checkpoint's folder name
     engine: str = "hf"  # hf: exact KL; vllm: k1/k3 from the stored senior log-probs
-    dtype: str = "float32"
+    dtype: str = "auto"  # the weights' dtype (devices.resolve_dtype: bf16 on a GPU, fp32 on CPU); recorded
     threads: int | None = None  # torch CPU threads (default: every core)
     chat_template: str | None = None  # the senior's template text, for the solo run made without `run`
     junior_chat_template: str | None = None  # template text replacing the junior tokenizer's own
@@ -129,6 +130,7 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
         raise LensError(f"unknown lens {kind!r}; valid: {', '.join(KINDS)}")
     checked = check_inputs(kind, req, opts)
     opts = checked.opts
+    req = dataclasses.replace(req, dtype=resolve_dtype(req.dtype))  # concrete before any run or record uses it
     rf = checked.rf or _solo_run(req, checked, progress)
     reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
     if reason:
@@ -151,7 +153,7 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
         use_threads(req.threads)
         models = (senior_path, junior_path, checked.senior_tok)
         per_sample = _score(kind, samples, models, req, opts, progress)
-    where = {"junior": str(junior_path.resolve()), "senior": str(senior_path), "engine": req.engine}
+    where = {"junior": str(junior_path.resolve()), "senior": str(senior_path), "engine": req.engine, "dtype": req.dtype}
     return _store(kind, rf, per_sample, opts, (table, req.adopt), where)
 
 
@@ -256,7 +258,8 @@ def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
     folder = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
     label = req.label or folder
     fields = {k: v for k, v in fields.items() if v is not None}
-    cfg = EvalConfig(senior=ModelSpec(absolute_spec(senior)), mode="solo", schedule="solo", label=label, **fields)
+    senior_spec = ModelSpec(absolute_spec(senior), req.dtype)  # the lens's dtype, as `tandem-eval solo --dtype`
+    cfg = EvalConfig(senior=senior_spec, mode="solo", schedule="solo", label=label, **fields)
     out = Path(req.out) / "solo" if req.out else Path("runs") / folder_name(label) / "solo"
     log.info("solo run of %s -> %s (reused if already there)", senior, out)
     return run_eval(cfg, out, progress=progress)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tandem_eval.config import ConfigError
+from tandem_eval.config import DTYPES, ConfigError
 from tandem_eval.schedules import needs_junior, parse_schedule
 
 
@@ -70,8 +70,8 @@ def _check_arm(r) -> None:
         raise ConfigError(f"kl_clamp must be > 0 (or unset), got {r.kl_clamp}")
     if r.engine not in ("hf", "vllm") or r.heldout_engine not in ("hf", "vllm"):
         raise ConfigError(f"unknown engine {r.engine!r}/{r.heldout_engine!r}; valid: hf, vllm")
-    if r.dtype not in ("float32", "bfloat16", "float16"):
-        raise ConfigError(f"unknown dtype {r.dtype!r}; valid: float32, bfloat16, float16")
+    if r.dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {r.dtype!r}; valid: {', '.join(DTYPES)}")
 
 
 def _check_counts(r) -> None:

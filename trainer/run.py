@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from tandem_eval.config import ConfigError
+from tandem_eval.devices import torch_dtype
 
 from .recipe import Recipe, recipe_to_dict, trl_batch_fields
 
@@ -97,7 +98,6 @@ def load_train_dataset(recipe: Recipe, tokenizer):
 
 def build_trainer(recipe: Recipe, recipe_file: str | None = None):
     """The configured TandemGRPOTrainer (nothing trained yet). The recipe is the trl config."""
-    import torch
     from accelerate import PartialState
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -124,7 +124,7 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     dataset = load_train_dataset(recipe, tokenizer)
-    model = AutoModelForCausalLM.from_pretrained(str(senior), dtype=getattr(torch, recipe.dtype))
+    model = AutoModelForCausalLM.from_pretrained(str(senior), dtype=torch_dtype(recipe.dtype))
     rollout = TandemRollout(
         recipe, tokenizer, junior if recipe.uses_junior_model else None, {r["prompt"]: r["problem_id"] for r in dataset}
     )

@@ -36,9 +36,9 @@ _PATCHED_TRL = "1.16."
 
 
 def _on_cpu() -> bool:
-    import torch
+    from tandem_eval.devices import on_cpu  # the one device decision
 
-    return not torch.cuda.is_available()
+    return on_cpu()
 
 
 def needs_sync_workaround(vllm_version: str, trl_version: str, on_cpu: bool) -> bool:

@@ -31,14 +31,13 @@ import numpy as np
 import torch
 
 from ..config import Sampling
+from ..devices import default_device, torch_dtype
 from ..models import SUPPORTED_FAMILIES as _FAMILIES
 from ..models import ModelError, check_supported
 from . import hf_scoring
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 from .hf_rows import ATTENTION, MERGE_TOKENS, SHARE_MIN, PackedForward, Row, RowStore, switch_attention
 from .sampling import sample_at_positions
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -61,7 +60,7 @@ class HFEngine:
         self,
         path_or_model,
         sampling: Sampling,
-        dtype: str = "float32",
+        dtype: str = "auto",
         max_batch: int = 32,
         device: str | None = None,
         tokenizer=None,
@@ -72,12 +71,12 @@ class HFEngine:
         if isinstance(path_or_model, (str, Path)):
             check_supported(AutoConfig.from_pretrained(str(path_or_model)))  # before the weights load
             self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(path_or_model))
+            device = device or default_device()  # the GPU when there is one (devices.py decides)
             self.model = AutoModelForCausalLM.from_pretrained(
-                str(path_or_model), dtype=_DTYPES[dtype], attn_implementation="sdpa"
+                str(path_or_model), dtype=torch_dtype(dtype, device), attn_implementation="sdpa"
             )
-            if device:
-                self.model.to(device)
-        else:  # an in-memory model (the trainer's live senior); weights may change between calls
+            self.model.to(device)
+        else:  # an in-memory model (the trainer's live senior, on its device); weights may change between calls
             check_supported(path_or_model.config)
             self.model, self.tokenizer = path_or_model, tokenizer
         self.model.eval()
@@ -284,10 +283,11 @@ class HFEngine:
         s = self.sampling
         positions = [len(lv.req.token_ids) + len(lv.new_tokens) for lv in group]
         seeds = [lv.req.seed for lv in group]
-        chosen = sample_at_positions(logits, s.temperature, s.top_k, s.top_p, seeds, positions).tolist()
+        chosen = sample_at_positions(logits, s.temperature, s.top_k, s.top_p, seeds, positions)  # [R], on the device
+        lps = raw.gather(1, chosen[:, None])[:, 0].tolist()
         done = []
         self.stats["generated"] += len(group)
-        for lv, tok, lp in zip(group, chosen, raw[torch.arange(len(group)), chosen].tolist()):
+        for lv, tok, lp in zip(group, chosen.tolist(), lps):
             lv.new_tokens.append(tok)
             lv.logprobs.append(lp)
             lv.pending = [tok]

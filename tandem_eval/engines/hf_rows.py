@@ -134,7 +134,8 @@ class RowStore:
         """Exchange the first `length` positions of rows a and b in every layer."""
         if length <= 0:
             return
-        src, dst = torch.tensor([b, a]), torch.tensor([a, b])
+        device = next(iter(self.k.values())).device if self.k else "cpu"  # index tensors on the cache's device
+        src, dst = torch.tensor([b, a], device=device), torch.tensor([a, b], device=device)
         for cache in (self.k, self.v):
             for t in cache.values():
                 t[dst, :, :length] = t[src, :, :length]  # the right side is a copy: a safe swap
@@ -157,25 +158,28 @@ class PackedForward:
     row are visible."""
 
     def __init__(self, store: RowStore, short_slots: list[int], short_starts: list[int], short_lens, long, device):
-        self.store, self.n_short, self.long = store, len(short_slots), long
+        # Every index, position and length is computed from Python ints and made on `device` once: no
+        # forward reads a device tensor back (on a GPU each read would wait for the queued kernels).
+        self.store, self.n_short, self.long, self.device = store, len(short_slots), long, device
         self.q_short = max(short_lens, default=0)
         self.n_short_tokens = sum(short_lens)
         j = torch.arange(self.q_short, device=device)
         self.short_pos = torch.tensor(short_starts, device=device, dtype=torch.long)[:, None] + j[None, :]
-        self.short_len = int(self.short_pos.max()) + 1 if short_slots else 0
-        a = short_slots[0] if short_slots else 0
-        self.short_view = short_slots == list(range(a, a + len(short_slots)))  # else gather (rows not compacted)
-        self.short_slots = torch.tensor(short_slots, device=device, dtype=torch.long)
-        real = torch.tensor(
-            [n > i for n in short_lens for i in range(self.q_short)], device=device, dtype=torch.bool
-        ).view(-1)
+        self.short_len = max(short_starts, default=-self.q_short) + self.q_short  # keys the short block reads
+        self.short_first = short_slots[0] if short_slots else 0
+        self.short_view = short_slots == list(range(self.short_first, self.short_first + len(short_slots)))
+        self.short_slots = torch.tensor(short_slots, device=device, dtype=torch.long)  # else gathered
         # where each packed short token sits in the padded [R * q_short] grid (None: no padding)
-        self.grid = None if bool(real.all()) else real.nonzero().view(-1)
-        pos = [self.short_pos.flatten()[real]] + [torch.arange(st, st + n, device=device) for _, st, n in long]
-        slot = [self.short_slots.repeat_interleave(self.q_short)[real]] + [
-            torch.full((n,), sl, device=device, dtype=torch.long) for sl, _, n in long
-        ]
-        self.pos, self.slot = torch.cat(pos), torch.cat(slot)  # [T]: each query's position and row
+        grid = [r * self.q_short + i for r, n in enumerate(short_lens) for i in range(n)]
+        self.grid = None if len(grid) == len(short_lens) * self.q_short else torch.tensor(grid, device=device)
+        pos = [st + i for st, n in zip(short_starts, short_lens) for i in range(n)]
+        slot = [sl for sl, n in zip(short_slots, short_lens) for _ in range(n)]
+        for sl, st, n in long:
+            pos += range(st, st + n)
+            slot += [sl] * n
+        # [T]: each query's position and row
+        self.pos = torch.tensor(pos, device=device, dtype=torch.long)
+        self.slot = torch.tensor(slot, device=device, dtype=torch.long)
         self._masks: dict[tuple, torch.Tensor] = {}
 
     def attend(self, layer: int, query, key, value, window: int | None, scaling, softcap) -> torch.Tensor:
@@ -193,7 +197,7 @@ class PackedForward:
                 qs = padded
             qs = qs.unflatten(1, (R, q)).transpose(0, 1)  # [R, H, q, D]
             if self.short_view:
-                a = int(self.short_slots[0])
+                a = self.short_first
                 ks, vs = k_full[a : a + R, :, :L], v_full[a : a + R, :, :L]
             else:
                 ks, vs = k_full[self.short_slots, :, :L], v_full[self.short_slots, :, :L]
@@ -214,11 +218,11 @@ class PackedForward:
         real queries; they write no keys and their outputs are dropped."""
         if (part, window) not in self._masks:
             if part is None:
-                pos = self.short_pos
+                pos, length = self.short_pos, self.short_len
             else:
                 _, start, n = self.long[part]
-                pos = torch.arange(start, start + n, device=self.pos.device)[None]
-            keys = torch.arange(int(pos.max()) + 1, device=pos.device)[None, None, :]
+                pos, length = torch.arange(start, start + n, device=self.device)[None], start + n
+            keys = torch.arange(length, device=self.device)[None, None, :]
             allowed = keys <= pos[:, :, None]
             if window is not None:
                 allowed &= keys > pos[:, :, None] - window

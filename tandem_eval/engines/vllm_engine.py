@@ -82,9 +82,9 @@ def vllm_available() -> bool:
 
 
 def _on_cpu() -> bool:
-    import torch
+    from ..devices import on_cpu  # the one device decision
 
-    return not torch.cuda.is_available()
+    return on_cpu()
 
 
 # VLLM_LOGGING_LEVEL as the user set it, read before this module ever changes it.

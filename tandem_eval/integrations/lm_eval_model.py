@@ -9,15 +9,15 @@ module registers `tandem` (lm-eval's built-in models stay registered, lazily, as
     lm_eval.simple_evaluate(model="tandem", model_args="senior=CKPT,schedule=solo", tasks=["gsm8k"])
 
 model_args (comma-separated key=value): senior (path or toy:NAME, required), junior (default: the one in the
-senior's tandem_meta.json; needed by every schedule but solo), schedule (solo | paragraph | word[:P[:K]] |
-sentence | chunk:N | takeover:N | junior-solo; default paragraph), engine (hf | vllm), dtype, seed (trace seeds
-derive from it, the task name, the doc id and the repeat), max_length (prompt + generation; default the
-senior's max_position_embeddings), max_gen_toks (when the task sets none; 256), tensor_parallel_size,
-score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token,
-chat_template (a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior
-has none). The junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior
-template argument. The checkpoints, tokenizers and template are checked before any weights load
-(`models.check_models`, as `tandem-eval solo` does).
+senior's tandem_meta.json; needed by every schedule but solo), schedule (solo | paragraph | word[:P[:K]] | sentence
+| chunk:N | takeover:N | junior-solo; default paragraph), engine (hf | vllm), dtype (auto: bf16 on a GPU, fp32 on
+CPU), seed (trace seeds derive from it, the task name, the doc id and the repeat), max_length (prompt + generation;
+default the senior's max_position_embeddings), max_gen_toks (when the task sets none; 256), tensor_parallel_size,
+score_with (senior | junior: who scores loglikelihood requests), allow_vocab_mismatch, add_bos_token, chat_template
+(a Jinja file replacing the senior tokenizer's template for `--apply_chat_template`; a base senior has none). The
+junior reads the prompt as lm-eval rendered it (with the senior's template), so there is no junior template
+argument. The checkpoints, tokenizers and template are checked before any weights load (`models.check_models`, as
+`tandem-eval solo` does).
 
 Generation (`generate_until`): requests are grouped by their generation kwargs; each group runs as one
 `cogenerate` pool (greedy when do_sample is false; else temperature/top_p/top_k, unset = no filtering). The loop
@@ -56,6 +56,7 @@ from tqdm import tqdm
 
 from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
+from ..devices import resolve_dtype, usable_device
 from ..engines import load_engine
 from ..engines.base import Request, generate
 from ..engines.bridge import RetokenizingEngine
@@ -80,7 +81,7 @@ class TandemOptions:
     junior: str | None = None
     schedule: str = "paragraph"
     engine: str = "hf"
-    dtype: str = "float32"
+    dtype: str = "auto"  # bf16 on a GPU, fp32 on CPU (tandem_eval.devices); the resolved one is in the config
     seed: int = 0
     max_length: int | None = None  # default: the senior's max_position_embeddings
     max_gen_toks: int = 256
@@ -135,9 +136,11 @@ class TandemLM(TemplateLM):
         self.default_max_gen_toks, self.add_bos_token = opts.max_gen_toks, opts.add_bos_token
         self.batch_size = opts.batch_size
         template = read_chat_template(Path(opts.chat_template), "chat_template=") if opts.chat_template else None
+        device = usable_device(opts.device) if opts.engine == "hf" else None
+        dtype = resolve_dtype(opts.dtype, device)
         self.cfg = EvalConfig(
-            senior=ModelSpec(str(opts.senior), opts.dtype),
-            junior=ModelSpec(str(junior), opts.dtype) if junior else None,
+            senior=ModelSpec(str(opts.senior), dtype),
+            junior=ModelSpec(str(junior), dtype) if junior else None,
             mode="solo" if self.schedule_name == "solo" else "handoff",
             schedule=self.schedule_name,
             engine=opts.engine,
@@ -151,16 +154,15 @@ class TandemLM(TemplateLM):
         check_models(
             self.cfg, junior=opts.score_with == "junior" or wants_junior, templates=False, option="chat_template="
         )
-        device = opts.device
-        engine_kw = {"device": device} if opts.engine == "hf" and _usable_device(device) else {}
+        engine_kw = {"device": device} if device else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if opts.score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring
             self.engines["junior"] = load_engine(
-                opts.engine, resolve_model(str(junior)), self.cfg.sampling, dtype=opts.dtype, max_batch=self.batch_size
+                opts.engine, resolve_model(str(junior)), self.cfg.sampling, dtype=dtype, max_batch=self.batch_size
             )
         self.tokenizer = self.engines["senior"].tokenizer
         self.schedule = make_schedule(self.schedule_name, self.tokenizer)
-        self._device = device
+        self._device = opts.device
 
     # ---- lm-eval's small interface ---------------------------------------------------------------
     @property
@@ -398,14 +400,3 @@ def _max_positions(path: Path) -> int:
     from transformers import AutoConfig
 
     return int(getattr(AutoConfig.from_pretrained(str(path)), "max_position_embeddings", None) or 2048)
-
-
-def _usable_device(device: str | None) -> bool:
-    """lm-eval passes --device (often "cuda") to every model; use it only where it exists."""
-    if not device:
-        return False
-    if str(device).startswith("cuda"):
-        import torch
-
-        return torch.cuda.is_available()
-    return True

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import signal
 import struct
@@ -198,7 +199,8 @@ def check_shapes(path: Path, config, shapes: dict[str, tuple[int, ...]]) -> None
     for name in sorted(want.keys() & have.keys()):
         if want[name] != have[name]:
             raise ModelError(
-                f"{where}: {name} is {list(have[name])} in the weights, config.json implies {list(want[name])}; {fix}"
+                f"{where}: {name} is {list(have[name])} in the weights, config.json implies {list(want[name])}"
+                f"{_fields_behind(config, want[name], have[name])}; {fix}"
             )
     layers = [{int(m.group(1)) for k in keys if (m := _LAYER.search(k))} for keys in (want, have)]
     if all(layers) and len(layers[0]) != len(layers[1]):
@@ -239,6 +241,16 @@ def check_supported(config) -> None:
         )
     if getattr(text, "num_kv_shared_layers", 0):
         raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")
+
+
+def _fields_behind(config, implied: tuple[int, ...], actual: tuple[int, ...]) -> str:
+    """The config.json numbers behind the dimensions that differ (" (its vocab_size is 10)"), if any."""
+    fields = config.get_text_config().to_dict()
+    named = []
+    for want, got in zip(implied, actual):
+        if want != got:
+            named += [f"{k} is {v}" for k, v in sorted(fields.items()) if type(v) is int and v == want and v > 1]
+    return f" (its {', '.join(dict.fromkeys(named))})" if named else ""
 
 
 def check_checkpoint(path: Path) -> dict:
@@ -380,7 +392,7 @@ def _hash_cache():
     if changed:
         try:
             make_dirs(where.parent)
-            atomic_write_json(where, entries)
+            atomic_write_json(where, {k: v for k, v in entries.items() if os.path.exists(k)})  # gone files pruned
         except (OSError, ValueError) as e:  # a read-only home: hashes are recomputed next time
             log.debug("file hash cache %s not written: %s", where, e)
 

@@ -37,7 +37,7 @@ from tandem_eval.lens import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
 from tandem_eval.results import RunFolder, find_runs, verify_run
-from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file
+from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file, check_regular
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
 _SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")
@@ -234,6 +234,7 @@ class Run:
         path = self.side_path(name)
         if path is None:
             return {}
+        check_regular(path, f"rerun `tandem-eval {name}` on {self.path}")  # a FIFO or /dev/zero is never read
         schema = pq.read_schema(path)
         return {f.name: pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in schema}
 

@@ -77,6 +77,7 @@ class _Checked:
     senior_tok: object
     opts: LensOptions
     rf: object | None
+    unchecked: str | None = None  # why the run's senior checkpoint cannot be checked (a run from before hashes)
 
 
 def legibility(
@@ -146,6 +147,8 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
         samples = rf.load_samples()
         if samples.empty:
             raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
+        if checked.unchecked:
+            log.warning("%s", checked.unchecked)
         if req.adopt:
             per_sample = _adopted(rf, table, samples)
         else:
@@ -206,13 +209,13 @@ def _given_run(req: ScoreRequest):
     return rf
 
 
-def _check_senior_unchanged(rf, spec: str) -> None:
+def _check_senior_unchanged(rf, spec: str) -> str | None:
     """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash):
-    drift would score them with other weights, legibility read them with another tokenizer."""
+    drift would score them with other weights, legibility read them with another tokenizer. Returns
+    the warning for a run from before these hashes (logged once every check has passed)."""
     recorded = (rf.config()["config"].get("senior") or {}).get("content")
     if recorded is None:
-        log.warning("%s predates content hashes of checkpoints: its senior %s is not checked", rf.path, spec)
-        return
+        return f"{rf.path} predates content hashes of checkpoints: its senior {spec} is not checked"
     now = checkpoint_content(_model_path(spec, "senior"))
     if now != recorded:
         raise LensError(
@@ -235,8 +238,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     rf = _given_run(req) if req.run is not None else None
     senior_template = rf.config()["config"].get("chat_template") if rf else req.chat_template
     senior_spec = req.senior or rf.config()["config"]["senior"]["path"]  # recorded absolute
-    if rf is not None:
-        _check_senior_unchanged(rf, senior_spec)
+    unchecked = _check_senior_unchanged(rf, senior_spec) if rf is not None else None
     junior_spec = _junior_spec(req.junior, senior_spec)
     junior_tok = check_model(junior_spec)
     # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer
@@ -257,7 +259,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     )
     if lens.junior_renders_prompt(senior_tok, junior_tok, opts):  # else it reads the stored prompt ids
         check_template(junior_tok, req.junior_chat_template, "junior", junior_spec, "--junior-chat-template")
-    return _Checked(senior_spec, junior_spec, senior_tok, opts, rf)
+    return _Checked(senior_spec, junior_spec, senior_tok, opts, rf, unchecked)
 
 
 def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):

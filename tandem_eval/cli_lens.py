@@ -15,7 +15,6 @@ produced (or reused, resumably) under --out first. The commands are a shell over
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -225,6 +224,7 @@ def compare_cmd(
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""
     from . import compare, runs
+    from .durable import atomic_write_json
     from .lens import LensOptions
     from .schemas import to_jsonable
 
@@ -243,20 +243,11 @@ def compare_cmd(
             juniors = compare.check_juniors(*pair, allow_junior_mismatch)
         table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
     _print_compare(table, metric, run_a, run_b, juniors)
-    if json_out:
-        json_out.write_text(
-            json.dumps(
-                {
-                    "metric": metric,
-                    "a": str(run_a),
-                    "b": str(run_b),
-                    "no_truncated": no_truncated,
-                    "rows": to_jsonable(table.to_dict("records")),
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+    if json_out:  # whole or not at all, never through a planted link (the durable writer)
+        record = {"metric": metric, "a": str(run_a), "b": str(run_b), "no_truncated": no_truncated}
+        if juniors is not None:
+            record["juniors"] = {"a": juniors[0], "b": juniors[1]}
+        atomic_write_json(json_out, {**record, "rows": to_jsonable(table.to_dict("records"))}, json_out.parent)
 
 
 def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, dict] | None = None) -> None:

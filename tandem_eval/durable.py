@@ -237,6 +237,24 @@ def remove_empty(folders: list[Path]) -> None:
             pass
 
 
+def live_holder(lock_path: Path) -> dict | None:
+    """The holder ({"pid", "host", "started"}) of the lock at `lock_path` while a live process holds it,
+    else None. For readers: it opens an existing lock file read-only and creates nothing."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None  # no lock file (no writer), or a link: nobody holds it through this path
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _lock_holder(lock_path)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # closing the file releases a shared lock this probe took
+    return None
+
+
 def _lock_holder(lock_path: Path) -> dict:
     try:
         holder = json.loads(read_regular(lock_path, "", cap=4096))

@@ -25,6 +25,7 @@ import re
 import signal
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -384,8 +385,9 @@ def _hash_cache():
         check_regular(real, "restore the checkpoint's files", ModelError)
         with open(real, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
-        entries[key] = [stamp, digest]
-        changed.append(key)
+        if time.time_ns() - st.st_mtime_ns > 2 * 10**9:  # a file written in the last seconds could change
+            entries[key] = [stamp, digest]  # again within its mtime's granularity: hashed again next time
+            changed.append(key)
         return digest
 
     yield sha256

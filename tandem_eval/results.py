@@ -321,6 +321,12 @@ class RunFolder:
         extra = [t for t in self.tables() if t not in recorded]
         if not extra:
             return
+        holder = None if allow or self._held else durable.live_holder(self.lock_path)
+        if holder is not None:  # another process is between writing and recording it right now
+            raise RunFolderError(
+                f"{self.path} is being written by another process (PID {holder.get('pid', 'unknown')} on "
+                f"{holder.get('host', 'unknown')}): {self.path / extra[0]} is not recorded yet; wait for it to finish"
+            )
         msg = (
             f"{self.path / extra[0]} is not recorded in {self.done_path} (a command stopped between writing and "
             "recording it); rerun the command that writes it (legibility/drift/regrade), or pass --adopt to "

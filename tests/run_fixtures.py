@@ -74,6 +74,20 @@ def write_run(
     return rf
 
 
+def plant_wrong_kind(path: Path, kind: str) -> None:
+    """Put a folder, a FIFO (a read blocks forever) or a link to /dev/zero (a read never ends) where the
+    file `path` is (removed first, if there)."""
+    import os
+
+    path.unlink(missing_ok=True)
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
 def reseal(run: Path) -> None:
     """Re-record a deliberately edited run's tables in COMPLETE (drop the ones removed), so the
     edited folder stands for a run made that way rather than a tampered one."""

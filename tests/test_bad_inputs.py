@@ -739,19 +739,6 @@ def test_jsonl_with_raw_line_separators_loads_as_written(tmp_path):
 
 # ==== issue 33 (nothing lost v3): files of the wrong kind, checkpoints by content, pairing through ========
 # ==== fingerprints, one writer at a time. Each row: one line, exit 2, nothing created or changed. ==========
-def _wrong_kind(path: Path, kind: str) -> None:
-    """Replace the file at `path` with a folder, a FIFO, or a link to /dev/zero (never-ending bytes)."""
-    import os
-
-    path.unlink()
-    if kind == "folder":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to("/dev/zero")
-
-
 @pytest.fixture(scope="module")
 def world33(world):
     """Run folders with a file of the wrong kind; checkpoints whose files are of the wrong kind or whose
@@ -761,7 +748,7 @@ def world33(world):
     import os
 
     import pandas as pd
-    from run_fixtures import handoff_cfg, solo_cfg, write_run
+    from run_fixtures import handoff_cfg, plant_wrong_kind, solo_cfg, write_run
 
     from tandem_eval.config import Sampling
     from tandem_eval.models import checkpoint_content
@@ -792,7 +779,7 @@ def world33(world):
         rf = run(name)
         if name == "lens_fifo":
             rf.write_table("lens/jr/legibility.parquet", lens)
-        _wrong_kind(rf.path / file, kind)
+        plant_wrong_kind(rf.path / file, kind)
     rf = run("metrics_list")
     rf.metrics_path.write_text("[1, 2]")
     rf = run("lens_entry_list")
@@ -805,8 +792,8 @@ def world33(world):
         damage(dst)
         p[name] = str(dst)
 
-    ckpt("ck_config_fifo", lambda d: _wrong_kind(d / "config.json", "fifo"))
-    ckpt("ck_tokenizer_fifo", lambda d: _wrong_kind(d / "tokenizer.json", "fifo"))
+    ckpt("ck_config_fifo", lambda d: plant_wrong_kind(d / "config.json", "fifo"))
+    ckpt("ck_tokenizer_fifo", lambda d: plant_wrong_kind(d / "tokenizer.json", "fifo"))
     ckpt("ck_meta_fifo", lambda d: os.mkfifo(d / "tandem_meta.json"))
 
     def edit(**fields):

@@ -105,11 +105,14 @@ def test_a_checkpoint_is_identified_by_its_files_and_hashed_once(tiny_pair, tmp_
     does not count; each file is hashed once per version (the cache under TANDEM_EVAL_CACHE, never in
     the checkpoint), so a second command does not read gigabytes again."""
     import hashlib
+    import os
 
     from tandem_eval import models
 
     monkeypatch.setenv("TANDEM_EVAL_CACHE", str(tmp_path / "cache"))
-    senior = Path(tiny_pair[0])
+    senior = shutil.copytree(tiny_pair[0], tmp_path / "senior")
+    for f in senior.iterdir():  # written a minute ago: files just written are hashed afresh each time
+        os.utime(f, (f.stat().st_atime - 60, f.stat().st_mtime - 60))
     copy = shutil.copytree(senior, tmp_path / "copy")
     reads = []
     real = hashlib.file_digest

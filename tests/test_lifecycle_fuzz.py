@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from run_fixtures import plant_wrong_kind
 
 from tandem_eval import durable
 from tandem_eval.cli_common import user_errors
@@ -260,12 +261,7 @@ def wrong_kind_refused(run: Path, which: int, kind: int, scratch: Path) -> None:
     aside = scratch / "aside"
     os.replace(target, aside)
     how = WRONG_KINDS[kind % len(WRONG_KINDS)]
-    if how == "folder":
-        target.mkdir()
-    elif how == "fifo":
-        os.mkfifo(target)
-    else:
-        target.symlink_to("/dev/zero")
+    plant_wrong_kind(target, how)
     try:
         check_readers(run)
         try:

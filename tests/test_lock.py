@@ -160,3 +160,27 @@ def test_a_sigterm_before_the_first_sample_leaves_no_folder_and_a_rerun_of_other
     result = CliRunner().invoke(app, [*args, "--out", str(out)])  # --n 2, not the stalled run's 1
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert RunFolder(out / "solo").config()["config"]["n"] == 2 and (out / "solo" / "COMPLETE").exists()
+
+
+def test_a_table_not_yet_recorded_by_a_live_writer_says_so(tmp_path):
+    """A reader that meets a table a live writer has written but not yet recorded names the writer
+    (wait for it) instead of calling the folder damaged; the probe creates and changes nothing."""
+    import pandas as pd
+    from run_fixtures import solo_cfg, write_run
+
+    from tandem_eval.results import atomic_write_parquet, verify_run
+
+    rf = write_run(tmp_path / "solo", solo_cfg("/ckpt/s", n=1, ks=(1,)), {("tiny", "tiny/0000"): [True]})
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "x": [1]})
+    atomic_write_parquet(rf.path / "regrade.parquet", table)
+    with pytest.raises(RunFolderError, match="is not recorded in"):  # nobody writing: a stopped command
+        verify_run(rf.path)
+    proc = _holder(str(rf.path))
+    try:
+        before = sorted(p.name for p in rf.path.iterdir())
+        with pytest.raises(RunFolderError, match=f"being written by another process \\(PID {proc.pid}"):
+            verify_run(rf.path)
+        assert sorted(p.name for p in rf.path.iterdir()) == before
+    finally:
+        proc.kill()
+        proc.wait()

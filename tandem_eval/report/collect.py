@@ -193,7 +193,8 @@ def problem_sets(col: Collection, intersect: bool = False) -> list[ProblemSet]:
         arm_names = {r.arm for r in runs}
         trainings = [t for t in col.trainings if t.arm in arm_names or t.arm in labels]
         benches = sorted({b for b, _, _ in ps})
-        title = f"Problem set {names[ps]}: {len(ps)} problems ({', '.join(benches)}); arms {', '.join(sorted(labels))}"
+        count = f"{len(ps)} problem{'s' if len(ps) != 1 else ''}"
+        title = f"Problem set {names[ps]}: {count} ({', '.join(benches)}); arms {', '.join(sorted(arm_names))}"
         groups.append(ProblemSet(names[ps], title, Collection(runs, trainings, col.junior)))
     return groups
 

@@ -134,8 +134,13 @@ def test_race_of_many_processes_never_has_two_holders(tmp_path):
 def test_a_sigterm_before_the_first_sample_leaves_no_folder_and_a_rerun_of_other_settings_works(tiny_pair, tmp_path):
     """SIGTERM (a scheduler's stop) during generation, before any sample is stored: the command's own
     cleanup runs (the CLI turns SIGTERM into SystemExit), so no folder, config.json, .lock or shards/
-    remains; and a folder left by a hard kill (SIGKILL: no cleanup) is started afresh by a rerun with
-    other settings, since it holds nothing."""
+    remains; and what a hard kill (SIGKILL: no cleanup) leaves, config.json and an empty shards/, is
+    started afresh by a rerun with other settings, since it holds nothing."""
+    from run_fixtures import solo_cfg
+    from typer.testing import CliRunner
+
+    from tandem_eval.cli import app
+
     out = tmp_path / "out"
     stalled = (
         "import sys, time, tandem_eval.generate as g\n"
@@ -145,19 +150,13 @@ def test_a_sigterm_before_the_first_sample_leaves_no_folder_and_a_rerun_of_other
         f"'--max-new-tokens', '4', '--out', {str(out)!r}]\n"
         "app()\n"
     )
-    for sig, left in ((signal.SIGTERM, None), (signal.SIGKILL, ["config.json", "shards"])):
-        proc = subprocess.Popen([sys.executable, "-c", stalled], stdout=subprocess.PIPE, text=True, env=os.environ)
-        assert proc.stdout.readline().strip() == "generating"
-        proc.send_signal(sig)
-        assert proc.wait(timeout=30) == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
-        found = sorted(p.name for p in (out / "solo").iterdir() if p.name != ".lock") if out.exists() else None
-        assert found == left, found
-    from typer.testing import CliRunner
-
-    from tandem_eval.cli import app
-
+    proc = subprocess.Popen([sys.executable, "-c", stalled], stdout=subprocess.PIPE, text=True, env=os.environ)
+    assert proc.stdout.readline().strip() == "generating"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143 and not out.exists()
+    RunFolder(out / "solo").init(solo_cfg(tiny_pair[0], n=1, ks=(1,), limit=1))  # what a SIGKILL leaves
     args = ["solo", "--senior", tiny_pair[0], "--limit", "1", "--n", "2", "--max-new-tokens", "4", "-q"]
-    result = CliRunner().invoke(app, [*args, "--out", str(out)])  # --n 2, not the stalled run's 1
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])  # --n 2, not the killed run's 1
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert RunFolder(out / "solo").config()["config"]["n"] == 2 and (out / "solo" / "COMPLETE").exists()
 

@@ -58,6 +58,22 @@ def load(args: argparse.Namespace):
     return collect(args.results, labels=parse_labels(args.label), junior=args.junior)
 
 
+def per_problem_set(col, args, make) -> list:
+    """make(collection, args) once per problem set (tandem_eval.report.collect.problem_sets), each into
+    its own `<out>/<set>/` (`<out>` itself when every run reads the same problems), as
+    `tandem-eval report` does: runs on different problems are never pooled into one table or figure."""
+    import copy
+
+    from tandem_eval.report.collect import problem_sets
+
+    paths = []
+    for group in problem_sets(col):
+        sub = copy.copy(args)
+        sub.out, sub.title = (args.out / group.name if group.name else args.out), group.title
+        paths += make(group.col, sub)
+    return paths
+
+
 def report(paths) -> None:
     for path in paths:
         print(f"wrote {path}")
@@ -76,4 +92,4 @@ def save_figure(name: str, fig, out: Path) -> list:
 def main(doc: str, make) -> None:
     """The body of every artifact script: parse the shared options, load results once, write."""
     args = parse(doc)
-    report(make(load(args), args))
+    report(per_problem_set(load(args), args, make))

@@ -12,7 +12,8 @@ from tandem_eval.report import write_tables
 
 
 def make(col, args):
-    paths, _ = write_tables(col, args.out, k=args.k, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed)
+    title = getattr(args, "title", None)  # the problem set's title (common.per_problem_set)
+    paths, _ = write_tables(col, args.out, args.k, args.n_boot, args.seed, args.by_seed, title)
     return paths
 
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import ConfigError, EvalConfig, inputs_diff, solo_config, to_dict
+from .config import ConfigError, EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
 from .data import Problem, prompt_ids
 from .engines import unavailable
 from .grading import check_grader_versions
@@ -139,6 +139,11 @@ def _senior_differences(a, b) -> list[str]:
     if a == b or not isinstance(a, dict) or not isinstance(b, dict):
         return []
     diffs = [f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})"] if a.get("dtype") != b.get("dtype") else []
+    if a.get("content") and b.get("content") and a["content"] != b["content"]:  # replaced weights, same path
+        diffs.append(
+            f"senior checkpoint content ({b.get('path')} changed since the solo run: sha256 {a['content'][:12]} "
+            f"then, {b['content'][:12]} now)"
+        )
     if a.get("path") != b.get("path"):
         try:
             same = resolve_model(a.get("path")).resolve() == resolve_model(b.get("path")).resolve()
@@ -158,8 +163,9 @@ def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how
             f"{'; '.join(diffs)}. Pass the matching solo run (or a new --out), or --allow-solo-mismatch to use it "
             "anyway"
         )
-    if raw["config"].get("inputs") is None:
-        log.warning("%s predates content hashes of benchmark files: their content is not checked", solo.path)
+    unchecked = as_recorded(solo_config(cfg), raw["config"])[1]
+    if unchecked:
+        log.warning("%s predates content hashes of %s: not checked", solo.path, " and ".join(unchecked))
     return solo_record(solo.path, raw["fingerprint"], diffs, allow_mismatch)
 
 

@@ -17,10 +17,13 @@ Progress and log records go to stderr, the results tables to stdout, last.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import inspect
 import logging
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -133,7 +136,8 @@ class CLIGroup(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with _sigterm_as_exit():
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except TyperException as e:  # typer's (vendored click's) ClickException family
             if type(e).__name__ == "NoArgsIsHelpError":  # bare `tandem-eval`: the help text
                 e.show()
@@ -146,6 +150,25 @@ class CLIGroup(TyperGroup):
             print("Aborted!", file=sys.stderr)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit():
+    """SIGTERM (`kill`, a scheduler's stop) raises SystemExit(143) in the command, as Ctrl-C raises
+    KeyboardInterrupt, so its cleanup runs: a run folder that holds no sample yet is removed, locks
+    are released, temporary files deleted. Python's default would end the process on the spot."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 app = typer.Typer(
@@ -459,6 +482,8 @@ def regrade(
     """Re-grade a finished run with the installed grader (no regeneration); writes RUN/regrade.parquet."""
     from .regrade import regrade as regrade_run
     from .terminal import print_regrade
+
+    setup_logging(quiet=quiet)  # its records on this command's stderr, as every command's
 
     reason = not_writable(run) if run.is_dir() else None  # regrade.json/.parquet go into RUN: checked first
     if reason:

@@ -15,7 +15,6 @@ produced (or reused, resumably) under --out first. The commands are a shell over
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -214,48 +213,54 @@ def compare_cmd(
         str | None,
         typer.Option("--junior", help="Lens metrics: the junior label whose outputs to read (when a run has several)."),
     ] = None,
+    allow_junior_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-junior-mismatch",
+            help="Lens metrics: compare runs whose outputs were scored by different juniors (named in the title).",
+        ),
+    ] = False,
 ):
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""
     from . import compare, runs
+    from .durable import atomic_write_json
     from .lens import LensOptions
     from .schemas import to_jsonable
 
     mode = runs.metric_mode(metric)
+    juniors = None
     if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
         pair = [runs.find_run(p, "handoff").folder for p in (run_a, run_b)]
         table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
     else:
+        pair = [runs.find_run(p, mode) for p in (run_a, run_b)]
         vals = []
-        for p in (run_a, run_b):
-            run = runs.find_run(p, mode)
+        for run in pair:
             run.junior = junior
             vals.append(runs.problem_values(run, metric, no_truncated))
+        if metric in runs.LENS_METRICS:  # who scored them: one junior, named in the title
+            juniors = compare.check_juniors(*pair, allow_junior_mismatch)
         table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
-    _print_compare(table, metric, run_a, run_b)
-    if json_out:
-        json_out.write_text(
-            json.dumps(
-                {
-                    "metric": metric,
-                    "a": str(run_a),
-                    "b": str(run_b),
-                    "no_truncated": no_truncated,
-                    "rows": to_jsonable(table.to_dict("records")),
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+    _print_compare(table, metric, run_a, run_b, juniors)
+    if json_out:  # whole or not at all, never through a planted link (the durable writer)
+        record = {"metric": metric, "a": str(run_a), "b": str(run_b), "no_truncated": no_truncated}
+        if juniors is not None:
+            record["juniors"] = {"a": juniors[0], "b": juniors[1]}
+        atomic_write_json(json_out, {**record, "rows": to_jsonable(table.to_dict("records"))}, json_out.parent)
 
 
-def _print_compare(table, metric: str, a: Path, b: Path) -> None:
+def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, dict] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     unit = {"tax": "points", "retention": "handoff / solo"}.get(metric.split("@")[0])
     unit = unit or ("points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte")
-    t = Table(title=f"{metric}: A = {a}, B = {b} ({unit}; A - B, 95% paired bootstrap CI)")
+    scored = ""
+    if juniors is not None:  # a lens metric names who scored it
+        ja, jb = (j["label"] if j.get("path") is None else f"{j['label']} ({j['path']})" for j in juniors)
+        scored = f"; scored by junior {ja}" if ja == jb else f"; scored by juniors A: {ja}, B: {jb} (they differ)"
+    t = Table(title=f"{metric}: A = {a}, B = {b} ({unit}; A - B, 95% paired bootstrap CI{scored})")
     for col in ("group", "A", "B", "A - B", "95% CI", "p", "problems"):
         t.add_column(col, justify="left" if col == "group" else "right")
     for r in table.to_dict("records"):

@@ -24,6 +24,7 @@ from .metrics.registry import lookup
 from .metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, sign_flip_p_value
 from .metrics.tax import tax_difference
 from .results import RunFolder, RunFolderError, verify_run
+from .runs import Run, differing_contents, lens_junior, pairing_problem, same_junior
 
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 
@@ -34,8 +35,9 @@ def compare_values(
     """Paired comparison a - b per benchmark group and macro (groups from a): CIs from one joint
     problem resampling per scope (stats.scoped_cis, macro stratified by group) and a sign-flip
     p-value of the per-problem differences per scope (stats.sign_flip_p_value)."""
-    _check_problem_sets(a.index, b.index, on_mismatch)
-    both = a.index.intersection(b.index)
+    differ = differing_contents(a, b)  # one id, two problems (two files of one name): not a pair
+    _check_problem_sets(a.index, b.index, on_mismatch, differ)
+    both = a.index.intersection(b.index).difference(differ)
     pairs = pd.DataFrame(
         {"a": a["value"].reindex(both).astype(float), "b": b["value"].reindex(both).astype(float)}
     ).assign(group=a["group"].reindex(both), d=lambda f: f["a"] - f["b"])
@@ -54,14 +56,34 @@ def compare_values(
     return pd.DataFrame(table)
 
 
-def _check_problem_sets(a: pd.Index, b: pd.Index, on_mismatch: str) -> None:
-    """Refuse runs on different problems (unless on_mismatch='intersect'), naming the CLI option."""
-    only_a, only_b = a.difference(b), b.difference(a)
+def _check_problem_sets(a: pd.Index, b: pd.Index, on_mismatch: str, differ: pd.Index | None = None) -> None:
+    """Refuse runs on different problems (unless on_mismatch='intersect'), naming the CLI option;
+    `differ`: ids both runs hold for different problems (by content), which count as in one run only."""
+    if on_mismatch not in ("raise", "intersect"):
+        raise LensError(f"on_mismatch must be 'raise' or 'intersect', got {on_mismatch!r}")
+    differ = a[:0] if differ is None else differ
+    only_a, only_b = a.difference(b).union(differ), b.difference(a).union(differ)
     if (len(only_a) or len(only_b)) and on_mismatch == "raise":
+        same_id = f"; {len(differ)} ids name other problems (text or answer) in each run" if len(differ) else ""
         raise LensError(
             f"cannot pair the two runs: problem sets differ ({len(only_a)} problems only in A, {len(only_b)} "
-            f"only in B, {len(a.intersection(b))} shared); {MISMATCH_FIX}"
+            f"only in B, {len(a.intersection(b).difference(differ))} shared{same_id}); {MISMATCH_FIX}"
         )
+
+
+def check_juniors(a: Run, b: Run, allow_mismatch: bool = False) -> tuple[dict, dict]:
+    """The juniors whose lens outputs two runs' lens metrics come from (runs.lens_junior); refused
+    when they are different checkpoints (a difference would mix the seniors with the juniors),
+    unless allow_mismatch. Returns both, for the title that names them."""
+    ja, jb = lens_junior(a), lens_junior(b)
+    if not same_junior(ja, jb) and not allow_mismatch:
+        name = lambda j: f"{j['label']} ({j['path'] or 'checkpoint not recorded'})"  # noqa: E731
+        raise LensError(
+            f"the two runs' lens outputs were scored by different juniors: A by {name(ja)}, B by {name(jb)}; "
+            "compare runs scored by one junior (--junior LABEL picks among a run's juniors), or pass "
+            "--allow-junior-mismatch to compare them anyway"
+        )
+    return ja, jb
 
 
 def is_tax_metric(metric: str) -> bool:
@@ -72,18 +94,15 @@ def is_tax_metric(metric: str) -> bool:
 
 def solo_of(handoff: RunFolder) -> RunFolder:
     """The verified solo run a handoff run's tax was measured against: the one recorded in its
-    metrics.json/config.json, else its sibling OUT/solo (a results folder that was moved)."""
+    metrics.json/config.json, else its sibling OUT/solo (a results folder that was moved); checked to
+    be that run (runs.pairing_problem "measured")."""
     record = handoff.config().get("solo_run") or {}
     recorded = handoff.metrics().get("solo_run") or record.get("path")
     for cand in (recorded, handoff.path.parent / "solo"):
         if cand and (Path(cand) / "config.json").exists():
             solo = verify_run(cand)
-            if record.get("fingerprint") not in (None, solo.config()["fingerprint"]):
-                raise RunFolderError(
-                    f"{solo.path} is not the solo run {handoff.path} was measured against (fingerprint "
-                    f"{solo.config()['fingerprint']}, recorded {record['fingerprint']}); restore it or rerun the "
-                    "handoff"
-                )
+            if reason := pairing_problem(Run.load(handoff.path), Run.load(solo.path), "measured"):
+                raise RunFolderError(f"{reason}; restore that solo run, or rerun the handoff")
             return solo
     raise RunFolderError(
         f"{handoff.path} names no solo run that exists (recorded {recorded}, no sibling solo/); "
@@ -99,7 +118,16 @@ def tax_compare(
     if not is_tax_metric(metric):
         raise LensError(f"not a tax metric: {metric!r}; use tax@K or retention@K (K a number)")
     kind, k = metric.split("@")
-    samples = [rf.load_samples() for rf in (solo_of(handoff_a), handoff_a, solo_of(handoff_b), handoff_b)]
+    runs = [Run.load(rf.path) for rf in (solo_of(handoff_a), handoff_a, solo_of(handoff_b), handoff_b)]
+    differ = set(differing_contents(runs[0].contents().to_frame("content"), runs[2].contents().to_frame("content")))
+    if differ and on_mismatch == "raise":
+        raise LensError(
+            f"cannot pair the two seniors' runs: {len(differ)} problem ids name other problems (text or answer) in "
+            f"each senior's runs; {MISMATCH_FIX}"
+        )
+    if differ:  # intersect: the problems that are the same problems in both seniors' runs
+        runs = [r.restrict(r.problem_keys() - differ) for r in runs]
+    samples = [r.samples() for r in runs]
     try:
         rows = tax_difference(*samples, int(k), kind, opts, on_mismatch=on_mismatch)
     except ValueError as e:

@@ -62,14 +62,22 @@ def default_ks(n: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A checkpoint by path (an HF-format directory) or a bundled name like `toy:tandem`."""
+    """A checkpoint by path (an HF-format directory) or a bundled name like `toy:tandem`, and by
+    content: the SHA-256 of its model files (tandem_eval.models.checkpoint_content; plan.validate
+    fills it in, None: not hashed, as in runs from before these hashes), so weights replaced at a
+    path make another experiment."""
 
     path: str
     dtype: str = "float32"
+    content: str | None = None
 
     def __post_init__(self):
+        if not isinstance(self.path, str) or not self.path:
+            raise ConfigError(f"a checkpoint must be a path or toy:NAME (a non-empty string), got {self.path!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype {self.dtype!r} is not supported; valid: {', '.join(DTYPES)}")
+        if self.content is not None and not isinstance(self.content, str):
+            raise ConfigError(f"a checkpoint's content hash must be a string, got {self.content!r}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,7 @@ class EvalConfig:
     inputs: Inputs | None = None  # the benchmarks' content (plan.validate fills it in; None: not hashed)
 
     def __post_init__(self):
+        _check_types(self)
         if self.mode == "handoff" and self.junior is None:
             raise ConfigError(
                 "handoff needs a junior: pass --junior PATH (or a senior checkpoint with tandem metadata)"
@@ -153,6 +162,43 @@ class EvalConfig:
         return fingerprint_of(to_dict(self))
 
 
+def _check_types(cfg: EvalConfig) -> None:
+    """The field types a Python caller must pass, as the CLI's typed options and the strict loader
+    guarantee (a string where a tuple of benchmarks belongs would be read letter by letter); a list
+    is taken as the tuple it stands for."""
+    for name in ("benchmarks", "ks"):
+        value = getattr(cfg, name)
+        if isinstance(value, list):
+            object.__setattr__(cfg, name, tuple(value))  # frozen: the one normalisation, at construction
+    checks = {
+        "senior": (ModelSpec,),
+        "junior": (ModelSpec, type(None)),
+        "sampling": (Sampling,),
+        "inputs": (Inputs, type(None)),
+        "mode": (str,),
+        "schedule": (str,),
+        "engine": (str,),
+        "label": (str, type(None)),
+        "chat_template": (str, type(None)),
+        "junior_chat_template": (str, type(None)),
+        "group": (str, type(None)),
+        "allow_vocab_mismatch": (bool,),
+        "allow_grader_mismatch": (bool,),
+    }
+    for name, types in checks.items():
+        if not isinstance(getattr(cfg, name), types):
+            want = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+            raise ConfigError(f"EvalConfig.{name} must be {want}, got {type(getattr(cfg, name)).__name__}")
+    if not isinstance(cfg.benchmarks, tuple) or not all(isinstance(b, str) and b for b in cfg.benchmarks):
+        raise ConfigError(f"EvalConfig.benchmarks must be a tuple of benchmark names or files, got {cfg.benchmarks!r}")
+    if not isinstance(cfg.ks, tuple) or not all(_integer(k) for k in cfg.ks):
+        raise ConfigError(f"--k must be integers (EvalConfig.ks a tuple of ints), got {cfg.ks!r}")
+    if not _integer(cfg.seed):
+        raise ConfigError(f"--seed must be an integer, got {cfg.seed!r}")
+    if not _integer(cfg.shard_index):
+        raise ConfigError(f"--shard-index must be an integer, got {cfg.shard_index!r}")
+
+
 def solo_config(cfg: EvalConfig) -> EvalConfig:
     """The senior's solo run that a handoff run is compared with (independent of the junior)."""
     return dataclasses.replace(cfg, mode="solo", schedule="solo", junior=None, allow_vocab_mismatch=False)
@@ -167,7 +213,39 @@ def fingerprint_of(config: dict) -> str:
     for key in ("chat_template", "junior_chat_template", "group", "inputs"):
         if d.get(key) is None:  # absent = the default; keeps older runs' fingerprints
             d.pop(key, None)
+    for role in ("senior", "junior"):  # a checkpoint not hashed by content (older runs) hashes as before
+        spec = d.get(role)
+        if isinstance(spec, dict) and spec.get("content") is None:
+            d[role] = {k: v for k, v in spec.items() if k != "content"}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def as_recorded(cfg: EvalConfig, recorded: dict) -> tuple[EvalConfig, list[str]]:
+    """`cfg` without the content hashes a run from before them (`recorded`: its stored config) lacks,
+    and what therefore cannot be checked: such a run is the same experiment when the rest agrees."""
+    out, unchecked = cfg, []
+    if recorded.get("inputs") is None and cfg.inputs is not None:
+        out, unchecked = dataclasses.replace(out, inputs=None), ["benchmark files"]
+    for role in ("senior", "junior"):
+        spec, old = getattr(out, role), recorded.get(role)
+        if spec is not None and spec.content is not None and isinstance(old, dict) and old.get("content") is None:
+            out = dataclasses.replace(out, **{role: dataclasses.replace(spec, content=None)})
+            unchecked.append(f"the {role} checkpoint")
+    return out, unchecked
+
+
+def checkpoint_diff(old: dict, new: dict) -> list[str]:
+    """Checkpoints whose content changed between two stored configs (the same path, other files)."""
+    out = []
+    for role in ("senior", "junior"):
+        a, b = old.get(role), new.get(role)
+        if isinstance(a, dict) and isinstance(b, dict) and a.get("content") and b.get("content"):
+            if a["content"] != b["content"]:
+                out.append(
+                    f"{role} checkpoint {b.get('path')} (content changed: sha256 {a['content'][:12]} -> "
+                    f"{b['content'][:12]})"
+                )
+    return out
 
 
 def stored_fingerprint(config: dict, where: str) -> str:
@@ -201,9 +279,17 @@ def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
 def config_diff(old: dict, new: dict) -> str:
     """The first differences between two stored configs, changed benchmark files named first."""
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
-    parts = inputs_diff(old.get("inputs"), new.get("inputs"))
+    parts = checkpoint_diff(old, new) + inputs_diff(old.get("inputs"), new.get("inputs"))
+    if parts[:1] and parts[0].startswith(("senior checkpoint", "junior checkpoint")):
+        keys = [k for k in keys if not _only_content(old.get(k), new.get(k))]
     parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]
     return ", ".join(parts[:3]) or "different fingerprint"
+
+
+def _only_content(a, b) -> bool:
+    """Two recorded checkpoints that differ in their content hash only (named by checkpoint_diff)."""
+    strip = lambda d: {k: v for k, v in d.items() if k != "content"} if isinstance(d, dict) else d  # noqa: E731
+    return strip(a) == strip(b)
 
 
 def to_dict(obj) -> dict:
@@ -218,6 +304,8 @@ __all__ = [
     "Inputs",
     "ModelSpec",
     "Sampling",
+    "as_recorded",
+    "checkpoint_diff",
     "default_ks",
     "fingerprint_of",
     "from_dict",

@@ -14,6 +14,7 @@ one call: the target checked, then written atomically.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .schemas import RunFolderError
+from .schemas import RunFolderError, check_regular, read_regular
 
 
 def missing_dirs(path: Path) -> list[Path]:
@@ -37,19 +38,30 @@ def missing_dirs(path: Path) -> list[Path]:
     return missing
 
 
-def atomic_write_text(path: Path, text: str, root: Path | None = None) -> None:
-    """Write `text` to `path` so that a reader sees the old file or the new one, never a part, also
+def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None) -> None:
+    """Write `data` to `path` so that a reader sees the old file or the new one, never a part, also
     after a power loss: the temporary file is fsynced before the rename and the folder after it.
     The rename replaces a symbolic link at `path` rather than writing through it; with `root`, a link
-    at `path` or on the way out of `root` is refused first (check_write_target)."""
+    at `path` or on the way out of `root` is refused first (check_write_target). A full disk or a
+    read-only file system is one RunFolderError, and no temporary file is left behind."""
     if root is not None:
         check_write_target(path, root)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    _replace_synced(tmp, path)
+    tmp = _tmp_name(path)
+    with _no_partial_file(path, tmp):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _replace_synced(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str, root: Path | None = None) -> None:
+    """atomic_write_bytes of `text` as UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"), root)
 
 
 def atomic_write_json(path: Path, data, root: Path | None = None) -> None:
@@ -64,19 +76,66 @@ def _json_default(o):
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
-    """Write `df` to `path` atomically (as atomic_write_text, `root` too) and return the file's SHA-256.
+    """Write `df` to `path` atomically (as atomic_write_bytes, `root` too) and return the file's SHA-256.
     A run folder checks the table against its schema first (RunFolder: schemas.check_frame)."""
     if root is not None:
         check_write_target(path, root)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    df.to_parquet(tmp, index=False)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    _replace_synced(tmp, path)
+    tmp = _tmp_name(path)
+    with _no_partial_file(path, tmp):
+        df.to_parquet(tmp, index=False)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _replace_synced(tmp, path)
     return sha256_file(path)
+
+
+def _tmp_name(path: Path) -> Path:
+    """The temporary file beside `path` (hidden: readers and `tables()` never see it)."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+# What a failed write tells the user to do, by errno (others: check the disk).
+_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def write_failed(path: Path, e: OSError) -> RunFolderError:
+    """A failed write as one line naming the file, the reason and the fix (nothing written is partial)."""
+    name = errno.errorcode.get(e.errno or 0, "OSError")
+    if e.errno in _FULL:
+        fix = "free some space (or pass another --out) and rerun the command: files already there are unchanged"
+    elif e.errno in _READ_ONLY:
+        fix = "the file system or folder is read-only: write elsewhere (another --out) or make it writable"
+    else:
+        fix = "check the disk and rerun the command: files already there are unchanged"
+    return RunFolderError(f"cannot write {path}: {e.strerror or e} ({name}); {fix}")
+
+
+@contextlib.contextmanager
+def _no_partial_file(path: Path, tmp: Path) -> Iterator[None]:
+    """Remove the temporary file of a write that did not finish (a full disk, a kill, an error), and
+    turn an OSError into one RunFolderError line."""
+    try:
+        yield
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, RunFolderError):
+            raise write_failed(path, e) from None
+        raise
+
+
+def make_dirs(path: Path) -> None:
+    """`path` and its parents as folders; a full disk or read-only file system is one RunFolderError."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RunFolderError(f"{path} is a file; pass a folder path") from None
+    except OSError as e:
+        raise write_failed(Path(path), e) from None
 
 
 def _replace_synced(tmp: Path, path: Path) -> None:
@@ -109,6 +168,8 @@ def check_write_target(path: Path, root: Path | None = None) -> None:
 
 
 def sha256_file(path: Path) -> str:
+    """The SHA-256 of a regular file (a folder, FIFO or device is a RunFolderError: never read)."""
+    check_regular(path, "restore the file")
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -121,11 +182,32 @@ def folder_lock(folder: Path, lock_path: Path, wait_s: float = 0.0) -> Iterator[
     writer gets (after waiting up to wait_s). Not reentrant: a process that holds the lock must not take it again.
     Yields the folders it had to create (`folder` and missing parents, deepest first)."""
     created = missing_dirs(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
+    try:
+        fd = _acquire(folder, lock_path, wait_s)
+    except BaseException:
+        remove_empty(created)  # a refused (or failed) lock leaves no folder it made
+        raise
+    try:
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        with contextlib.suppress(OSError):  # the holder's name is only for messages: a full disk must not stop here
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps(me) + "\n").encode())
+        yield created
+    finally:
+        lock_path.unlink(missing_ok=True)  # still held: waiters on this file see it gone and retry
+        os.close(fd)
+
+
+def _acquire(folder: Path, lock_path: Path, wait_s: float) -> int:
+    """An fd holding the exclusive flock of the file at `lock_path` (see folder_lock)."""
     check_write_target(lock_path)
     deadline = time.monotonic() + wait_s
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as e:
+            raise write_failed(lock_path, e) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -142,21 +224,40 @@ def folder_lock(folder: Path, lock_path: Path, wait_s: float = 0.0) -> Iterator[
         # The previous holder unlinks the file on release; a lock on that unlinked file excludes
         # nobody, so lock the file that is at the path now.
         if _same_file(fd, lock_path):
-            break
+            return fd
         os.close(fd)
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove each of `folders` (deepest first) that is empty: undo folders a failed command made."""
+    for d in folders:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (someone else's files) or already gone
+            pass
+
+
+def live_holder(lock_path: Path) -> dict | None:
+    """The holder ({"pid", "host", "started"}) of the lock at `lock_path` while a live process holds it,
+    else None. For readers: it opens an existing lock file read-only and creates nothing."""
     try:
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(me) + "\n").encode())
-        yield created
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None  # no lock file (no writer), or a link: nobody holds it through this path
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _lock_holder(lock_path)
+    except OSError:
+        return None
     finally:
-        lock_path.unlink(missing_ok=True)  # still held: waiters on this file see it gone and retry
-        os.close(fd)
+        os.close(fd)  # closing the file releases a shared lock this probe took
+    return None
 
 
 def _lock_holder(lock_path: Path) -> dict:
     try:
-        holder = json.loads(lock_path.read_text())
+        holder = json.loads(read_regular(lock_path, "", cap=4096))
     except (OSError, ValueError):
         return {}
     return holder if isinstance(holder, dict) else {}

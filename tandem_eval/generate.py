@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .checks import solo_record
 from .config import EvalConfig, config_diff, from_dict, json_safe
 from .data import prompt_ids
 from .engines import load_engine
@@ -390,8 +391,11 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
             "the shards of one --num-shards N command into a new --out"
         )
     against = SoloTable(solo, solo.load_samples()) if solo is not None else None
+    extra = {"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]}
+    if solo is not None:  # which solo run the tax is measured against, as a single-process handoff records it
+        extra["solo_run"] = solo_record(solo.path, solo.config()["fingerprint"], [], False)
     rf = RunFolder(out)
-    with rf.writing(cfg, {"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]}) as done:
+    with rf.writing(cfg, extra) as done:
         if done is None:
             rf.verify()
             return _reused(rf, rf.load_samples() if against is not None else None, cfg.ks, against)[0]

@@ -128,8 +128,10 @@ def _legacy_junior(run_dir: Path, kind: str) -> str | None:
     """The junior label of an older-layout lens table (from metrics.json), if recorded."""
     import json
 
+    from .schemas import read_regular
+
     try:
-        spec = json.loads((run_dir / "metrics.json").read_text()).get(kind, {}).get("junior")
+        spec = json.loads(read_regular(run_dir / "metrics.json", "")).get(kind, {}).get("junior")
     except (OSError, ValueError, AttributeError):
         return None
     return junior_label(spec) if spec else None

@@ -17,21 +17,31 @@ runs in about a second before any engine loads; failures are ModelError with a o
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
+import re
+import signal
 import struct
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .schedules import needs_junior
+from .schemas import check_regular, read_regular
 
 if TYPE_CHECKING:
     from .config import EvalConfig
 
 TOY_DIR = Path(__file__).resolve().parent / "toy" / "checkpoints"
+log = logging.getLogger(__name__)
 META_FILE = "tandem_meta.json"  # written by trainer/ into every checkpoint it saves
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+SAFETENSORS_HEADER_CAP = 100_000_000  # safetensors' own limit on a header's size
 
 
 class ModelError(ValueError):
@@ -78,7 +88,7 @@ def metadata(path: Path) -> dict:
     if not meta.exists():
         return {}
     try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(meta, "restore it from the trainer or delete it", error=ModelError))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelError(f"{meta} is not valid JSON ({_short(e)}); restore it from the trainer or delete it") from None
     if not isinstance(data, dict) or not isinstance(data.get("junior", ""), str | type(None)):
@@ -103,7 +113,7 @@ def read_model_config(path: Path) -> dict:
     """config.json as a dict with a model_type, or a ModelError naming the file."""
     cfg_path = Path(path) / "config.json"
     try:
-        data = json.loads(cfg_path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(cfg_path, "restore the checkpoint's own config.json", error=ModelError))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelError(f"{cfg_path} is not valid JSON ({_short(e)}); save the model again") from None
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
@@ -111,48 +121,91 @@ def read_model_config(path: Path) -> dict:
     return data
 
 
-def _check_safetensors(file: Path) -> None:
-    """The header parses and every tensor's bytes lie inside the file (catches truncation)."""
+def _check_safetensors(file: Path) -> dict[str, tuple[int, ...]]:
+    """The header parses and every tensor's bytes lie inside the file (catches truncation); returns
+    each tensor's shape as the header records it."""
     try:
         size = file.stat().st_size
+        check_regular(file, "copy or save the weights again", ModelError)
         with open(file, "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
-            if n <= 0 or 8 + n > size:
-                raise ValueError("header length past the end of the file")
+            if n <= 0 or 8 + n > size or n > SAFETENSORS_HEADER_CAP:
+                raise ValueError("header length past the end of the file or above safetensors' 100 MB limit")
             header = json.loads(f.read(n))
-        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError) as e:
+        tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        end = max((v["data_offsets"][1] for v in tensors.values()), default=0)
+        shapes = {k: tuple(int(d) for d in v["shape"]) for k, v in tensors.items()}
+    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError, AttributeError) as e:
         raise ModelError(f"{file} is damaged or truncated ({_short(e)}); copy or save the weights again") from None
     if 8 + n + end > size:
         raise ModelError(
             f"{file} is truncated ({size} bytes, its header needs {8 + n + end}); copy or save the weights again"
         )
+    return shapes
 
 
-def check_weights(path: Path) -> None:
-    """Weights are present and (for safetensors) their headers and sizes are consistent."""
+def check_weights(path: Path) -> dict[str, tuple[int, ...]]:
+    """Weights are present and (for safetensors) their headers and sizes are consistent; returns the
+    tensors' shapes from the safetensors headers ({} for pytorch_model.bin weights)."""
     path = Path(path)
     for index in WEIGHT_INDEXES:
         if (path / index).exists():
             try:
-                files = sorted(set(json.loads((path / index).read_text(encoding="utf-8"))["weight_map"].values()))
+                raw = read_regular(path / index, "save the model again", error=ModelError)
+                files = sorted(set(json.loads(raw)["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
                 raise ModelError(f"{path / index} is damaged ({_short(e)}); save the model again") from None
+            shapes = {}
             for name in files:
                 shard = path / name
                 if not shard.is_file():
                     raise ModelError(f"{path}: weight shard {name} listed in {index} is missing; copy it")
                 if shard.suffix == ".safetensors":
-                    _check_safetensors(shard)
-            return
+                    shapes.update(_check_safetensors(shard))
+            return shapes
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             if name.endswith(".safetensors"):
-                _check_safetensors(path / name)
-            elif (path / name).stat().st_size == 0:
+                return _check_safetensors(path / name)
+            if (path / name).stat().st_size == 0:
                 raise ModelError(f"{path / name} is empty; copy or save the weights again")
-            return
+            return {}
     raise ModelError(f"{path} has no weights (model.safetensors or pytorch_model.bin); save them with save_pretrained")
+
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def check_shapes(path: Path, config, shapes: dict[str, tuple[int, ...]]) -> None:
+    """config.json describes the weights: the model it builds (on the meta device: no memory, no
+    weights) has the tensors' shapes the safetensors headers record, and as many layers. A config
+    edited after saving (a wider MLP, more layers) would otherwise pass every check and fail at load,
+    or load with layers transformers fills with random numbers."""
+    if not shapes:
+        return
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    where = f"{Path(path) / 'config.json'} does not match the weights"
+    fix = "restore the checkpoint's own config.json (or save the model again)"
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # noqa: BLE001 - any failure to build is a config that cannot serve these weights
+        raise ModelError(f"{Path(path) / 'config.json'} does not build a model ({_short(e)}); {fix}") from None
+    prefix = f"{model.base_model_prefix}." if getattr(model, "base_model_prefix", "") else "\0"
+    strip = lambda k: k[len(prefix) :] if k.startswith(prefix) else k  # noqa: E731 (base-model checkpoints)
+    want = {strip(k): tuple(v.shape) for k, v in model.state_dict().items()}
+    have = {strip(k): v for k, v in shapes.items()}
+    for name in sorted(want.keys() & have.keys()):
+        if want[name] != have[name]:
+            raise ModelError(
+                f"{where}: {name} is {list(have[name])} in the weights, config.json implies {list(want[name])}"
+                f"{_fields_behind(config, want[name], have[name])}; {fix}"
+            )
+    layers = [{int(m.group(1)) for k in keys if (m := _LAYER.search(k))} for keys in (want, have)]
+    if all(layers) and len(layers[0]) != len(layers[1]):
+        raise ModelError(f"{where}: config.json has {len(layers[0])} layers, the weights {len(layers[1])}; {fix}")
 
 
 SUPPORTED_FAMILIES = "Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3, OLMo 2"  # what the HF engine is tested on
@@ -191,6 +244,16 @@ def check_supported(config) -> None:
         raise ModelError(f"{what} shares KV caches across layers, which the HF engine's row store cannot; {fix}")
 
 
+def _fields_behind(config, implied: tuple[int, ...], actual: tuple[int, ...]) -> str:
+    """The config.json numbers behind the dimensions that differ (" (its vocab_size is 10)"), if any."""
+    fields = config.get_text_config().to_dict()
+    named = []
+    for want, got in zip(implied, actual):
+        if want != got:
+            named += [f"{k} is {v}" for k, v in sorted(fields.items()) if type(v) is int and v == want and v > 1]
+    return f" (its {', '.join(dict.fromkeys(named))})" if named else ""
+
+
 def check_checkpoint(path: Path) -> dict:
     """config.json readable and known to transformers, weights present; returns the config dict."""
     data = read_model_config(path)
@@ -198,16 +261,25 @@ def check_checkpoint(path: Path) -> dict:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(str(path))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except Exception as e:  # noqa: BLE001 - transformers' config validators raise their own types too
+        if isinstance(e, ImportError):  # a missing optional dependency of a family is not a bad config
+            raise
         raise ModelError(f"{Path(path) / 'config.json'} is not usable by transformers ({_short(e)})") from None
-    check_weights(path)
+    shapes = check_weights(path)
     check_supported(config)  # the reference engine's architecture check (config only)
+    check_shapes(path, config, shapes)
     return data
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "tokenizer.model")
+TOKENIZER_FILES += ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
+    for name in TOKENIZER_FILES:  # a FIFO or device would block or never end inside transformers
+        check_regular(Path(path) / name, "restore the tokenizer files (tokenizer.save_pretrained(PATH))", ModelError)
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -262,11 +334,69 @@ def _weight_files(path: Path) -> list[Path]:
     return sorted(f for pattern in ("*.safetensors", "*.bin") for f in Path(path).glob(pattern))
 
 
-def _sha256(file: Path) -> str:
+# ---- checkpoints by content ------------------------------------------------------------------------
+# A checkpoint's content hash covers what decides its outputs: weights (safetensors and their index,
+# pytorch_model*.bin), config.json, generation_config.json and the tokenizer files; not the trainer's
+# state (optimizer.pt, trainer_state.json, tandem_meta.json). File hashes are cached by path, device,
+# inode, size and mtime in one file under the user cache (paths.cache_root), never in the checkpoint.
+_MODEL_FILES = ("config.json", "generation_config.json", *WEIGHT_INDEXES, *TOKENIZER_FILES)
+_WEIGHTS = re.compile(r".*\.safetensors|pytorch_model.*\.bin")
+HASH_CACHE = "file-sha256.json"
+
+
+def checkpoint_content(spec: str | Path) -> str:
+    """The SHA-256 of a checkpoint's model files: names, sizes and each file's SHA-256 (hashed once
+    per file version, then read from the cache). Replaced weights, an edited config or tokenizer
+    give another value; a copy of the same files gives the same one."""
     import hashlib
 
-    with open(file, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    path = resolve_model(spec).resolve()
+    files = sorted(f for f in path.iterdir() if (f.name in _MODEL_FILES or _WEIGHTS.fullmatch(f.name)) and f.is_file())
+    with _hash_cache() as cached:
+        manifest = [[f.name, f.stat().st_size, cached(f)] for f in files]
+    return hashlib.sha256(json.dumps(manifest).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def _hash_cache():
+    """A function file -> SHA-256 backed by the cache file: an entry counts only while the file's
+    device, inode, size and mtime are the ones it was hashed at. The cache is best effort: a missing,
+    damaged or unwritable cache file costs a re-hash, never an error."""
+    import hashlib
+
+    from .durable import atomic_write_json, make_dirs
+    from .paths import cache_root
+
+    where = cache_root() / HASH_CACHE
+    try:
+        entries = json.loads(read_regular(where, ""))
+        entries = entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError):
+        entries = {}
+    changed = []
+
+    def sha256(file: Path) -> str:
+        real = file.resolve()
+        st = real.stat()
+        key, stamp = str(real), [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+        hit = entries.get(key)
+        if isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp:
+            return hit[1]
+        check_regular(real, "restore the checkpoint's files", ModelError)
+        with open(real, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        if time.time_ns() - st.st_mtime_ns > 2 * 10**9:  # a file written in the last seconds could change
+            entries[key] = [stamp, digest]  # again within its mtime's granularity: hashed again next time
+            changed.append(key)
+        return digest
+
+    yield sha256
+    if changed:
+        try:
+            make_dirs(where.parent)
+            atomic_write_json(where, {k: v for k, v in entries.items() if os.path.exists(k)})  # gone files pruned
+        except (OSError, ValueError) as e:  # a read-only home: hashes are recomputed next time
+            log.debug("file hash cache %s not written: %s", where, e)
 
 
 def same_weights(a: str | Path, b: str | Path) -> bool:
@@ -280,7 +410,36 @@ def same_weights(a: str | Path, b: str | Path) -> bool:
     fa, fb = _weight_files(a), _weight_files(b)
     if not fa or [(f.name, f.stat().st_size) for f in fa] != [(f.name, f.stat().st_size) for f in fb]:
         return False
-    return all(_sha256(x) == _sha256(y) for x, y in zip(fa, fb))
+    with _hash_cache() as cached:
+        return all(cached(x) == cached(y) for x, y in zip(fa, fb))
+
+
+TEMPLATE_SECONDS = 5.0  # rendering the check's one-line prompt takes milliseconds with any sane template
+
+
+class TimeCapExceeded(Exception):
+    """Raised inside a time_cap block when its seconds run out."""
+
+
+@contextlib.contextmanager
+def time_cap(seconds: float):
+    """Raise TimeCapExceeded inside the block after `seconds` (SIGALRM's interval timer, so pure-Python
+    work such as Jinja rendering is interrupted). In threads other than the main one, where signals
+    cannot be delivered, the block runs without a cap."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeCapExceeded
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def check_chat_template(tokenizer, chat_template: str | None, source: str, option: str) -> list[int]:
@@ -295,7 +454,13 @@ def check_chat_template(tokenizer, chat_template: str | None, source: str, optio
     if not (chat_template or getattr(tokenizer, "chat_template", None)):
         raise PromptError(f"{source} has no chat_template; add one to tokenizer_config.json or pass {option} FILE")
     try:
-        ids = prompt_ids(tokenizer, "What is 1 + 1?", chat_template=chat_template)
+        with time_cap(TEMPLATE_SECONDS):  # a template that loops for minutes is refused, not waited for
+            ids = prompt_ids(tokenizer, "What is 1 + 1?", chat_template=chat_template)
+    except TimeCapExceeded:
+        raise PromptError(
+            f"the chat template of {source} did not render a one-line prompt within {TEMPLATE_SECONDS:g} s (nested "
+            f"loops?); fix it or pass {option} FILE"
+        ) from None
     except PromptError as e:
         raise PromptError(f"{source}: {_short(e)}; fix it or pass {option} FILE") from None
     except (TemplateError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
@@ -357,6 +522,18 @@ class Checkpoints:
     junior: Path | None = None
     same_vocab: bool = True  # token-level handoff; False: text-level, the junior re-tokenizes the trace
     shared: bool = False  # the junior is the senior's own model in the same dtype: its weights load once
+
+
+def with_contents(cfg: EvalConfig, checkpoints: Checkpoints) -> EvalConfig:
+    """`cfg` with the content hash of each checkpoint its engines load (checkpoint_content): the run
+    records them, and they are part of its fingerprint."""
+    from dataclasses import replace
+
+    senior = replace(cfg.senior, content=checkpoint_content(checkpoints.senior))
+    junior = cfg.junior
+    if checkpoints.junior is not None:
+        junior = replace(junior, content=checkpoint_content(checkpoints.junior))
+    return replace(cfg, senior=senior, junior=junior)
 
 
 def run_checkpoints(cfg: EvalConfig, same_vocab: bool | None = None) -> Checkpoints:

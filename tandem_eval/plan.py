@@ -26,7 +26,7 @@ from .data import Problem, load_benchmarks
 from .data.benchmarks import benchmark_files
 from .engines import unavailable
 from .grading import check_grader_versions
-from .models import Checkpoints, check_models
+from .models import Checkpoints, check_models, with_contents
 from .results import RunFolder, sha256_file, verify_run
 from .schedules import needs_junior
 
@@ -88,6 +88,7 @@ def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = Non
     if reason := unavailable(cfg.engine):
         raise ConfigError(reason)
     tok, checkpoints = check_models(cfg, junior)
+    cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run
     prompts = check_prompts(cfg, tok, problems)
     if outs:
         check_out_paths(dict.fromkeys(map(Path, outs)))

@@ -27,9 +27,10 @@ import pandas as pd
 from .config import ConfigError
 from .grading import PINNED, Grader, check_grader_versions
 from .metrics.passk import summarize_pass_at_k
-from .results import atomic_write_json, require_complete
+from .results import atomic_write_json, verify_run
 
 KEY = ["benchmark", "group", "problem_id", "sample_idx", "mode"]
+TABLE = "regrade.parquet"
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,15 @@ def regrade(
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
         # 0 or less would turn every verdict into a timeout and record that as the run's regrade
         raise ConfigError(f"--timeout must be a number of seconds > 0, got {timeout}; the default is 5")
-    rf = require_complete(run)
+    # its own table may be unrecorded (a regrade stopped before recording it): this call rewrites it
+    rf = verify_run(run, rewriting=TABLE)
     new_versions = check_grader_versions(allow_grader_mismatch)
+    with rf.amending(rewriting=TABLE):  # one writer of the folder from here to the record
+        return _regrade(rf, timeout, new_versions, progress, n_workers)
+
+
+def _regrade(rf, timeout: float, new_versions: dict, progress: bool, n_workers: int | None) -> RegradeResult:
+    """regrade's work on the verified run `rf`, whose lock the caller holds."""
     stored = rf.config()
     samples = rf.load_samples().reset_index(drop=True)
     pairs = list(zip(samples["text"], samples["gold"]))
@@ -93,8 +101,7 @@ def regrade(
         "stored": summarize_pass_at_k(samples, list(ks)),
         "regraded": summarize_pass_at_k(samples.assign(correct=table["new_correct"]), list(ks)),
     }
-    rf.write_table("regrade.parquet", table)  # recorded in COMPLETE, verified by every reader
-    atomic_write_json(
+    atomic_write_json(  # first: the table's record in COMPLETE, last, is what makes the regrade count
         rf.path / "regrade.json",
         {
             "grader": {"stored": stored.get("grader"), "regraded": new_versions},
@@ -105,5 +112,7 @@ def regrade(
             "pass_at_k": pass_at_k,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
+        rf.path,
     )
+    rf.write_table(TABLE, table)  # recorded in COMPLETE, verified by every reader
     return RegradeResult(rf.path, table, pass_at_k, ks)

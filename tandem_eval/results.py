@@ -35,7 +35,6 @@ import logging
 import shutil
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -44,10 +43,19 @@ import pyarrow.parquet as pq
 from . import durable
 
 # ConfigError, config_diff and the durable writers are also imported from here (their former home)
-from .config import ConfigError, EvalConfig, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
+from .config import ConfigError, EvalConfig, as_recorded, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
 from .durable import atomic_write_json, atomic_write_text, check_write_target, folder_lock, sha256_file  # noqa: F401
 from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
-from .schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, RunFolderError, check_frame, read_table
+from .schemas import (
+    PROBLEM_KEY,
+    SAMPLE_COLUMNS,
+    SAMPLE_KEY,
+    RunFolderError,
+    check_frame,
+    check_regular,
+    read_regular,
+    read_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +73,7 @@ class RunFolder:
         self.shard_dir = self.path / "shards"
         self.lock_path = self.path / LOCK_NAME
         self._verified = False  # verify() hashes every table once per instance
+        self._held = False  # inside amending(): this process holds the lock
 
     # ---- lifecycle ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -77,10 +86,11 @@ class RunFolder:
             with folder_lock(self.path, self.lock_path) as made:
                 if not self.config_path.exists():  # a new folder: its config.json first, while the lock is held
                     created = made
-                    self.shard_dir.mkdir(parents=True, exist_ok=True)
+                    durable.make_dirs(self.shard_dir)
                     atomic_write_json(self.config_path, _new_record(cfg, extra))
-                else:
-                    self.check_holds(cfg)
+                elif self.check_holds(cfg) == "empty":  # killed before its first sample: started afresh
+                    created = []
+                    atomic_write_json(self.config_path, _new_record(cfg, extra), self.path)
                 yield None if self.is_complete() else self.done_keys()
         except BaseException:
             if created is not None:  # the lock is released first, so that an emptied folder can be removed
@@ -93,31 +103,32 @@ class RunFolder:
             return
         for f in (self.config_path, self.metrics_path, self.done_path):
             f.unlink(missing_ok=True)
-        for d in [self.shard_dir, *created]:
-            try:
-                d.rmdir()
-            except OSError:  # not empty (someone else's files) or already gone
-                pass
+        durable.remove_empty([self.shard_dir, *created])
 
     def init(self, cfg: EvalConfig, extra: dict | None = None) -> None:
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             return self.check_holds(cfg)
-        self.shard_dir.mkdir(parents=True, exist_ok=True)
+        durable.make_dirs(self.shard_dir)
         atomic_write_json(self.config_path, _new_record(cfg, extra))
 
-    def check_holds(self, cfg: EvalConfig) -> None:
+    def check_holds(self, cfg: EvalConfig) -> str | None:
         """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
-        the refusal names the differences."""
+        the refusal names the differences. Returns "empty" for a folder whose run of other settings was
+        stopped before it stored a sample (nothing to lose: the writer starts it afresh)."""
         if not self.config_path.exists():
-            return
+            return None
         old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
         if old["fingerprint"] == cfg.fingerprint():
-            return
-        if old["config"].get("inputs") is None and old["fingerprint"] == replace(cfg, inputs=None).fingerprint():
-            # A run from before inputs were hashed: the same settings, but its files cannot be checked.
-            log.warning("%s predates content hashes of benchmark files: their content is not checked", self.path)
-            return
+            return None
+        legacy, unchecked = as_recorded(cfg, old["config"])
+        if unchecked and old["fingerprint"] == legacy.fingerprint():
+            # A run from before content hashes: the same settings, but those inputs cannot be checked.
+            log.warning("%s predates content hashes of %s: not checked", self.path, " and ".join(unchecked))
+            return None
+        if not self._partial_tables() and not self.done_path.exists():
+            log.info("%s holds no sample of its earlier settings (stopped before one); starting afresh", self.path)
+            return "empty"
         diff = config_diff(old["config"], to_dict(cfg))
         raise RunFolderError(
             f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
@@ -166,7 +177,7 @@ class RunFolder:
     def append_shard(self, rows: list[dict]) -> Path:
         if not rows:
             raise ValueError("empty shard")
-        self.shard_dir.mkdir(parents=True, exist_ok=True)
+        durable.make_dirs(self.shard_dir)
         existing = self.shards()
         n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
         path = self.shard_dir / f"part-{n:05d}.parquet"
@@ -216,7 +227,7 @@ class RunFolder:
         """COMPLETE's JSON, or None for a marker without records (timestamp only, from before integrity
         records, or empty); verify() checks such a folder against what it can recompute."""
         try:
-            text = self.done_path.read_text(encoding="utf-8")
+            text = read_regular(self.done_path, self._repair()).decode("utf-8")
         except UnicodeDecodeError:
             text = "{"  # not a timestamp: reported as damaged below
         if not text.lstrip().startswith("{"):
@@ -310,6 +321,12 @@ class RunFolder:
         extra = [t for t in self.tables() if t not in recorded]
         if not extra:
             return
+        holder = None if allow or self._held else durable.live_holder(self.lock_path)
+        if holder is not None:  # another process is between writing and recording it right now
+            raise RunFolderError(
+                f"{self.path} is being written by another process (PID {holder.get('pid', 'unknown')} on "
+                f"{holder.get('host', 'unknown')}): {self.path / extra[0]} is not recorded yet; wait for it to finish"
+            )
         msg = (
             f"{self.path / extra[0]} is not recorded in {self.done_path} (a command stopped between writing and "
             "recording it); rerun the command that writes it (legibility/drift/regrade), or pass --adopt to "
@@ -393,13 +410,14 @@ class RunFolder:
             raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
         if not self.is_complete():
             raise RunFolderError(f"{self.path} is incomplete (no COMPLETE marker); finish the run before adding {rel}")
-        with self.lock(wait_s=30):
+        with contextlib.nullcontext() if self._held else self.lock(wait_s=30):
             self._verified = False  # another process may have changed the folder since this one verified it
             self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
             rec = self.complete_record()
             if rec is None:  # a marker without records, checked by verify: seal what passed its checks
                 fp = self.config()["fingerprint"]
-                rec = {"finished": self.done_path.read_text().strip(), "fingerprint": fp, "tables": {}}
+                finished = read_regular(self.done_path, self._repair()).decode("utf-8", "replace").strip()
+                rec = {"finished": finished, "fingerprint": fp, "tables": {}}
                 off = self._per_sample_tables_off(_table_record(self.samples_path)["rows"])
                 for t in self.tables():
                     if t not in off:
@@ -413,12 +431,27 @@ class RunFolder:
         writes it (or registering it) repairs the folder."""
         path = self.path / name
         check_write_target(path, self.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        durable.make_dirs(path.parent)
         atomic_write_parquet(path, df, self.path)  # refuses a link planted while the folder was made
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
 
     # ---- one writer at a time -------------------------------------------------------------
+    @contextlib.contextmanager
+    def amending(self, rewriting: str = ""):
+        """Hold the lock while a command adds tables to this complete run (legibility, drift, regrade):
+        the folder is verified under it, and what the command names, writes and records inside
+        (write_table, register_table, update_metrics) happens with no other writer in between. A
+        second writer is refused at once, naming the holder. `rewriting`: the one table the command
+        rewrites, whose unrecorded copy (the command stopped before recording it) it repairs; without
+        it every unrecorded table is tolerated (lens commands: they rewrite or adopt theirs)."""
+        with self.lock():
+            self._held, self._verified = True, False
+            try:
+                yield self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
+            finally:
+                self._held = False
+
     def lock(self, wait_s: float = 0.0):
         """Hold RUN/.lock while writing (durable.folder_lock: an exclusive flock, released when the
         holder exits or dies). Not reentrant."""
@@ -426,7 +459,8 @@ class RunFolder:
 
     # ---- metrics ------------------------------------------------------------------------
     def metrics(self) -> dict:
-        return _read_json(self.metrics_path, "metrics.json") if self.metrics_path.exists() else {}
+        exists = self.metrics_path.exists() or self.metrics_path.is_symlink()
+        return _read_json(self.metrics_path, "metrics.json", dict) if exists else {}
 
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys)."""
@@ -451,6 +485,7 @@ def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:  # a new folder's 
 
 def _table_record(path: Path) -> dict:
     """Row count (from the parquet footer) and SHA-256 of a table file."""
+    check_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
     try:
         rows = pq.ParquetFile(path).metadata.num_rows
     except Exception as e:  # pyarrow raises several types for a truncated or foreign file
@@ -461,13 +496,21 @@ def _table_record(path: Path) -> dict:
     return {"rows": int(rows), "sha256": sha256_file(path)}
 
 
-def _read_json(path: Path, what: str):
+def _read_json(path: Path, what: str, kind: type | None = None):
+    """A run folder's JSON file (a regular file of at most schemas.JSON_CAP bytes); with `kind`, its
+    top level must be that type (metrics.json and COMPLETE: an object)."""
+    fix = "restore it, or delete the run folder and rerun the command that wrote it"
     try:
-        return json.loads(path.read_text())
+        data = json.loads(read_regular(path, fix).decode("utf-8"))
+        if kind is None or isinstance(data, kind):
+            return data
+        reason = f"a JSON {type(data).__name__}, not an object"
     except UnicodeDecodeError:
         reason = "not UTF-8 text"
     except json.JSONDecodeError as e:
         reason = f"invalid JSON at line {e.lineno}"
+    except OSError as e:
+        reason = f"unreadable: {e.strerror or e}"
     raise RunFolderError(
         f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
         "wrote it"
@@ -485,14 +528,19 @@ def find_runs(root: str | Path) -> list[RunFolder]:
     return [RunFolder(p) for p in sorted(found)]
 
 
-def verify_run(path: str | Path, complete: bool = True, allow_unrecorded: bool = False) -> RunFolder:
+def verify_run(
+    path: str | Path, complete: bool = True, allow_unrecorded: bool = False, *, rewriting: str = ""
+) -> RunFolder:
     """THE reader's entry point: the run folder at `path`, checked (see RunFolder.verify).
 
     complete=False accepts an unfinished run (its config is still checked); allow_unrecorded is for
-    the commands that write tables into a finished run (they repair or adopt an unrecorded one)."""
+    the commands that write tables into a finished run (they repair or adopt an unrecorded one);
+    `rewriting` names the one table a command rewrites (regrade.parquet): only it may be unrecorded."""
+    if not isinstance(path, str | Path):
+        raise RunFolderError(f"a run folder is a path, got {type(path).__name__} {path!r}")
     if not Path(path).is_dir():
         raise RunFolderError(f"{path} is not a run folder (no such directory); pass a folder written by tandem-eval")
-    return RunFolder(path).verify(complete, allow_unrecorded)
+    return RunFolder(path).verify(complete, allow_unrecorded, _rewriting=rewriting)
 
 
 require_complete = verify_run  # a complete, verified run folder: the same function

@@ -5,7 +5,7 @@ world's summary all read runs through this module (nothing else opens a run fold
     from tandem_eval.runs import Run, find_run, problem_values, runs_in
     run = Run.load("results/toy/jargon/tandem/seed0/solo")
     run.meta                                   # {"senior": "jargon/tandem/s0", "arm": "jargon/tandem", "seed": 0, ...}
-    problem_values(run, "pass@4")              # index (benchmark, problem_id); columns value (percent), group
+    problem_values(run, "pass@4")              # index (benchmark, problem_id); columns value (percent), group, content
     problem_values(run, "kl_exact")            # from the run's drift table of its junior (lens.lens_file)
     tok = run_tokenizer(run.config)            # the senior's tokenizer (paths and toy: names alike)
 
@@ -19,6 +19,8 @@ names (`toy:NAME` and paths) are resolved by tandem_eval.models.resolve_model on
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 import os
 import re
@@ -30,11 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tandem_eval.config import config_diff, fingerprint_of
 from tandem_eval.lens import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
 from tandem_eval.results import RunFolder, find_runs, verify_run
-from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file
+from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file, check_regular
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
 _SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")
@@ -86,6 +89,7 @@ class Run:
     junior: str | None = None  # lens outputs of this junior label ("" = the older one-junior layout)
     parts: tuple = ()  # runs of one label on different benchmarks, read as one
     keep: frozenset | None = None  # only these (benchmark, problem_id) keys (Run.restrict)
+    solo_record: dict | None = None  # a handoff run's record of the solo run its tax was measured against
     _pp: dict = field(default_factory=dict, repr=False)  # cache: per-problem pass@k, side tables
 
     @classmethod
@@ -109,6 +113,7 @@ class Run:
             tuple(int(k) for k in cfg.get("ks", (1,))),
             raw.get("fingerprint"),
             step,
+            solo_record=raw.get("solo_run") if isinstance(raw.get("solo_run"), dict) else None,
         )
 
     @property
@@ -132,6 +137,29 @@ class Run:
     def problem_keys(self) -> set[tuple[str, str]]:
         s = self.samples()
         return set(zip(s["benchmark"], s["problem_id"].astype(str)))
+
+    def contents(self) -> pd.Series:
+        """Each problem's content id (index PROBLEM_KEY): the SHA-256 of its benchmark, text and gold
+        answer as the samples hold them, so two runs pair a problem only when it is the same problem,
+        never because two files share a name and a row position ("" where the samples hold no text)."""
+        if "contents" not in self._pp:
+            s = self.samples()
+            cols = [c for c in ("problem", "gold") if c in s.columns]
+            first = s.groupby(PROBLEM_KEY, sort=True)[cols].first() if cols else None
+            if first is None:
+                ids = pd.Series("", index=pd.MultiIndex.from_frame(s[PROBLEM_KEY].drop_duplicates()))
+            else:
+                ids = pd.Series(
+                    [_content_id(key, *row) for key, row in zip(first.index, first.itertuples(index=False))],
+                    index=first.index,
+                    dtype=object,
+                )
+            self._pp["contents"] = ids.sort_index()
+        return self._pp["contents"]
+
+    def problem_set(self) -> frozenset:
+        """The problems this run holds, by content: {(benchmark, problem_id, content id)}."""
+        return frozenset((b, str(p), c) for (b, p), c in self.contents().items())
 
     def lens_juniors(self) -> list[str]:
         """Junior labels with lens outputs in this run ("" = the older layout), sorted."""
@@ -206,6 +234,7 @@ class Run:
         path = self.side_path(name)
         if path is None:
             return {}
+        check_regular(path, f"rerun `tandem-eval {name}` on {self.path}")  # a FIFO or /dev/zero is never read
         schema = pq.read_schema(path)
         return {f.name: pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in schema}
 
@@ -235,6 +264,12 @@ class Run:
         if not arrays:
             self._pp[cache_key] = df
         return df
+
+
+def _content_id(key, problem=None, gold=None) -> str:
+    """A problem's content id (see Run.contents)."""
+    text = json.dumps([str(key[0]), None if problem is None else str(problem), None if gold is None else str(gold)])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _keep(df: pd.DataFrame, keys: frozenset | None) -> pd.DataFrame:
@@ -344,13 +379,18 @@ def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd
     if found and is_pass(found[0]):
         k = found[1]
         pp = run.per_problem([k]).set_index(PROBLEM_KEY)
-        return pd.DataFrame({"value": pp[f"pass@{k}"] * 100.0, "group": pp["group"]})
+        return _with_contents(pd.DataFrame({"value": pp[f"pass@{k}"] * 100.0, "group": pp["group"]}), run)
     if metric not in LENS_METRICS:
         metric_mode(metric)  # raises, naming the valid metrics
         raise LensError(f"{metric} needs a solo and a handoff run; use tax_values(solo, handoff, K)")
     per_sample, _ = sample_values(run, metric, exclude_truncated)
     g = per_sample.groupby(PROBLEM_KEY, sort=True)
-    return pd.DataFrame({"value": g["value"].mean(), "group": g["group"].first()})
+    return _with_contents(pd.DataFrame({"value": g["value"].mean(), "group": g["group"].first()}), run)
+
+
+def _with_contents(values: pd.DataFrame, run: Run) -> pd.DataFrame:
+    """Per-problem values with each problem's content id (column `content`), which pairing checks."""
+    return values.assign(content=run.contents().reindex(values.index).fillna("").to_numpy())
 
 
 def sample_values(run: Run, metric: str, exclude_truncated: bool = False) -> tuple[pd.DataFrame, str]:
@@ -393,6 +433,108 @@ def tax_values(solo: Run, handoff: Run, k: int) -> pd.DataFrame:
     a, b = problem_values(solo, f"pass@{k}"), problem_values(handoff, f"pass@{k}")
     both = a.index.intersection(b.index)
     return pd.DataFrame({"value": a["value"][both] - b["value"][both], "group": a["group"][both]})
+
+
+# ---- identity: which runs may be paired ---------------------------------------------------------------
+# Settings that may differ between one arm's runs on different benchmarks (read as one run).
+_PER_BENCHMARK = ("benchmarks", "inputs", "limit", "group", "ks", "label")
+
+
+def pairing_problem(a: Run, b: Run, how: str) -> str | None:
+    """THE identity rule of every reader that puts two runs side by side: why `a` and `b` may not be
+    paired `how`, or None. Answered from what the runs recorded (fingerprints, settings, problem
+    contents), never from labels, folder names or row positions.
+
+    how="measured": `b` is the solo run whose tax handoff `a` measured: its fingerprint is the one `a`
+      recorded (config.json "solo_run"); a joined arm (Run.parts) must hold that run among its parts.
+      (the report's arms, view's columns, compare's tax@K; a handoff from before the record: not checked)
+    how="joined": one senior's runs on different benchmarks, read as one arm: the same settings but the
+      benchmarks they read (not two token budgets, seeds or checkpoints under one label)
+    how="compared": the problems both hold by id are the same problems: one text and gold answer in both
+      runs (compare, the report's problem sets, view's columns)."""
+    if how == "measured":
+        want = (a.solo_record or {}).get("fingerprint")
+        recorded = (a.solo_record or {}).get("path") or a.metrics().get("solo_run")
+        if want is None and recorded and (Path(recorded) / "config.json").exists():  # a merged run's metrics only
+            want = RunFolder(recorded).config().get("fingerprint")
+        have = [p.fingerprint for p in (b.parts or (b,))]
+        if want is None or want in have:
+            return None
+        return (
+            f"{a.path} was measured against the solo run {recorded} (fingerprint {want}), not "
+            f"{b.path} (fingerprint {', '.join(str(h) for h in have)}: another experiment)"
+        )
+    if how == "joined":
+        strip = lambda r: {k: v for k, v in r.config.items() if k not in _PER_BENCHMARK}  # noqa: E731
+        if fingerprint_of(strip(a)) == fingerprint_of(strip(b)):
+            return None
+        return f"{a.path} and {b.path} differ in {config_diff(strip(a), strip(b))}"
+    if how == "compared":
+        ca, cb = a.contents(), b.contents()
+        shared = ca.index.intersection(cb.index)
+        differ = [k for k in shared if ca[k] and cb[k] and ca[k] != cb[k]]
+        if not differ:
+            return None
+        return (
+            f"{len(differ)} of the {len(shared)} problem ids {a.path} and {b.path} share hold other problems in each "
+            f"(e.g. {'/'.join(map(str, differ[0]))}: another text or answer; files of one name with other rows)"
+        )
+    raise ValueError(f"unknown pairing {how!r}; valid: measured, joined, compared")
+
+
+def differing_contents(a: pd.DataFrame, b: pd.DataFrame) -> pd.Index:
+    """Problem ids two runs' per-problem values (problem_values) share whose contents differ: the
+    same id naming two problems, which pairing treats as problems of one run only."""
+    shared = a.index.intersection(b.index)
+    if "content" not in a or "content" not in b:
+        return shared[:0]
+    ca, cb = a["content"].reindex(shared), b["content"].reindex(shared)
+    return shared[(ca != cb) & (ca != "") & (cb != "")]
+
+
+def recorded_juniors(run: Run) -> dict[str, dict]:
+    """{lens label: {"path", "content"}}: the junior checkpoint each of `run`'s lens outputs was scored
+    by, as metrics.json recorded it (path and content None where it did not)."""
+    metrics = run.metrics()
+    lens = metrics.get("lens") if isinstance(metrics.get("lens"), dict) else {}
+    out = {}
+    for label in run.lens_juniors():
+        kinds = lens.get(label) if label else {k: metrics.get(k) for k in ("legibility", "drift")}
+        entry = next((e for e in (kinds or {}).values() if isinstance(e, dict) and e.get("junior")), {})
+        out[label] = junior_id(entry.get("junior"), entry.get("junior_content"))
+    return out
+
+
+_BUNDLED = re.compile(r"/tandem_eval/toy/checkpoints/(.+?)/?$")
+
+
+def junior_id(path: str | None, content: str | None = None) -> dict:
+    """A junior checkpoint as pairing compares it: its folder resolved, a bundled one as `toy:NAME`
+    wherever the package lives (runs record resolved folders), and its content hash."""
+    from tandem_eval.models import ModelError, resolve_model
+
+    if path:
+        try:
+            path = str(resolve_model(path) if str(path).startswith("toy:") else Path(path).expanduser().resolve())
+        except ModelError:
+            path = str(path)
+        bundled = _BUNDLED.search(path)
+        path = f"toy:{bundled.group(1)}" if bundled else path
+    return {"path": path, "content": content}
+
+
+def lens_junior(run: Run) -> dict:
+    """The junior whose lens outputs `run` shows: {"label", "path", "content"} (recorded_juniors)."""
+    label = run.junior if run.junior is not None else next(iter(run.lens_juniors()), None)
+    return {"label": run.junior_name(), **recorded_juniors(run).get(label, junior_id(None))}
+
+
+def same_junior(a: dict, b: dict) -> bool:
+    """Two lens juniors (lens_junior) are one checkpoint: equal content hashes where both recorded one,
+    else the same checkpoint folder."""
+    if a.get("content") and b.get("content"):
+        return a["content"] == b["content"]
+    return a.get("path") is not None and a.get("path") == b.get("path")
 
 
 def find_run(path: str | Path, mode: str) -> Run:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import os
+import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -244,6 +246,7 @@ def check_file(path: str | Path, fix: str = "delete the run folder and rerun the
     """Check a parquet file's footer schema against its table's schema (no-op for unknown tables)."""
     import pyarrow.parquet as pq
 
+    check_regular(path, fix)  # pyarrow would read a folder as a dataset and block on a FIFO
     spec = schema_for(path)
     if spec is None:
         return
@@ -259,11 +262,59 @@ def read_table(path: str | Path, columns: list[str] | None, fix: str):
     naming `fix`."""
     import pandas as pd
 
-    check_file(path, fix)  # a missing required column or wrong type is one line
+    check_file(path, fix)  # a regular file; a missing required column or wrong type is one line
     try:
         return pd.read_parquet(path, columns=columns)
     except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
         raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
+
+
+# ---- files of the right kind ------------------------------------------------------------------
+# Every reader of a run folder, a checkpoint's small files and a chat template opens only regular
+# files: a folder, FIFO (blocks forever), device (/dev/zero never ends) or socket where a file is
+# expected is one line naming it, before a byte is read; small files are also capped in size.
+JSON_CAP = 256 * 2**20  # config.json, metrics.json, COMPLETE, a checkpoint's config and metadata
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"))
+_KINDS += ((stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: Path, st: os.stat_result, fix: str, error: type[Exception]) -> Exception:
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+    link = f" (a link to {os.readlink(path)})" if path.is_symlink() else ""
+    return error(f"{path} is {kind}{link}, not a regular file; {fix}")
+
+
+def check_regular(path: str | Path, fix: str, error: type[Exception] = RunFolderError) -> None:
+    """Refuse (`error`, one line) a `path` that exists but is not a regular file (a link to one is
+    fine). For readers that hand the path to a library (pyarrow, transformers)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return  # missing (or unreadable): the reader reports it as it does today
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st, fix, error)
+
+
+def read_regular(path: str | Path, fix: str, cap: int = JSON_CAP, error: type[Exception] = RunFolderError) -> bytes:
+    """The bytes of the regular file `path`, at most `cap` of them; anything else is `error` naming
+    `fix`. Opened without blocking (a FIFO would wait for a writer forever) and checked with fstat on
+    the open file, so the file read is the file checked."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st, fix, error)
+        if st.st_size > cap:
+            raise error(f"{path} is {st.st_size} bytes, more than the {cap} such a file can hold; {fix}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(cap + 1)
+    finally:
+        os.close(fd)
+    if len(data) > cap:  # grew while being read
+        raise error(f"{path} holds more than the {cap} bytes such a file can hold; {fix}")
+    return data
 
 
 def markdown_columns(name: str) -> str:
@@ -419,9 +470,11 @@ __all__ = [
     "TypeMismatch",
     "check_file",
     "check_frame",
+    "check_regular",
     "conform",
     "from_dict",
     "markdown_columns",
+    "read_regular",
     "schema_for",
     "to_jsonable",
 ]

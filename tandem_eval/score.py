@@ -29,6 +29,7 @@ from . import lens
 from .config import EvalConfig, ModelSpec, Sampling, default_ks
 from .devices import resolve_dtype
 from .lens import LensError, LensOptions
+from .models import checkpoint_content
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 from .schemas import SAMPLE_KEY
 
@@ -77,6 +78,7 @@ class _Checked:
     senior_tok: object
     opts: LensOptions
     rf: object | None
+    unchecked: str | None = None  # why the run's senior checkpoint cannot be checked (a run from before hashes)
 
 
 def legibility(
@@ -136,25 +138,31 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
     if reason:
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
     junior_path = _model_path(checked.junior_spec, "junior")
-    jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior_path)
-    table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
-    from .results import check_write_target
+    junior = {"path": junior_path.resolve(), "content": checkpoint_content(junior_path)}
+    with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
+        jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
+        table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
+        from .results import check_write_target
 
-    check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
-    senior_path = _model_path(checked.senior_spec, "senior")
-    samples = rf.load_samples()
-    if samples.empty:
-        raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
-    if req.adopt:
-        per_sample = _adopted(rf, table, samples)
-    else:
-        from .generate import use_threads
+        check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
+        senior_path = _model_path(checked.senior_spec, "senior")
+        samples = rf.load_samples()
+        if samples.empty:
+            raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
+        if checked.unchecked:
+            log.warning("%s", checked.unchecked)
+        if req.adopt:
+            per_sample = _adopted(rf, table, samples)
+        else:
+            from .generate import use_threads
 
-        use_threads(req.threads)
-        models = (senior_path, junior_path, checked.senior_tok)
-        per_sample = _score(kind, samples, models, req, opts, progress)
-    where = {"junior": str(junior_path.resolve()), "senior": str(senior_path), "engine": req.engine, "dtype": req.dtype}
-    return _store(kind, rf, per_sample, opts, (table, req.adopt), where)
+            use_threads(req.threads)
+            models = (senior_path, junior_path, checked.senior_tok)
+            per_sample = _score(kind, samples, models, req, opts, progress)
+        where = {"junior": str(junior["path"]), "junior_content": junior["content"], "senior": str(senior_path)}
+        return _store(
+            kind, rf, per_sample, opts, (table, req.adopt), {**where, "engine": req.engine, "dtype": req.dtype}
+        )
 
 
 # ---- checks (before any weights load) ----------------------------------------------------------
@@ -205,6 +213,22 @@ def _given_run(req: ScoreRequest):
     return rf
 
 
+def _check_senior_unchanged(rf, spec: str) -> str | None:
+    """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash):
+    drift would score them with other weights, legibility read them with another tokenizer. Returns
+    the warning for a run from before these hashes (logged once every check has passed)."""
+    recorded = (rf.config()["config"].get("senior") or {}).get("content")
+    if recorded is None:
+        return f"{rf.path} predates content hashes of checkpoints: its senior {spec} is not checked"
+    now = checkpoint_content(_model_path(spec, "senior"))
+    if now != recorded:
+        raise LensError(
+            f"the senior checkpoint {spec} changed since {rf.path} was generated (sha256 {recorded[:12]} then, "
+            f"{now[:12]} now): its CoTs were written by other weights; restore the checkpoint, or rerun the solo "
+            "run into a new --out"
+        )
+
+
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
@@ -218,6 +242,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     rf = _given_run(req) if req.run is not None else None
     senior_template = rf.config()["config"].get("chat_template") if rf else req.chat_template
     senior_spec = req.senior or rf.config()["config"]["senior"]["path"]  # recorded absolute
+    unchecked = _check_senior_unchanged(rf, senior_spec) if rf is not None else None
     junior_spec = _junior_spec(req.junior, senior_spec)
     junior_tok = check_model(junior_spec)
     # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer
@@ -238,7 +263,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     )
     if lens.junior_renders_prompt(senior_tok, junior_tok, opts):  # else it reads the stored prompt ids
         check_template(junior_tok, req.junior_chat_template, "junior", junior_spec, "--junior-chat-template")
-    return _Checked(senior_spec, junior_spec, senior_tok, opts, rf)
+    return _Checked(senior_spec, junior_spec, senior_tok, opts, rf, unchecked)
 
 
 def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
@@ -265,29 +290,31 @@ def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
     return run_eval(cfg, out, progress=progress)
 
 
-def _unique_junior_label(rf, explicit: str | None, spec: str, path: Path) -> str:
+def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> str:
     """The lens label of this junior in run `rf`: `explicit`, else the checkpoint's folder name; a
-    default label that already holds another junior's outputs (two folders both named `junior`)
-    becomes PARENT-NAME, then NAME-2, NAME-3...; an explicit one that does is refused."""
-    recorded = {}  # label -> the junior checkpoint whose outputs it holds
-    for name, kinds in (rf.metrics().get("lens") or {}).items():
-        paths = {e.get("junior") for e in kinds.values() if isinstance(e, dict) and e.get("junior")}
-        if paths:
-            recorded[name] = Path(next(iter(paths))).resolve()
+    default label that already holds another junior's outputs (two folders both named `junior`, or
+    the same folder whose weights were replaced since) becomes PARENT-NAME, then NAME-2, NAME-3...;
+    an explicit one that does is refused. `junior`: {"path": resolved folder, "content": its hash}."""
+    recorded = {}  # label -> (the junior checkpoint whose outputs it holds, its content hash if recorded)
+    for name, kinds in _lens_entries(rf).items():
+        entries = [e for e in kinds.values() if isinstance(e, dict) and e.get("junior")]
+        if entries:
+            recorded[name] = (Path(entries[0]["junior"]).resolve(), entries[0].get("junior_content"))
 
     def free(label: str) -> bool:
-        return recorded.get(label, path.resolve()) == path.resolve()
+        path, content = recorded.get(label, (junior["path"], None))
+        return path == junior["path"] and content in (None, junior["content"])
 
     if explicit:
         label = lens.junior_label(explicit)
         if not free(label):
             raise LensError(
-                f"--junior-label {label} already holds the outputs of junior {recorded[label]} in {rf.path}; "
-                "pass another --junior-label"
+                f"--junior-label {label} already holds the outputs of junior {recorded[label][0]} (other weights) in "
+                f"{rf.path}; pass another --junior-label"
             )
         return label
     base = lens.junior_label(spec)
-    parent = path.resolve().parent.name
+    parent = junior["path"].parent.name
     candidates = [base] + ([folder_name(f"{parent}-{base}")] if parent and not spec.startswith("toy:") else [])
     candidates += [f"{base}-{i}" for i in range(2, len(recorded) + 3)]
     return next(c for c in candidates if free(c))
@@ -370,10 +397,24 @@ def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool
         path = rf.path / table
     else:
         path = rf.write_table(table, per_sample)
-    by_junior = rf.metrics().get("lens", {})
+    by_junior = _lens_entries(rf)
     by_junior.setdefault(jlabel, {})[kind] = summary
     rf.update_metrics({"lens": by_junior})
     return Scored(rf.path, path, jlabel, summary)
+
+
+def _lens_entries(rf) -> dict:
+    """metrics.json's "lens" entry: {junior label: {kind: summary}}, refused in one line when it is
+    not that shape (an edited or damaged file), never a traceback."""
+    from .results import RunFolderError
+
+    lens = rf.metrics().get("lens") or {}
+    if not isinstance(lens, dict) or not all(isinstance(v, dict) for v in lens.values()):
+        raise RunFolderError(
+            f'{rf.metrics_path}: its "lens" entry is not an object of juniors (edited or damaged); restore '
+            'metrics.json, or remove its "lens" key and rerun the lens commands'
+        )
+    return lens
 
 
 def _adopted(rf, table: str, samples):

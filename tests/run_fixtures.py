@@ -32,8 +32,10 @@ def write_run(
     flags: dict[tuple[str, str], list[bool]],
     groups: dict[str, str] | None = None,
     extra: dict | None = None,
+    texts: dict[tuple[str, str], str] | None = None,
 ) -> RunFolder:
-    """A complete run folder whose samples have the given correct flags per (benchmark, problem_id)."""
+    """A complete run folder whose samples have the given correct flags per (benchmark, problem_id);
+    `texts`: the problem text of a key (default "problem ID": the same problem in every run)."""
     rf = RunFolder(path)
     rf.init(cfg, extra={"grader": check_grader_versions(True), **(extra or {})})
     rows = []
@@ -49,8 +51,8 @@ def write_run(
                     "mode": cfg.mode,
                     "schedule": cfg.schedule,
                     "seed": i,
-                    "problem": f"problem {pid}",
-                    "prompt": f"problem {pid}",
+                    "problem": (texts or {}).get((bench, pid), f"problem {pid}"),
+                    "prompt": (texts or {}).get((bench, pid), f"problem {pid}"),
                     "text": "\\boxed{1}" if ok else "\\boxed{2}",
                     "prompt_ids": [1, 2],
                     "token_ids": [5, 6, 7, 8],
@@ -70,6 +72,20 @@ def write_run(
     rf.append_shard(rows)
     rf.finalize(summarize(rf.load_samples(), cfg.ks))
     return rf
+
+
+def plant_wrong_kind(path: Path, kind: str) -> None:
+    """Put a folder, a FIFO (a read blocks forever) or a link to /dev/zero (a read never ends) where the
+    file `path` is (removed first, if there)."""
+    import os
+
+    path.unlink(missing_ok=True)
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
 
 
 def reseal(run: Path) -> None:

@@ -735,3 +735,259 @@ def test_jsonl_with_raw_line_separators_loads_as_written(tmp_path):
     assert "\u2028" in path.read_text(encoding="utf-8")
     problems = load_benchmarks([str(path)])
     assert [p.problem for p in problems] == [text, "x"] and [p.answer for p in problems] == ["2", "3"]
+
+
+# ==== issue 33 (nothing lost v3): files of the wrong kind, checkpoints by content, pairing through ========
+# ==== fingerprints, one writer at a time. Each row: one line, exit 2, nothing created or changed. ==========
+@pytest.fixture(scope="module")
+def world33(world):
+    """Run folders with a file of the wrong kind; checkpoints whose files are of the wrong kind or whose
+    config.json disagrees with the weights; runs of replaced weights; runs that must not be paired."""
+    import dataclasses
+    import fcntl
+    import os
+
+    import pandas as pd
+    from run_fixtures import handoff_cfg, plant_wrong_kind, solo_cfg, write_run
+
+    from tandem_eval.config import Sampling
+    from tandem_eval.models import checkpoint_content
+    from tandem_eval.results import RunFolder
+
+    root, paths = world
+    senior, junior = paths["senior"], paths["junior"]
+    p = dict(paths)
+    flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
+    lens = pd.DataFrame({"benchmark": ["tiny"] * 4, "problem_id": ["tiny/0000"] * 2 + ["tiny/0001"] * 2})
+    lens = lens.assign(sample_idx=[0, 1, 0, 1], junior_nll_mean=[1.0, 1.1, 1.2, 1.3])
+
+    hashed = solo_cfg(senior, n=2, ks=(1, 2))  # a run made now records its senior's content
+    hashed = dataclasses.replace(hashed, senior=dataclasses.replace(hashed.senior, content=checkpoint_content(senior)))
+
+    def run(name, cfg=None, fl=flags, **kw) -> RunFolder:
+        rf = write_run(root / "rf33" / name, cfg or hashed, fl, **kw)
+        p[name] = str(rf.path)
+        return rf
+
+    for name, file, kind in (
+        ("metrics_devzero", "metrics.json", "devzero"),
+        ("config_fifo", "config.json", "fifo"),
+        ("complete_folder", "COMPLETE", "folder"),
+        ("samples_folder", "samples.parquet", "folder"),
+        ("lens_fifo", "lens/jr/legibility.parquet", "fifo"),
+    ):
+        rf = run(name)
+        if name == "lens_fifo":
+            rf.write_table("lens/jr/legibility.parquet", lens)
+        plant_wrong_kind(rf.path / file, kind)
+    rf = run("metrics_list")
+    rf.metrics_path.write_text("[1, 2]")
+    rf = run("lens_entry_list")
+    rf.update_metrics({"lens": [1]})
+
+    # checkpoints: a file of the wrong kind, a config.json edited after saving
+    def ckpt(name, damage):
+        dst = root / name
+        shutil.copytree(senior, dst)
+        damage(dst)
+        p[name] = str(dst)
+
+    ckpt("ck_config_fifo", lambda d: plant_wrong_kind(d / "config.json", "fifo"))
+    ckpt("ck_tokenizer_fifo", lambda d: plant_wrong_kind(d / "tokenizer.json", "fifo"))
+    ckpt("ck_meta_fifo", lambda d: os.mkfifo(d / "tandem_meta.json"))
+
+    def edit(**fields):
+        def damage(d):
+            cfg = json.loads((d / "config.json").read_text())
+            cfg.update({k: v(cfg) for k, v in fields.items()})
+            (d / "config.json").write_text(json.dumps(cfg))
+
+        return damage
+
+    ckpt("ck_wider_mlp", edit(intermediate_size=lambda c: 2 * c["intermediate_size"]))
+    more = lambda c: c["num_hidden_layers"] + 2  # noqa: E731
+    ckpt("ck_more_layers", edit(num_hidden_layers=more, layer_types=lambda c: c["layer_types"] + c["layer_types"]))
+    (root / "nested.jinja").write_text(
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    )
+    os.mkfifo(root / "template_fifo.jinja")
+
+    # runs of a checkpoint whose weights were replaced since (recorded content hashes, as plan.validate writes)
+    shutil.copytree(senior, root / "ck_replaced")
+    p["ck_replaced"] = str(root / "ck_replaced")
+    made = solo_cfg(p["ck_replaced"], n=2, ks=(1, 2))
+    made = dataclasses.replace(made, senior=dataclasses.replace(made.senior, content=checkpoint_content(senior)))
+    write_run(root / "replaced" / "solo", made, flags)
+    p["replaced"] = str(root / "replaced")
+    rf = write_run(root / "replaced_resume" / "solo", made, flags)
+    rf.shard_dir.mkdir()
+    pd.read_parquet(rf.samples_path).iloc[:2].to_parquet(rf.shard_dir / "part-00000.parquet")
+    for f in (rf.done_path, rf.samples_path):
+        f.unlink()
+    p["replaced_resume"] = str(root / "replaced_resume")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(root / "ck_replaced" / "model.safetensors")
+    save_file({k: v + 0.5 for k, v in weights.items()}, root / "ck_replaced" / "model.safetensors", {"format": "pt"})
+
+    # pairing: one id, two problems; two juniors; one label, two budgets; a regenerated solo run
+    texts = {key: f"other {key[1]}" for key in flags}
+    run("file_a", solo_cfg(senior, n=2, ks=(1, 2), label="A"))
+    run("file_b", solo_cfg(senior, n=2, ks=(1, 2), label="B"), texts=texts)
+    for name, who in (("scored_a", "/ckpt/a/junior"), ("scored_b", "/ckpt/b/junior")):
+        rf = run(name)
+        rf.write_table("lens/junior/legibility.parquet", lens)
+        rf.update_metrics({"lens": {"junior": {"legibility": {"junior": who, "junior_content": who[-9:]}}}})
+    for name, bench, budget in (("budget_a", "aime24", 3000), ("budget_b", "aime25", 1000)):
+        cfg = solo_cfg(senior, n=2, ks=(1, 2), label="X", benchmarks=(bench,), sampling=Sampling(max_new_tokens=budget))
+        run(name, cfg, {(bench, f"{bench}/0000"): [True, False]})
+    out = root / "regenerated"
+    solo = write_run(out / "solo", solo_cfg(senior, n=2, ks=(1, 2)), flags)
+    record = {"path": str(solo.path.resolve()), "fingerprint": solo.config()["fingerprint"], "differs": []}
+    hand = write_run(
+        out / "handoff-paragraph", handoff_cfg(senior, junior, n=2, ks=(1, 2)), flags, extra={"solo_run": record}
+    )
+    hand.update_metrics({"solo_run": record["path"]})
+    shutil.rmtree(out / "solo")
+    write_run(out / "solo", solo_cfg(senior, n=2, ks=(1, 2), seed=9), flags)
+    p["regenerated"] = str(out)
+
+    # writes: a link planted in report's --out; a run folder another process (this one) is writing
+    (root / "report_linked").mkdir()
+    (root / "report_linked" / "table2.md").symlink_to(root / "victim.html")
+    rf = run("being_written")
+    fd = os.open(rf.lock_path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held until the test process exits (the fd is never closed)
+    os.write(fd, json.dumps({"pid": os.getpid(), "host": "here", "started": "now"}).encode())
+    return root, p
+
+
+DAMAGES_33 = [
+    ("metrics_devzero", "metrics.json"),
+    ("config_fifo", "config.json"),
+    ("complete_folder", "COMPLETE"),
+    ("samples_folder", "samples.parquet"),
+    ("lens_fifo", "legibility.parquet"),
+    ("metrics_list", "metrics.json"),
+]
+H33 = ["handoff", "--senior", "{ck_replaced}", "--junior", "{junior}", "--n", "2", "--k", "1,2"]
+CASES_33 = [
+    (f"{cmd}-{damage}".replace("_", "-"), [a.replace("{run}", "{" + damage + "}") for a in argv], expect)
+    for damage, expect in DAMAGES_33
+    for cmd, argv in READERS
+] + [
+    (
+        "legibility-lens-entry-not-an-object",
+        ["legibility", "--run", "{lens_entry_list}", "--junior", "{junior}"],
+        "lens",
+    ),
+    ("checkpoint-config-is-a-fifo", ["solo", "--senior", "{ck_config_fifo}"], "FIFO"),
+    ("checkpoint-tokenizer-is-a-fifo", ["solo", "--senior", "{ck_tokenizer_fifo}"], "tokenizer.json is a FIFO"),
+    ("tandem-meta-is-a-fifo", ["handoff", "--senior", "{ck_meta_fifo}"], "tandem_meta.json is a FIFO"),
+    ("config-json-wider-than-the-weights", ["solo", "--senior", "{ck_wider_mlp}"], "does not match the weights"),
+    ("config-json-more-layers-than-the-weights", ["solo", "--senior", "{ck_more_layers}"], "4 layers, the weights 2"),
+    ("chat-template-with-nested-loops", S + ["--chat-template", "{root}/nested.jinja"], "within 5 s"),
+    ("chat-template-is-a-fifo", S + ["--chat-template", "{root}/template_fifo.jinja"], "FIFO"),
+    ("handoff-reusing-a-solo-run-of-replaced-weights", H33 + ["--out", "{replaced}"], "checkpoint content"),
+    (
+        "solo-resuming-after-the-weights-were-replaced",
+        ["solo", "--senior", "{ck_replaced}", "--n", "2", "--k", "1,2", "--out", "{replaced_resume}"],
+        "content changed",
+    ),
+    (
+        "drift-after-the-weights-were-replaced",
+        ["drift", "--run", "{replaced}/solo", "--junior", "{junior}"],
+        "changed since",
+    ),
+    (
+        "legibility-after-the-weights-were-replaced",
+        ["legibility", "--run", "{replaced}/solo", "--junior", "{junior}"],
+        "other weights",
+    ),
+    ("compare-two-files-of-one-name", ["compare", "{file_a}", "{file_b}", "--metric", "solo_pass@1"], "other problems"),
+    (
+        "compare-junior-nll-of-two-juniors",
+        ["compare", "{scored_a}", "{scored_b}", "--metric", "junior_nll"],
+        "different juniors",
+    ),
+    (
+        "report-one-label-two-budgets",
+        ["report", "{budget_a}", "{budget_b}", "--out", "{root}/r33", "--no-figures"],
+        "different experiments",
+    ),
+    (
+        "report-a-handoff-whose-solo-was-regenerated",
+        ["report", "{regenerated}/handoff-paragraph", "--out", "{root}/r33", "--no-figures"],
+        "measured against",
+    ),
+    (
+        "view-a-handoff-beside-another-solo-run",
+        ["view", "{regenerated}", "--out", "{root}/v33.html"],
+        "measured against",
+    ),
+    (
+        "report-out-holding-a-planted-link",
+        ["report", "{good}", "--out", "{root}/report_linked", "--no-figures"],
+        "symbolic link",
+    ),
+    (
+        "legibility-while-another-process-writes-the-run",
+        ["legibility", "--run", "{being_written}", "--junior", "{junior}"],
+        "being written by another process",
+    ),
+    (
+        "regrade-while-another-process-writes-the-run",
+        ["regrade", "{being_written}"],
+        "being written by another process",
+    ),
+]
+
+
+@pytest.mark.timeout(120)  # a FIFO or /dev/zero read by mistake would hang or exhaust memory, not fail
+@pytest.mark.parametrize("name,argv,expect", CASES_33, ids=[c[0] for c in CASES_33])
+def test_files_of_the_wrong_kind_replaced_weights_and_unpaired_runs(world33, monkeypatch, name, argv, expect):
+    test_bad_input_is_one_line_exit_2_and_creates_nothing(world33, monkeypatch, name, argv, expect)
+
+
+FULL_DISK = [
+    (
+        "solo",
+        ["solo", "--senior", "{senior}", "--limit", "1", "--n", "1", "--max-new-tokens", "4", "-q", "--out", "{out}"],
+    ),
+    ("report", ["report", "{run}", "--out", "{out}", "--no-figures"]),
+    ("report-figures", ["report", "{run}", "--out", "{out}"]),
+    ("view", ["view", "{run}", "--out", "{out}/view.html"]),
+    ("regrade", ["regrade", "{run}"]),
+]
+
+
+@pytest.mark.parametrize("errno_name", ["ENOSPC", "EROFS"])
+@pytest.mark.parametrize("name,argv", FULL_DISK, ids=[c[0] for c in FULL_DISK])
+def test_a_full_or_read_only_disk_is_one_line_and_leaves_no_partial_file(
+    world, monkeypatch, tmp_path, name, argv, errno_name
+):
+    """Every rename of a finished temporary file fails (os.replace: the step that makes a write visible)
+    as on a full or read-only disk: one line naming the file and the fix, exit 2, no temporary file,
+    no empty folder, nothing of the run folder changed."""
+    import errno
+    import os
+
+    root, paths = world
+    run = tmp_path / "run"
+    shutil.copytree(paths["good"], run)
+    monkeypatch.chdir(tmp_path)
+    code = getattr(errno, errno_name)
+
+    def full(*a, **k):
+        raise OSError(code, os.strerror(code))
+
+    before = _tree(tmp_path)
+    monkeypatch.setattr(os, "replace", full)
+    result = runner.invoke(app, [a.format(out=tmp_path / "out", run=run, **paths) for a in argv])
+    monkeypatch.undo()
+    lines = result.stderr.strip().splitlines()  # warnings of the work done before the write may precede it
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    assert "Traceback" not in result.stderr and [ln for ln in lines if ln.startswith("error:")] == lines[-1:]
+    assert lines[-1].startswith("error: cannot write") and errno_name in lines[-1], result.stderr
+    assert _tree(tmp_path) == before, sorted(set(_tree(tmp_path)) ^ set(before))

@@ -97,3 +97,148 @@ def test_two_junior_folders_of_one_name_get_two_lens_labels(tiny_pair, tmp_path)
     assert sorted(p.name for p in (run / "lens").iterdir()) == ["J2-junior", "junior"]
     refused = legibility(str(tmp_path / "J2/junior"), "--junior-label", "junior")
     assert refused.exit_code == 2 and "--junior-label junior already holds" in refused.stderr
+
+
+# ==== issue 33: checkpoints by content, one identity rule for every pairing ===================================
+def test_a_checkpoint_is_identified_by_its_files_and_hashed_once(tiny_pair, tmp_path, monkeypatch):
+    """checkpoint_content: a copy of the files hashes the same, replaced weights do not, trainer state
+    does not count; each file is hashed once per version (the cache under TANDEM_EVAL_CACHE, never in
+    the checkpoint), so a second command does not read gigabytes again."""
+    import hashlib
+    import os
+
+    from tandem_eval import models
+
+    monkeypatch.setenv("TANDEM_EVAL_CACHE", str(tmp_path / "cache"))
+    senior = shutil.copytree(tiny_pair[0], tmp_path / "senior")
+    for f in senior.iterdir():  # written a minute ago: files just written are hashed afresh each time
+        os.utime(f, (f.stat().st_atime - 60, f.stat().st_mtime - 60))
+    copy = shutil.copytree(senior, tmp_path / "copy")
+    reads = []
+    real = hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda f, name: reads.append(f.name) or real(f, name))
+    first = models.checkpoint_content(senior)
+    assert reads and models.checkpoint_content(senior) == first and len(reads) == len(set(reads))  # cached
+    assert models.checkpoint_content(copy) == first
+    (copy / "optimizer.pt").write_bytes(b"trainer state")
+    (copy / "tandem_meta.json").write_text("{}")
+    assert models.checkpoint_content(copy) == first
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(copy / "model.safetensors")
+    save_file({k: v * 2 for k, v in weights.items()}, copy / "model.safetensors", {"format": "pt"})
+    assert models.checkpoint_content(copy) != first
+    assert (tmp_path / "cache" / models.HASH_CACHE).is_file() and not list(copy.glob("*sha256*"))
+
+
+def test_runs_from_before_content_hashes_keep_their_fingerprints_and_are_accepted():
+    """Committed run folders (results/) recorded no checkpoint content: they verify as they are, and a
+    command that hashes its checkpoint still finds them the same experiment (with a warning)."""
+    import dataclasses
+
+    from tandem_eval.config import EvalConfig, as_recorded, fingerprint_of, from_dict
+    from tandem_eval.results import find_runs, verify_run
+
+    root = Path(__file__).resolve().parents[1] / "results" / "toy"
+    run = next(rf for rf in find_runs(root / "self-paired") if rf.is_complete())
+    raw = verify_run(run.path).config()
+    assert "content" not in raw["config"]["senior"] and fingerprint_of(raw["config"]) == raw["fingerprint"]
+    cfg = from_dict(EvalConfig, raw["config"])
+    hashed = dataclasses.replace(cfg, senior=dataclasses.replace(cfg.senior, content="0" * 64))
+    assert hashed.fingerprint() != raw["fingerprint"]
+    legacy, unchecked = as_recorded(hashed, raw["config"])
+    assert legacy.fingerprint() == raw["fingerprint"] and unchecked == ["the senior checkpoint"]
+
+
+def test_replaced_junior_weights_at_one_path_get_their_own_lens_label(tiny_pair, tmp_path):
+    """The same junior folder with other weights is another junior: its outputs get a label of their
+    own, and the first junior's outputs stay (nothing lost)."""
+    from safetensors.torch import load_file, save_file
+
+    senior, junior = tiny_pair
+    run = write_run(tmp_path / "run/solo", solo_cfg(senior, n=2, ks=(1, 2)), {PROBLEMS[0]: [True, False]}).path
+    jr = shutil.copytree(junior, tmp_path / "J" / "junior")
+    args = ["legibility", "--run", str(run), "--junior", str(jr), "--n-boot", "20", "-q"]
+    assert runner.invoke(app, args).exit_code == 0
+    weights = load_file(jr / "model.safetensors")
+    save_file({k: v + 1 for k, v in weights.items()}, jr / "model.safetensors", {"format": "pt"})
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    lens = json.loads((run / "metrics.json").read_text())["lens"]
+    assert sorted(lens) == ["J-junior", "junior"]
+    assert lens["junior"]["legibility"]["junior_content"] != lens["J-junior"]["legibility"]["junior_content"]
+    assert {p.name for p in (run / "lens").iterdir()} == {"J-junior", "junior"}
+
+
+def test_one_problem_id_naming_two_problems_is_never_a_pair(tmp_path):
+    """Two files named test.jsonl with other rows give the same ids (file stem + row): compare pairs
+    problems by content, so those are problems of one run each; --on-mismatch intersect keeps only
+    the problems both runs hold by content."""
+    from tandem_eval.compare import compare_values
+    from tandem_eval.lens import LensError
+    from tandem_eval.runs import Run, pairing_problem, problem_values
+
+    keys = {("test", f"test/000{i}"): [True, i % 2 == 0] for i in range(4)}
+    a = write_run(tmp_path / "a", solo_cfg("/ckpt/s", n=2, ks=(1, 2), label="A"), keys)
+    other = {("test", "test/0000"): "another problem", ("test", "test/0001"): "and another"}
+    b = write_run(tmp_path / "b", solo_cfg("/ckpt/s", n=2, ks=(1, 2), label="B"), keys, texts=other)
+    ra, rb = Run.load(a.path), Run.load(b.path)
+    assert "2 of the 4 problem ids" in pairing_problem(ra, rb, "compared")
+    assert pairing_problem(ra, Run.load(a.path), "compared") is None
+    va, vb = problem_values(ra, "pass@1"), problem_values(rb, "pass@1")
+    with pytest.raises(LensError, match="2 ids name other problems"):
+        compare_values(va, vb)
+    table = compare_values(va, vb, on_mismatch="intersect")
+    assert set(table["n_problems"]) == {2}
+
+
+def test_compare_names_the_junior_and_refuses_two_unless_asked(tmp_path):
+    import pandas as pd
+
+    lens = pd.DataFrame({"benchmark": ["tiny"] * 8, "problem_id": [k[1] for k in PROBLEMS for _ in range(2)]})
+    lens = lens.assign(sample_idx=[0, 1] * 4, junior_nll_mean=[1.0 + i / 10 for i in range(8)])
+    runs = {}
+    for name, who in (("a", "/ckpt/a/junior"), ("b", "/ckpt/b/junior"), ("c", "/ckpt/a/junior")):
+        rf = write_run(tmp_path / name, solo_cfg("/ckpt/s", n=2, ks=(1, 2)), _flags(True))
+        rf.write_table("lens/junior/legibility.parquet", lens)
+        rf.update_metrics({"lens": {"junior": {"legibility": {"junior": who}}}})
+        runs[name] = str(rf.path)
+    base = ["compare", "--metric", "junior_nll", "--n-boot", "20"]
+    same = runner.invoke(app, [*base, runs["a"], runs["c"]])
+    assert same.exit_code == 0 and "scored by junior junior (/ckpt/a/junior)" in " ".join(same.stdout.split())
+    mixed = runner.invoke(app, [*base, runs["a"], runs["b"]])
+    assert mixed.exit_code == 2 and "/ckpt/a/junior" in mixed.stderr and "/ckpt/b/junior" in mixed.stderr
+    asked = runner.invoke(app, [*base, runs["a"], runs["b"], "--allow-junior-mismatch"])
+    assert asked.exit_code == 0 and "(they differ)" in " ".join(asked.stdout.split())
+
+
+def test_one_label_for_two_experiments_is_never_one_row(tmp_path):
+    """Runs of one label on different benchmarks join into one arm only when they are one experiment:
+    two token budgets (or seeds, or checkpoints) under one label are refused, naming the difference."""
+    from tandem_eval.config import Sampling
+
+    for name, bench, budget in (("a", "aime24", 3000), ("b", "aime25", 1000)):
+        cfg = solo_cfg(
+            "/ckpt/s", n=2, ks=(1, 2), label="X", benchmarks=(bench,), sampling=Sampling(max_new_tokens=budget)
+        )
+        write_run(tmp_path / name / "solo", cfg, {(bench, f"{bench}/0000"): [True, False]})
+    with pytest.raises(ReportError, match="different experiments.*max_new_tokens"):
+        collect([tmp_path / "a", tmp_path / "b"])
+
+
+def test_a_handoff_is_read_only_beside_the_solo_run_it_measured(tmp_path):
+    """The solo run a handoff recorded was regenerated (other settings, same folder): report of the
+    handoff alone, report of the folder, and view refuse; so does an arm whose solo run is joined from
+    parts none of which is the recorded one."""
+    solo, hand = _handoff_with_its_solo(tmp_path / "out", "/ckpt/s", True, False)
+    shutil.rmtree(solo.path)
+    write_run(solo.path, solo_cfg("/ckpt/s", n=2, ks=(1, 2), seed=9), _flags(False))
+    for inputs in ([hand.path], [tmp_path / "out"]):
+        with pytest.raises(ReportError, match="was measured against the solo run"):
+            collect(inputs)
+    view = runner.invoke(app, ["view", str(tmp_path / "out"), "--out", str(tmp_path / "v.html")])
+    assert view.exit_code == 2 and "was measured against" in view.stderr and not (tmp_path / "v.html").exists()
+    more = write_run(tmp_path / "more", solo_cfg("/ckpt/s", n=2, ks=(1, 2), seed=9, benchmarks=("aime24",)),
+                     {("aime24", "aime24/0000"): [True, True]})  # fmt: skip
+    with pytest.raises(ReportError, match="was measured against the solo run"):
+        collect([tmp_path / "out", more.path])

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from run_fixtures import plant_wrong_kind
 
 from tandem_eval import durable
 from tandem_eval.cli_common import user_errors
@@ -185,6 +186,7 @@ STEPS = st.lists(
     st.tuples(
         st.sampled_from(
             ["run", "run", "edit", "lens", "adopt", "regrade", "tamper", "delete", "merge", "unlock-crash"]
+            + ["held", "wrong-kind"]
         ),
         st.one_of(st.none(), st.integers(0, 6)),  # kill at the n-th atomic write
         st.integers(0, 5),  # a parameter: rows of an edit, which tamper, chunk size
@@ -193,6 +195,85 @@ STEPS = st.lists(
     max_size=9,
 )
 TAMPER = ["legacy-marker", "empty-marker", "no-tables", "drop-row", "drop-problem", "flip-metrics"]
+# files a reader opens, and what may stand where one is expected (a FIFO blocks, /dev/zero never ends)
+WRONG_FILES = ["config.json", "metrics.json", "COMPLETE", "samples.parquet", "lens/jr/legibility.parquet", "shards"]
+WRONG_KINDS = ["folder", "fifo", "devzero"]
+
+
+def amend(rf: RunFolder, name: str, table: pd.DataFrame) -> None:
+    """What legibility/drift (a lens table) and regrade (regrade.parquet) do: under the run's lock,
+    write the table and record it (regrade repairs its own unrecorded table, tolerates no other)."""
+    with rf.amending(rewriting="regrade.parquet" if name == "regrade.parquet" else ""):
+        rf.write_table(name, table)
+
+
+def other_commands_refused(run: Path) -> None:
+    """While another process writes `run` (its flock held), every writing command is refused in one
+    line at once, and no file of the folder changes."""
+    import fcntl
+    import os
+
+    fd = os.open(run / ".lock", os.O_RDWR | os.O_CREAT)  # another open file: its flock excludes this process's
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        before = _files(run)
+        rf = RunFolder(run)
+        table = pd.DataFrame(
+            {"benchmark": ["b"], "problem_id": ["b/0000"], "sample_idx": [0], "junior_nll_mean": [1.0]}
+        )
+        for command in (
+            lambda: fake_run_eval(_cfg(run.parent.parent / "b.jsonl"), run, 1),
+            lambda: amend(rf, "lens/jr/legibility.parquet", table),
+            lambda: amend(rf, "regrade.parquet", table.rename(columns={"junior_nll_mean": "x"})),
+        ):
+            with pytest.raises(RunFolderError) as refused:
+                command()
+            assert "\n" not in str(refused.value) and "being written by another process" in str(refused.value)
+        assert _files(run) == before
+    finally:
+        (run / ".lock").unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _files(run: Path) -> dict:
+    """Regular files under `run` (but the lock) with their bytes' hash."""
+    import hashlib
+
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in run.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.name != ".lock"
+    }
+
+
+def wrong_kind_refused(run: Path, which: int, kind: int, scratch: Path) -> None:
+    """A file of the run folder replaced by one of the wrong kind: every reader refuses in one line or
+    returns the run's consistent samples (check_readers), never hangs or reads without end; the writer
+    refuses in one line or finishes without opening it; then the file is put back."""
+    import os
+
+    target = run / WRONG_FILES[which % len(WRONG_FILES)]
+    if target.name == "shards":
+        parts = sorted(target.glob("part-*.parquet"))
+        target = parts[0] if parts else target / "part-00000.parquet"
+    if not target.exists() or target.is_dir():
+        return
+    aside = scratch / "aside"
+    os.replace(target, aside)
+    how = WRONG_KINDS[kind % len(WRONG_KINDS)]
+    plant_wrong_kind(target, how)
+    try:
+        check_readers(run)
+        try:
+            fake_run_eval(_cfg(run.parent.parent / "b.jsonl"), run, 2)
+        except RunFolderError as e:
+            assert "\n" not in str(e), str(e)
+    finally:
+        if how == "folder":
+            target.rmdir()
+        else:
+            target.unlink()
+        os.replace(aside, target)
 
 
 # The issue's losses, always among the examples: a killed run resumed after the file changed; shards
@@ -201,6 +282,11 @@ TAMPER = ["legacy-marker", "empty-marker", "no-tables", "drop-row", "drop-proble
 @example(steps=[("merge", None, 0), ("edit", None, 2), ("merge", None, 1)])
 @example(steps=[("run", None, 0), ("tamper", None, 4), ("tamper", None, 0), ("run", None, 0)])
 @example(steps=[("run", None, 0), ("lens", 0, 0), ("adopt", None, 0), ("tamper", None, 2)])
+# issue 33: concurrent different commands on one folder; files of the wrong kind; a killed regrade repaired
+@example(steps=[("run", None, 0), ("lens", None, 0), ("held", None, 0), ("wrong-kind", 1, 1), ("wrong-kind", 2, 4)])
+@example(steps=[("run", 1, 1), ("wrong-kind", 0, 5), ("run", None, 0), ("wrong-kind", 0, 0), ("wrong-kind", 2, 3)])
+@example(steps=[("run", None, 0), ("regrade", 0, 0), ("regrade", None, 0), ("held", None, 0)])
+@pytest.mark.timeout(600)  # a FIFO or /dev/zero read by mistake would hang, not fail
 @FUZZ
 @given(steps=STEPS)
 def test_run_folder_lifecycle(tmp_path_factory, monkeypatch, steps):
@@ -222,7 +308,7 @@ def test_run_folder_lifecycle(tmp_path_factory, monkeypatch, steps):
             except RunFolderError:
                 continue
             table = lens_table(rf) if op == "lens" else lens_table(rf).rename(columns={"junior_nll_mean": "x"})
-            kills.run(kill_at, rf.write_table, name, table)
+            kills.run(kill_at, amend, rf, name, table)
         elif op == "adopt":  # --adopt: record an unrecorded lens table that holds one row per sample
             table = run / "lens" / "jr" / "legibility.parquet"
             try:
@@ -258,6 +344,10 @@ def test_run_folder_lifecycle(tmp_path_factory, monkeypatch, steps):
                 kills.run(None, merge_shards, parts, merged)
             if merged.exists():
                 check_readers(merged)
+        elif op == "held" and (run / "config.json").exists():  # another command is writing the folder
+            other_commands_refused(run)
+        elif op == "wrong-kind" and run.exists():
+            wrong_kind_refused(run, k, kill_at or 0, root)
         elif op == "unlock-crash":  # a writer died holding the lock: the kernel released it
             run.mkdir(parents=True, exist_ok=True)
             rf.lock_path.write_text(json.dumps({"pid": 999999, "host": "gone", "started": "then"}))

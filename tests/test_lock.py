@@ -128,3 +128,58 @@ def test_race_of_many_processes_never_has_two_holders(tmp_path):
     assert sum(e for e, _ in results) == PROCESSES * TRIALS
     assert sum(v for _, v in results) == 0
     assert time.monotonic() - t0 < 20
+
+
+# ---- issue 33: a run stopped before its first sample leaves nothing a rerun must work around ---------
+def test_a_sigterm_before_the_first_sample_leaves_no_folder_and_a_rerun_of_other_settings_works(tiny_pair, tmp_path):
+    """SIGTERM (a scheduler's stop) during generation, before any sample is stored: the command's own
+    cleanup runs (the CLI turns SIGTERM into SystemExit), so no folder, config.json, .lock or shards/
+    remains; and what a hard kill (SIGKILL: no cleanup) leaves, config.json and an empty shards/, is
+    started afresh by a rerun with other settings, since it holds nothing."""
+    from run_fixtures import solo_cfg
+    from typer.testing import CliRunner
+
+    from tandem_eval.cli import app
+
+    out = tmp_path / "out"
+    stalled = (
+        "import sys, time, tandem_eval.generate as g\n"
+        "g._generate = lambda *a, **k: (print('generating', flush=True), time.sleep(60))\n"
+        "from tandem_eval.cli import app\n"
+        f"sys.argv = ['tandem-eval', 'solo', '--senior', {tiny_pair[0]!r}, '--limit', '1', '--n', '1', '-q', "
+        f"'--max-new-tokens', '4', '--out', {str(out)!r}]\n"
+        "app()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", stalled], stdout=subprocess.PIPE, text=True, env=os.environ)
+    assert proc.stdout.readline().strip() == "generating"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143 and not out.exists()
+    RunFolder(out / "solo").init(solo_cfg(tiny_pair[0], n=1, ks=(1,), limit=1))  # what a SIGKILL leaves
+    args = ["solo", "--senior", tiny_pair[0], "--limit", "1", "--n", "2", "--max-new-tokens", "4", "-q"]
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])  # --n 2, not the killed run's 1
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert RunFolder(out / "solo").config()["config"]["n"] == 2 and (out / "solo" / "COMPLETE").exists()
+
+
+def test_a_table_not_yet_recorded_by_a_live_writer_says_so(tmp_path):
+    """A reader that meets a table a live writer has written but not yet recorded names the writer
+    (wait for it) instead of calling the folder damaged; the probe creates and changes nothing."""
+    import pandas as pd
+    from run_fixtures import solo_cfg, write_run
+
+    from tandem_eval.results import atomic_write_parquet, verify_run
+
+    rf = write_run(tmp_path / "solo", solo_cfg("/ckpt/s", n=1, ks=(1,)), {("tiny", "tiny/0000"): [True]})
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "x": [1]})
+    atomic_write_parquet(rf.path / "regrade.parquet", table)
+    with pytest.raises(RunFolderError, match="is not recorded in"):  # nobody writing: a stopped command
+        verify_run(rf.path)
+    proc = _holder(str(rf.path))
+    try:
+        before = sorted(p.name for p in rf.path.iterdir())
+        with pytest.raises(RunFolderError, match=f"being written by another process \\(PID {proc.pid}"):
+            verify_run(rf.path)
+        assert sorted(p.name for p in rf.path.iterdir()) == before
+    finally:
+        proc.kill()
+        proc.wait()

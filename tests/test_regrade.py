@@ -100,3 +100,32 @@ def test_regrade_refuses_an_incomplete_run(cli_run, tmp_path):
     (run / "COMPLETE").unlink()
     result = runner.invoke(app, ["regrade", str(run)])
     assert result.exit_code == 2 and "incomplete" in result.output
+
+
+def test_a_regrade_stopped_before_its_record_is_repaired_by_the_next(cli_run, tmp_path, monkeypatch):
+    """Killed between writing regrade.parquet and recording it in COMPLETE: every reader refuses the
+    folder, and the next `regrade` repairs it (it rewrites and records its own table) instead of
+    refusing too; an unrecorded table of another command stays refused."""
+    from tandem_eval.results import verify_run
+
+    run = shutil.copytree(cli_run, tmp_path / "run")
+    real = RunFolder.register_table
+
+    def killed(self, name):
+        raise KeyboardInterrupt  # the process dies here: the table is written, not recorded
+
+    monkeypatch.setattr(RunFolder, "register_table", killed)
+    with pytest.raises(KeyboardInterrupt):
+        regrade(run)
+    monkeypatch.setattr(RunFolder, "register_table", real)
+    assert (run / "regrade.parquet").exists() and not (run / ".lock").exists()
+    with pytest.raises(ValueError, match="regrade.parquet is not recorded"):
+        verify_run(run)
+    result = runner.invoke(app, ["regrade", str(run), "-q"])
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert len(verify_run(run).load_samples()) == 8  # every reader reads it again
+    lens = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["x"], "sample_idx": [0], "junior_nll_mean": [1.0]})
+    (run / "lens" / "jr").mkdir(parents=True)
+    atomic_write_parquet(run / "lens" / "jr" / "legibility.parquet", lens)  # a lens command's, never recorded
+    refused = runner.invoke(app, ["regrade", str(run)])
+    assert refused.exit_code == 2 and "legibility.parquet is not recorded" in refused.stderr

@@ -272,16 +272,22 @@ def test_find_results(monkeypatch, tmp_path):
 
 
 def test_committed_toy_tables_regenerate_byte_for_byte(tmp_path):
-    committed = sorted(COMMITTED.glob("table2*.*")) if COMMITTED.exists() else []
+    """One folder of tables per problem set (the toy scenarios hold different test sets: never pooled)."""
+    from tandem_eval.report.collect import problem_sets
+
+    committed = sorted(COMMITTED.rglob("table2*.*")) if COMMITTED.exists() else []
     if not committed:
         pytest.skip(
             f"no committed tables under {COMMITTED.relative_to(REPO)} yet "
             "(python analyses/make_all.py writes them once results/toy/ holds runs)"
         )
-    written, _ = write_tables(collect([COMMITTED.parent]), tmp_path)
-    assert sorted(p.name for p in written) == [p.name for p in committed]
+    written = []
+    for group in problem_sets(collect([COMMITTED.parent])):
+        written += write_tables(group.col, tmp_path / group.name, title=group.title)[0]
+    assert sorted(p.relative_to(tmp_path) for p in written) == [p.relative_to(COMMITTED) for p in committed]
     for path in committed:
-        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs; rerun make_all.py"
+        rel = path.relative_to(COMMITTED)
+        assert (tmp_path / rel).read_bytes() == path.read_bytes(), f"{rel} differs; rerun make_all.py"
 
 
 def test_report_from_training_logs_only(results, tmp_path):
@@ -459,3 +465,32 @@ def test_figures_draw_one_curve_per_arm_over_seeds_and_by_seed_one_per_run():
     tandem = macro(curves).set_index("senior").loc["self-paired/tandem", "estimate"]
     seeds = macro(per_seed)
     assert tandem == pytest.approx(seeds[seeds.senior.str.startswith("self-paired/tandem/")].estimate.mean())
+
+
+def test_runs_on_different_problems_get_a_table_each_or_one_titled_intersection(tmp_path):
+    """Issue 33 (35.5): the report never intersects problem sets silently. Arms on different problems
+    get one table (and figure set) per problem set, in OUT/<set>/, each titled with its problems and
+    arms, and "best" is bolded among comparable rows only; --intersect makes one table of the problems
+    every run holds, whose title says how many were dropped and from where."""
+    a, b = _two_runs_of_one_senior(tmp_path, ["x", "y"], ["y", "z"], labels=("one", "two"))
+    files = build_report([a, b], tmp_path / "r", boot=Bootstrap(n_boot=50), with_figures=True)
+    md = sorted(p for p in files.tables if p.suffix == ".md")
+    assert len(md) == 2 and not (tmp_path / "r" / "table2.md").exists()
+    assert {p.parent.parent for p in md} == {tmp_path / "r"} and len({p.parent for p in files.figures}) == 2
+    for path, arm, benches in zip(md, ("one", "two"), ("x, y", "y, z")):
+        text = path.read_text()
+        assert text.startswith(f"**Problem set {path.parent.name}: 8 problems ({benches}); arms {arm}**")
+        assert "| one |" in text if arm == "one" else "| one |" not in text
+        assert "**" not in text.split("\n", 2)[2].split("\n\n")[0]  # one arm per table: nothing to bold
+    res = CliRunner().invoke(_app(), ["report", str(a), str(b), "--out", str(tmp_path / "i"), "--intersect",
+                                      "--no-figures", "--n-boot", "50"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "i" / "table2.md").read_text()
+    assert text.startswith("**Problems every run holds: 4 of 12 (--intersect dropped 8 held by only some runs")
+    assert "| one |" in text and "| two |" in text and "y (n=4)" in text and "x (n=" not in text
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app

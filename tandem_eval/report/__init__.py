@@ -11,11 +11,13 @@ loads a model; a report on hundreds of problems takes seconds on a CPU.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tandem_eval.durable import atomic_write_text, folder_lock, make_dirs, remove_empty
 from tandem_eval.report.collect import (
     Collection,
     ReportError,
@@ -23,6 +25,7 @@ from tandem_eval.report.collect import (
     collect,
     find_results,
     parse_labels,
+    problem_sets,
     read_train_log,
 )
 from tandem_eval.report.tables import N_BOOT, SEED, table2, to_csv, to_latex, to_markdown
@@ -44,20 +47,28 @@ def _slug(schedule: str) -> str:
 
 
 def write_tables(
-    col: Collection, out: Path, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+    col: Collection,
+    out: Path,
+    k: int | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    by_seed: bool = False,
+    title: str | None = None,
 ) -> tuple[list[Path], object]:
-    """table2.{md,tex,csv} for the primary handoff schedule, table2_<schedule>.* for the others."""
-    out.mkdir(parents=True, exist_ok=True)
+    """table2.{md,tex,csv} for the primary handoff schedule, table2_<schedule>.* for the others;
+    `title` heads each (which problem set the table compares)."""
+    make_dirs(out)
     primary = col.primary_schedule()
     written, main = [], None
     for schedule in [primary] + [s for s in col.handoff_schedules() if s != primary]:
         t = table2(col, k=k, schedule=schedule, n_boot=n_boot, seed=seed, by_seed=by_seed)
+        t.title = title
         main = main or t
         stem = TABLE_NAME if schedule == primary else f"{TABLE_NAME}_{_slug(schedule)}"
         label = "tab:handoff" if schedule == primary else f"tab:handoff-{_slug(schedule)}"
         for suffix, text in ((".md", to_markdown(t)), (".tex", to_latex(t, label)), (".csv", to_csv(t))):
             path = out / f"{stem}{suffix}"
-            path.write_text(text)
+            atomic_write_text(path, text, root=out)  # whole or not at all, never through a planted link
             written.append(path)
     return written, main
 
@@ -101,30 +112,68 @@ def build_report(
     labels: dict | None = None,
     junior: str | None = None,
     by_seed: bool = False,
+    intersect: bool = False,
     **deprecated,
 ) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`.
     boot: the CIs' resamples and seed (schemas.Bootstrap; the n_boot=/seed= keywords still work, with a
     deprecation message); labels: {run folder or current label: new label}; junior: whose lens outputs
     to show; by_seed: one row (and figure line) per run instead of one per arm (runs labelled ARM/sN
-    aggregate over seeds)."""
+    aggregate over seeds). Runs on different problems (by content) are never pooled silently: each
+    problem set gets its own tables and figures in OUT/<set name>/ (collect.problem_sets), or with
+    `intersect` one table of the problems every run holds, titled with what was dropped."""
+    _check_arguments(inputs, out, k, labels, junior)
     boot = _bootstrap(boot, deprecated)
     n_boot, seed = boot.n_boot, boot.seed
     col = collect(inputs, labels=labels, junior=junior)
     for run in col.runs:  # a damaged folder is refused before anything is written
         for part in run.parts or (run,):
             part.folder.verify(complete=False)
+    groups = problem_sets(col, intersect)
     out = Path(out)
     files = ReportFiles()
-    table = None
-    if any(r.mode == "solo" or r.schedule == col.primary_schedule() for r in col.runs):
-        files.tables, table = write_tables(col, out, k, n_boot, seed, by_seed)
-    else:
-        files.skipped.append("table2: no solo or (non-takeover) handoff runs")
-    if with_figures:
-        figs = write_figures(col, out, table, k, n_boot, seed, by_seed)
-        files.figures, files.skipped = figs.figures, files.skipped + figs.skipped
+    # one writer of `out` at a time (its .lock, as a run folder's); a report that fails before writing
+    # any file leaves no folder it made
+    with folder_lock(out, out / ".lock") as created, _rolled_back(created, files):
+        for group in groups:
+            where, sub = out / group.name if group.name else out, group.col
+            table = None
+            if any(r.mode == "solo" or r.schedule == sub.primary_schedule() for r in sub.runs):
+                tables, table = write_tables(sub, where, k, n_boot, seed, by_seed, group.title)
+                files.tables += tables
+            else:
+                files.skipped.append(f"{where / 'table2'}: no solo or (non-takeover) handoff runs")
+            if with_figures:
+                figs = write_figures(sub, where, table, k, n_boot, seed, by_seed)
+                files.figures, files.skipped = files.figures + figs.figures, files.skipped + figs.skipped
     return files
+
+
+def _check_arguments(inputs, out, k, labels, junior) -> None:
+    """The Python call's arguments typed as the CLI's options are (one ReportError line each)."""
+    paths = [inputs] if isinstance(inputs, str | Path) else inputs
+    if not isinstance(paths, list | tuple) or not all(isinstance(p, str | Path) for p in paths):
+        raise ReportError(f"inputs must be run folders (paths), got {inputs!r}")
+    if not isinstance(out, str | Path):
+        raise ReportError(f"out must be a folder path, got {type(out).__name__} {out!r}")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ReportError(f"k must be an integer >= 1, got {k!r}")
+    if labels is not None and not isinstance(labels, dict):
+        raise ReportError(f"labels must be a mapping {{run folder or label: name}}, got {labels!r}")
+    if junior is not None and not isinstance(junior, str):
+        raise ReportError(f"junior must be a junior label (a string), got {junior!r}")
+
+
+@contextlib.contextmanager
+def _rolled_back(created: list[Path], files: ReportFiles):
+    """Remove the (still empty) folders `created` when the report fails before writing a file."""
+    try:
+        yield
+    except BaseException:
+        if created and not files.tables and not files.figures:
+            (created[0] / ".lock").unlink(missing_ok=True)  # the held lock's file: the folder is then empty
+            remove_empty(created)
+        raise
 
 
 def _bootstrap(boot: Bootstrap | None, deprecated: dict) -> Bootstrap:

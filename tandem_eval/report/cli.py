@@ -3,6 +3,7 @@
     tandem-eval report results/toy --out results/toy/report     # tables + figures from run folders
     tandem-eval report runs/grpo runs/tandem --out /tmp/r --k 8 --no-figures
     tandem-eval report runs/a runs/b --label runs/a=tandem --label runs/b=grpo --junior qwen3-0.6b
+    tandem-eval report results/toy --out /tmp/r --intersect     # runs on other problems: the shared ones only
     tandem-eval view runs/tandem/solo --out /tmp/tandem.html      # self-contained trace viewer
 
 Both read run folders only (no model is loaded; `view` loads the tokenizer to split tokens).
@@ -50,6 +51,12 @@ def report(
     by_seed: bool = typer.Option(
         False, "--by-seed", help="one row per seed's run (default: runs labelled ARM/sN make one row per arm)"
     ),
+    intersect: bool = typer.Option(
+        False,
+        "--intersect",
+        help="runs on different problems: one table of the problems every run holds (its title names what was "
+        "dropped) instead of one table and figure set per problem set, in OUT/<set>/",
+    ),
 ) -> None:
     """Paper tables (Markdown + LaTeX) and figures from run folders: Table 2 (solo/handoff pass@k,
     retention, communication tax, junior NLL, KL drift, with CIs), pass@k curves, tax bars,
@@ -71,6 +78,7 @@ def report(
             labels=parse_labels(label),
             junior=junior,
             by_seed=by_seed,
+            intersect=intersect,
         )
     except (ReportError, ValueError) as e:
         _fail(e)

@@ -19,6 +19,7 @@ training-dynamics figure (by step), not the tables. Nothing here loads a model.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 import warnings
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tandem_eval.lens import junior_label
+from tandem_eval.paths import folder_name
 from tandem_eval.results import RunFolder
 from tandem_eval.runs import (  # noqa: F401 (re-exported)
     RESULTS_ENV,
@@ -35,9 +36,14 @@ from tandem_eval.runs import (  # noqa: F401 (re-exported)
     Run,
     disambiguate_labels,
     find_results,
+    junior_id,
+    pairing_problem,
+    recorded_juniors,
     run_folders,
     run_label,
+    same_junior,
 )
+from tandem_eval.schemas import read_regular
 
 TRAIN_LOG = "train_log.jsonl"
 _STEP_RE = re.compile(r"(?:step|checkpoint|ckpt)[-_]?(\d+)", re.IGNORECASE)
@@ -112,10 +118,14 @@ class Collection:
             have = r.lens_juniors()
             if r.mode != "solo" or not have:
                 continue
+            # the junior of the arm's handoff runs, matched by checkpoint (and content), never by folder name
+            recorded = recorded_juniors(r)
             handoff_juniors = {
-                junior_label(h.config["junior"]["path"])
+                j
                 for h in self.runs
                 if h.label == r.label and h.mode == "handoff" and (h.config.get("junior") or {}).get("path")
+                for j in have
+                if same_junior(recorded[j], junior_id(h.config["junior"]["path"], h.config["junior"].get("content")))
             }
             if junior is not None and junior in have:
                 r.junior = junior
@@ -137,6 +147,71 @@ class Collection:
         return out
 
 
+@dataclass
+class ProblemSet:
+    """Runs that read the same problems (by content): one table and one figure set of a report.
+    `name` is a folder name; `title` says what the table compares (and, intersected, what was dropped)."""
+
+    name: str
+    title: str | None
+    col: Collection
+
+
+def problem_sets(col: Collection, intersect: bool = False) -> list[ProblemSet]:
+    """The report's comparable groups. Arms are grouped by the problems they hold, by content (an
+    arm's solo run, else its first run: runs.Run.problem_set), so no table averages or bolds over
+    different problems. With `intersect`, one group instead: every run restricted to the problems
+    all of them hold, its title naming what was dropped. One problem set: the collection as it is."""
+    arms: dict[str, frozenset] = {}
+    for label in col.arms:
+        run = col.solo(label) or next(r for r in col.runs if r.label == label)
+        arms[label] = run.problem_set()
+    sets = sorted(set(arms.values()), key=lambda ps: sorted(ps))
+    if len(sets) <= 1:
+        return [ProblemSet("", None, col)]
+    union = frozenset().union(*sets)
+    if intersect:
+        common = frozenset.intersection(*sets)
+        if not common:
+            raise ReportError(
+                f"the runs share no problem ({len(union)} in all, in {len(sets)} problem sets); drop --intersect to "
+                "get one table per problem set"
+            )
+        keys = {(b, p) for b, p, _ in common}
+        runs = [r.restrict(keys) for r in col.runs]
+        dropped = sorted({b for b, _, _ in union - common})
+        title = (
+            f"Problems every run holds: {len(common)} of {len(union)} (--intersect dropped {len(union) - len(common)} "
+            f"held by only some runs, from {', '.join(dropped)})"
+        )
+        return [ProblemSet("", title, Collection(runs, col.trainings, col.junior))]
+    names = _set_names({ps: [a for a, s in arms.items() if s == ps] for ps in sets})
+    groups = []
+    for ps in sets:
+        labels = {a for a, s in arms.items() if s == ps}
+        runs = [r for r in col.runs if r.label in labels]
+        arm_names = {r.arm for r in runs}
+        trainings = [t for t in col.trainings if t.arm in arm_names or t.arm in labels]
+        benches = sorted({b for b, _, _ in ps})
+        count = f"{len(ps)} problem{'s' if len(ps) != 1 else ''}"
+        title = f"Problem set {names[ps]}: {count} ({', '.join(benches)}); arms {', '.join(sorted(arm_names))}"
+        groups.append(ProblemSet(names[ps], title, Collection(runs, trainings, col.junior)))
+    return groups
+
+
+def _set_names(arms_of: dict[frozenset, list[str]]) -> dict[frozenset, str]:
+    """A folder name per problem set: the arms' shared label prefix (`emergent` of `emergent/grpo/s0`)
+    where that tells the sets apart, else the benchmarks and a short hash of the problems."""
+    prefixes = {ps: {a.split("/")[0] for a in arms if "/" in a} for ps, arms in arms_of.items()}
+    if all(len(p) == 1 for p in prefixes.values()) and len({next(iter(p)) for p in prefixes.values()}) == len(arms_of):
+        return {ps: folder_name(next(iter(p))) for ps, p in prefixes.items()}
+    out = {}
+    for ps in arms_of:
+        digest = hashlib.sha256(json.dumps(sorted(ps)).encode()).hexdigest()[:8]
+        out[ps] = folder_name(f"{'+'.join(sorted({b for b, _, _ in ps}))}-{digest}")
+    return out
+
+
 def is_takeover(schedule: str) -> bool:
     return schedule.startswith("takeover:") and schedule.split(":")[1].isdigit()
 
@@ -154,11 +229,11 @@ def _step_of(run: Run, train_dir: Path) -> int | None:
 
 
 def _train_arm(train_dir: Path, log: pd.DataFrame) -> str:
-    meta = train_dir / "tandem_meta.json"
-    if meta.exists():
-        arm = json.loads(meta.read_text()).get("arm")
-        if arm:
-            return str(arm)
+    from tandem_eval.models import metadata
+
+    arm = metadata(train_dir).get("arm")  # a checked tandem_meta.json (a regular file holding an object)
+    if arm:
+        return str(arm)
     if "arm" in log.columns and log["arm"].notna().any():
         return str(log["arm"].dropna().iloc[0])
     return train_dir.name
@@ -167,7 +242,8 @@ def _train_arm(train_dir: Path, log: pd.DataFrame) -> str:
 def read_train_log(path: str | Path) -> pd.DataFrame:
     """A trainer's JSON-lines log as a frame sorted by step (non-JSON lines are skipped)."""
     rows = []
-    for line in Path(path).read_text().splitlines():
+    fix = "restore the trainer's log, or move it away"
+    for line in read_regular(path, fix, error=ReportError).decode("utf-8", "replace").splitlines():
         line = line.strip()
         if line:
             try:
@@ -264,14 +340,13 @@ def relabel(runs: list[Run], labels: dict[str, str]) -> None:
 def _attach_solo_runs(runs: list[Run]) -> list[Run]:
     """A handoff is paired with the solo run it was measured against (recorded in its config.json
     and metrics.json), never with another that merely shares its label: an arm whose solo run is
-    not the recorded one is refused; an arm with handoff runs but no solo run gets the recorded one
-    (e.g. `--solo-run`), so its solo and tax show."""
+    not the recorded one is refused (runs.pairing_problem); an arm with handoff runs but no solo run
+    gets the recorded one (e.g. `--solo-run`) when it is still that run, so its solo and tax show."""
+    check_pairs(runs)
     solos = {r.label: r for r in runs if r.mode == "solo"}
     extra = {}
     for r in runs:
-        path = r.metrics().get("solo_run") if r.mode == "handoff" else None
-        if r.label in solos and path:
-            _check_pairing(r, solos[r.label], path)
+        path = _recorded_solo(r) if r.mode == "handoff" else None
         if r.label in solos or r.label in extra or not path:
             continue
         if not RunFolder(path).is_complete():
@@ -279,23 +354,30 @@ def _attach_solo_runs(runs: list[Run]) -> list[Run]:
             continue
         solo = Run.load(path)
         solo.label = r.label
+        if reason := pairing_problem(r, solo, "measured"):  # regenerated at the recorded path since
+            raise ReportError(f"{reason}; restore that solo run, or rerun the handoff against this one")
         extra[r.label] = solo
     return sorted(runs + list(extra.values()), key=lambda r: (r.label, r.mode, r.schedule))
 
 
-def _check_pairing(handoff: Run, solo: Run, recorded: str) -> None:
-    """The arm's solo run is the one `handoff` records (same experiment: same fingerprint)."""
-    want = (handoff.folder.config().get("solo_run") or {}).get("fingerprint")
-    if want is None and (Path(recorded) / "config.json").exists():
-        want = RunFolder(recorded).config().get("fingerprint")
-    if want is None or solo.fingerprint is None:  # unrecorded (older runs), or one arm joined from parts
-        return
-    if solo.fingerprint != want:
-        raise ReportError(
-            f"{handoff.path} was measured against the solo run {recorded}, but its arm {handoff.label!r} has the "
-            f"solo run {solo.path} (another experiment); pass the recorded solo run, or label the runs apart "
-            "(`report --label RUN=NAME`)"
-        )
+def check_pairs(runs: list[Run]) -> None:
+    """Every handoff among `runs` beside a solo run of its label (one arm, one row, one view column)
+    was measured against that solo run (runs.pairing_problem "measured"); else ReportError naming both."""
+    solos: dict[str, list[Run]] = {}
+    for r in runs:
+        if r.mode == "solo":
+            solos.setdefault(r.label, []).append(r)
+    for r in runs:
+        for solo in solos.get(r.label, []) if r.mode == "handoff" else []:
+            if reason := pairing_problem(r, solo, "measured"):
+                raise ReportError(
+                    f"{reason}; pass the recorded solo run, or label the runs apart (`report --label RUN=NAME`)"
+                )
+
+
+def _recorded_solo(handoff: Run) -> str | None:
+    """The solo run folder a handoff run names (config.json's record, else metrics.json's)."""
+    return (handoff.solo_record or {}).get("path") or handoff.metrics().get("solo_run")
 
 
 def _dedupe(runs: list[Run]) -> list[Run]:
@@ -310,6 +392,12 @@ def _dedupe(runs: list[Run]) -> list[Run]:
             continue
         benches = set(r.samples()["benchmark"]) if same else set()
         clash = next((o for o in same if benches & set(o.samples()["benchmark"])), None)
+        other = next((reason for o in same if (reason := pairing_problem(o, r, "joined"))), None)
+        if clash is None and other is not None:  # one label, two experiments: never one row
+            raise ReportError(
+                f"two {r.mode} runs ({r.schedule}) are both labelled {r.label!r} but are different experiments: "
+                f"{other}; give them distinct labels (`--label` when running, or `report --label RUN=NAME`)"
+            )
         if clash is not None:
             raise ReportError(
                 f"two different {r.mode} runs ({r.schedule}) are both labelled {r.label!r} and share benchmarks "

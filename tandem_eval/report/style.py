@@ -15,6 +15,7 @@ label gets a color from its name's CRC32, so it too is stable across figures and
 from __future__ import annotations
 
 import contextlib
+import io
 import zlib
 from pathlib import Path
 
@@ -134,12 +135,26 @@ def paper():
         yield
 
 
+# per format: no timestamps or versions in the metadata
+_SAVE = {
+    ".png": {"dpi": DPI, "metadata": {"Software": None}},
+    ".pdf": {"metadata": {"CreationDate": None, "Producer": None, "Creator": None}},
+}
+
+
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
-    """Write NAME.png and NAME.pdf (no timestamps in the metadata, so reruns give equal files)."""
+    """Write NAME.png and NAME.pdf (no timestamps in the metadata, so reruns give equal files), each
+    rendered in memory and written atomically, never through a link (tandem_eval.durable)."""
+    from tandem_eval.durable import atomic_write_bytes, make_dirs
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=DPI, metadata={"Software": None})
-    fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None, "Creator": None})
-    plt.close(fig)
+    try:
+        for path in paths:
+            buf = io.BytesIO()
+            fig.savefig(buf, format=path.suffix[1:], **_SAVE[path.suffix])
+            atomic_write_bytes(path, buf.getvalue(), root=out_dir)
+    finally:
+        plt.close(fig)
     return paths

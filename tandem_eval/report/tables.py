@@ -49,6 +49,7 @@ class Table:
     juniors: dict[str, str] = field(default_factory=dict)  # senior -> junior whose lens outputs are shown
     note: str | None = None  # how rows were restricted when the runs cover different problems
     groups: list[str] = field(default_factory=list)
+    title: str | None = None  # which problem set the table compares (report: one table per set)
 
 
 # ---- rows ------------------------------------------------------------------------------------
@@ -302,7 +303,8 @@ def to_markdown(t: Table) -> str:
             text = fmt_value(r[c.key], r[f"{c.key}_low"], r[f"{c.key}_high"], c.decimals)
             cells.append(f"**{text}**" if marks[c.key][i] else text)
         lines.append(f"| {_md_cell(scope)} | {_md_cell(r['senior'])} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + _caption(t) + "\n"
+    head = f"**{t.title}**\n\n" if t.title else ""
+    return head + "\n".join(lines) + "\n\n" + _caption(t) + "\n"
 
 
 _LATEX_ESCAPES = {
@@ -324,7 +326,7 @@ def latex_escape(text: str) -> str:
 
 
 def _latex_caption(t: Table) -> str:
-    text = latex_escape(_caption(t).replace("`", ""))
+    text = latex_escape(((f"{t.title}. " if t.title else "") + _caption(t)).replace("`", ""))
     return text.replace("±", r"$\pm$").replace("‖", r"$\|$").replace("−", "$-$")
 
 

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tandem_eval.durable import atomic_write_text, check_write_target, make_dirs, missing_dirs, remove_empty
 from tandem_eval.paths import not_writable
-from tandem_eval.report.collect import Collection, Run
-from tandem_eval.results import atomic_write_text, check_write_target
+from tandem_eval.report.collect import Collection, Run, check_pairs
 from tandem_eval.runs import ReportError, run_tokenizer, runs_in
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY
 
@@ -178,6 +178,7 @@ def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
     samples = _select(samples, max_traces)
     surprise = _surprise(run)
     mode, junior = _mode(run), _junior_of(run)
+    contents = run.contents()  # one problem's traces share a column only when it is the same problem
     rows = []
     for r in samples.itertuples(index=False):
         ids = [int(t) for t in (r.token_ids if r.token_ids is not None else [])]
@@ -186,6 +187,7 @@ def _trace_rows(run: Run, tokenizer, max_traces: int) -> tuple[list[dict], int]:
             "run": run.label,
             "b": r.benchmark,
             "p": str(r.problem_id),
+            "h": contents.get((r.benchmark, r.problem_id), ""),
             "i": int(r.sample_idx),
             "m": mode,
             "ok": bool(r.correct),
@@ -218,6 +220,7 @@ def build_page(
     """The HTML page for a run folder or a folder of run folders (`junior`: whose legibility output
     shades solo runs scored by several juniors; default the only one, else the handoff's junior)."""
     runs = sorted(runs_in(Path(path)), key=lambda r: (r.label, r.mode != "solo", r.schedule))
+    check_pairs(runs)  # a handoff sits beside the solo run it was measured against, or not at all
     Collection(runs, []).pick_juniors(junior)
     tokenizers: dict[str, object] = {}
     traces, total, summary = [], 0, []
@@ -227,9 +230,9 @@ def build_page(
         if key not in tokenizers:
             tokenizers[key] = run_tokenizer(run.config, tokenizer_path)
         rows, n = _trace_rows(run, tokenizers[key], max(1, max_traces // len(runs)))
-        traces += [(r["b"], r["p"], order, r["i"], r) for r in rows]
+        traces += [(r["b"], r["p"], r["h"], order, r["i"], r) for r in rows]
         total += n
-    traces = [t[-1] for t in sorted(traces, key=lambda t: t[:4])]  # one problem's runs side by side
+    traces = [t[-1] for t in sorted(traces, key=lambda t: t[:5])]  # one problem's runs side by side
     surprises = [x for t in traces for x in t.get("s", []) if x is not None]
     data = {
         "title": f"tandem-eval traces: {', '.join(sorted({r.label for r in runs}))} ({Path(path).resolve().name})",
@@ -270,11 +273,15 @@ def write_page(
     if reason:
         raise ReportError(f"cannot write {target}: {reason}; pass --out FILE somewhere writable")
     page = build_page(path, tokenizer_path, max_traces, junior)  # it checks `path`
-    out = target
-    check_write_target(out)  # never through a planted link
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, page)
-    return out
+    check_write_target(target)  # never through a planted link
+    created = missing_dirs(target.parent)
+    make_dirs(target.parent)
+    try:
+        atomic_write_text(target, page, root=target.parent)  # whole or not at all (a full disk: one line)
+    except BaseException:
+        remove_empty(created)  # a folder made for a page that was never written
+        raise
+    return target
 
 
 PAGE = """<!DOCTYPE html>
@@ -422,7 +429,7 @@ function traceDiv(t){
 function render(){
   const rows = selected(), modes = uniq(rows.map(modeOf));
   const groups = [], index = {};
-  rows.forEach(t => { const key = t.b + '\u0000' + t.p + '\u0000' + t.i;
+  rows.forEach(t => { const key = t.b + '\u0000' + t.p + '\u0000' + t.h + '\u0000' + t.i;
     if (!(key in index)){ index[key] = groups.length; groups.push({}); } groups[index[key]][modeOf(t)] = t; });
   const pages = Math.max(1, Math.ceil(groups.length / PER));
   page = Math.min(page, pages - 1);

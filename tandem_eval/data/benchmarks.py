@@ -327,7 +327,9 @@ def package_file(spec: BenchmarkSpec, *, check: bool = True) -> Path:
     try:
         dist = metadata.distribution(dist_name)
     except metadata.PackageNotFoundError:
-        raise BenchmarkError(f"benchmark '{spec.name}' is read from the {dist_name} wheel, which is not installed; {fix}")
+        raise BenchmarkError(
+            f"benchmark '{spec.name}' is read from the {dist_name} wheel, which is not installed; {fix}"
+        ) from None
     path = Path(dist.locate_file(member))
     if check:
         if dist.version != version:

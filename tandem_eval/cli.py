@@ -39,6 +39,7 @@ from .cli_common import (
     DtypeOpt,
     EngineOpt,
     GraderMismatchOpt,
+    GraderStartupOpt,
     GroupOpt,
     JuniorChatTemplateOpt,
     JuniorOpt,
@@ -262,7 +263,16 @@ def _ray_plan(workers: int | None, address: str | None):
 
 
 # Command options that are not EvalConfig fields: where and how the command runs.
-_NOT_CONFIG = ("out", "quiet", "verbose", "ray_workers", "ray_address", "solo_run", "allow_solo_mismatch")
+_NOT_CONFIG = (
+    "out",
+    "quiet",
+    "verbose",
+    "ray_workers",
+    "ray_address",
+    "solo_run",
+    "allow_solo_mismatch",
+    "grader_startup_timeout",
+)
 _SAMPLING = ("temperature", "top_p", "top_k", "max_new_tokens", "max_context")
 
 
@@ -334,6 +344,7 @@ def solo(
     num_shards: ShardsOpt = 1,
     shard_index: ShardIdxOpt = 0,
     allow_grader_mismatch: GraderMismatchOpt = False,
+    grader_startup_timeout: GraderStartupOpt = 600.0,
     label: LabelOpt = None,
     chat_template: ChatTemplateOpt = None,
     threads: ThreadsOpt = None,
@@ -354,7 +365,7 @@ def solo(
     else:
         from .generate import run_eval
 
-        rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet)
+        rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet, grader_startup_s=grader_startup_timeout)
     console.print(f"run folder: {rf.path}")
     print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
 
@@ -386,6 +397,7 @@ def handoff(
     num_shards: ShardsOpt = 1,
     shard_index: ShardIdxOpt = 0,
     allow_grader_mismatch: GraderMismatchOpt = False,
+    grader_startup_timeout: GraderStartupOpt = 600.0,
     allow_vocab_mismatch: AllowVocabOpt = False,
     solo_run: Annotated[
         Path | None,
@@ -424,7 +436,12 @@ def handoff(
         from .generate import run_handoff
 
         solo_rf, handoff_rf, tax = run_handoff(
-            cfg, _out_dir(out, cfg), solo_run, progress=not quiet, allow_solo_mismatch=allow_solo_mismatch
+            cfg,
+            _out_dir(out, cfg),
+            solo_run,
+            progress=not quiet,
+            allow_solo_mismatch=allow_solo_mismatch,
+            grader_startup_s=grader_startup_timeout,
         )
     console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
     print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)

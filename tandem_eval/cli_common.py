@@ -27,7 +27,7 @@ _USER_ERRORS = {
     "tandem_eval.config": ("ConfigError",),
     "tandem_eval.data.benchmarks": ("BenchmarkError",),
     "tandem_eval.data.prompts": ("PromptError",),
-    "tandem_eval.grading": ("GraderVersionError",),
+    "tandem_eval.grading": ("GraderVersionError", "GradingIncomplete"),
     "tandem_eval.models": ("ModelError",),
     "tandem_eval.results": ("RunFolderError",),
     "tandem_eval.lens": ("LensError",),
@@ -178,6 +178,15 @@ GraderMismatchOpt = Annotated[
     typer.Option(
         "--allow-grader-mismatch",
         help="Accept math-verify/latex2sympy2_extended versions other than the pinned ones (recorded).",
+    ),
+]
+GraderStartupOpt = Annotated[
+    float,
+    typer.Option(
+        "--grader-startup-timeout",
+        min=1.0,
+        help="Seconds a grading worker may take to start (math-verify's cold import). If grading fails, the "
+        "samples are kept ungraded and rerunning the command only grades them.",
     ),
 ]
 RayWorkersOpt = Annotated[

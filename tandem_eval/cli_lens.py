@@ -254,6 +254,8 @@ def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, di
     from rich.console import Console
     from rich.table import Table
 
+    from .metrics.registry import fmt_p
+
     unit = {"tax": "points", "retention": "handoff / solo"}.get(metric.split("@")[0])
     unit = unit or ("points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte")
     scored = ""
@@ -270,7 +272,7 @@ def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, di
             f"{r['b']:.4f}",
             f"{r['diff']:+.4f}",
             f"[{r['low']:+.4f}, {r['high']:+.4f}]",
-            f"{r['p_value']:.4f}",
+            fmt_p(r["p_value"]),
             str(r["n_problems"]),
         )
     Console(width=140).print(t)

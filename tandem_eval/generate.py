@@ -29,10 +29,10 @@ from .config import EvalConfig, config_diff, from_dict, json_safe
 from .data import prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
-from .grading import Grader
+from .grading import STARTUP_TIMEOUT_S, UNGRADED, Grader, GraderWorkerError, GradingIncomplete, ungraded
 from .metrics import summarize_pass_at_k
 from .metrics.tax import tax_table
-from .models import Checkpoints, run_checkpoints
+from .models import Checkpoints, run_checkpoints, same_tokenizer
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
 from .results import RunFolder, RunFolderError, verify_run
@@ -59,6 +59,23 @@ def use_threads(threads: int | None = None) -> int:
             cores,
         )
     return torch.get_num_threads()
+
+
+def reproducibility(cfg: EvalConfig) -> str:
+    """What a run's config.json says about rerunning it bit for bit. Threads and batch size are out of the
+    fingerprint (a run resumes under any), so this says when they can change the samples (README: Usage)."""
+    dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
+    if cfg.engine == "hf" and dtypes == {"float32"}:
+        return (
+            "float32 on the hf engine: the same samples under any --threads and --batch-size (measured: "
+            "SmolLM2-135M, 8 of 8 traces for threads 1/2 and batch 8/1; tests/test_real_gsm8k.py)"
+        )
+    return (
+        f"{'/'.join(sorted(dtypes))} on {cfg.engine}: not bit-reproducible across --threads, --batch-size or "
+        "engines (low-precision sums round differently when the work is split differently: SmolLM2-135M bfloat16, "
+        "2 of 8 traces the same for batch 8 vs 4; Qwen2.5-Coder-1.5B bfloat16, 26 of 50 for threads 1 vs 2); "
+        "rerun with the recorded threads and batch size for the same samples"
+    )
 
 
 def _usable_cores() -> int:
@@ -97,6 +114,8 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
         else:
             log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
             kw["dtype"] = cfg.junior.dtype
+            if cfg.engine == "hf" and checkpoints.same_vocab and same_tokenizer(checkpoints.senior, checkpoints.junior):
+                kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
             engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
             engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
@@ -166,13 +185,15 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
     )
 
 
-def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, engines: dict, how: tuple) -> None:
+def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, engines, how: tuple) -> tuple:
     """Every sample of `cfg` missing from `rf` (`done`: the keys it holds), graded and flushed every
-    `flush_every` traces; `how` = (progress, flush_every, on_flush)."""
-    progress, flush_every, on_flush = how
-    tok = engines["senior"].tokenizer
-    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
-    schedule = make_schedule(cfg.schedule, tok)
+    `flush_every` traces; `how` = (progress, flush_every, on_flush, grader_startup_s). `engines()` loads
+    the engines, called only when something is left to generate (a rerun that only grades loads none).
+
+    The grader's workers start with generation, so they warm up beside it. When the grader fails, the
+    traces are stored anyway, ungraded, and generation goes on: nothing generated is lost to the
+    grader. Returns the number of samples stored ungraded by this call and why (0, "" when none)."""
+    progress, flush_every, on_flush, startup_s = how
     specs, meta = [], {}
     for problem in checked.problems:
         prompt = checked.prompts[(problem.benchmark, problem.problem_id)]  # rendered once, by the plan
@@ -183,10 +204,20 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
             seed = trace_seed(cfg.seed, f"{problem.benchmark}/{problem.problem_id}", i)
             meta[len(specs)] = (problem, i, seed)
             specs.append(TraceSpec(len(specs), prompt, seed, n_new))
+    if not specs:
+        return 0, ""
+    grader = Grader(startup_timeout=startup_s)
+    with grader:
+        return _generate_specs(cfg, rf, specs, meta, engines(), grader.start(), how)
+
+
+def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
+    progress, flush_every, on_flush, _ = how
+    tok = engines["senior"].tokenizer
+    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
+    schedule = make_schedule(cfg.schedule, tok)
     # a generator: no trace starts before the loop below asks for the first one
     traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
-    if not specs:
-        return
     if isinstance(junior, RetokenizingEngine):
         for spec in specs:
             problem = meta[spec.key][0].problem
@@ -200,14 +231,50 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
     reporter = progress_reporter(
         len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress, live_tokens=live, budget=cfg.sampling.max_new_tokens
     )
-    with Grader() as grader, reporter as bar:
+    failed, n_ungraded = None, 0
+    with reporter as bar:
         for batch in _batches(traces, flush_every, bar):
-            grades = grader.grade_many(
-                [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
-            )
+            pairs = [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
+            grades = None
+            if failed is None:
+                try:
+                    grades = grader.grade_many(pairs)
+                except GraderWorkerError as e:  # keep the traces: a rerun grades them
+                    failed = " ".join(str(e).split())
+                    log.warning("grading failed (%s); storing the samples ungraded and generating on", failed)
+            if grades is None:
+                grades = [ungraded(text, failed) for text, _ in pairs]
+                n_ungraded += len(grades)
             rf.append_shard(_rows(batch, meta, grades, tok, labels))
             if on_flush:
                 on_flush(len(batch))
+    return n_ungraded, failed or ""
+
+
+def _grade_stored(rf: RunFolder, samples: pd.DataFrame, startup_s: float) -> pd.DataFrame:
+    """`samples` with the rows stored ungraded (a grader that failed in an earlier invocation) graded now."""
+    todo = samples.index[samples.grade_status == UNGRADED]
+    if not len(todo):
+        return samples
+    log.info("grading %d stored samples of %s that an earlier run could not grade", len(todo), rf.path)
+    pairs = list(zip(samples.loc[todo, "text"], samples.loc[todo, "gold"]))
+    try:
+        with Grader(startup_timeout=startup_s) as grader:
+            grades = grader.grade_many(pairs)
+    except GraderWorkerError as e:
+        raise GradingIncomplete(_incomplete(rf, len(todo), " ".join(str(e).split()))) from None
+    samples = samples.copy()
+    samples.loc[todo, "extracted_answer"] = [g.extracted for g in grades]
+    samples.loc[todo, "correct"] = [bool(g.correct) for g in grades]
+    samples.loc[todo, "grade_status"] = [g.status for g in grades]
+    return samples
+
+
+def _incomplete(rf: RunFolder, n: int, cause: str) -> str:
+    return (
+        f"grading failed ({cause}): {n} samples are stored ungraded in {rf.path}; rerun the same command: it "
+        "grades them without generating them again"
+    )
 
 
 def _batches(traces, size: int, bar):
@@ -230,30 +297,41 @@ def execute(
     progress: bool = True,
     flush_every: int = 64,
     on_flush: Callable[[int], None] | None = None,
+    grader_startup_s: float = STARTUP_TIMEOUT_S,
 ) -> tuple[RunFolder, ...]:
     """Fill the plan's run folders in order; nothing is checked again. Engines open (after torch's
-    threads are set, once) only when a run is not complete yet; engines passed in keep the caller's
-    threads and stay open. A handoff run compared with a solo run gets its tax in metrics.json, from
-    the solo samples in memory (the run the plan checked, read once, or the one just made)."""
+    threads are set, once) only when a run has samples left to generate; engines passed in keep the
+    caller's threads and stay open. A handoff run compared with a solo run gets its tax in metrics.json,
+    from the solo samples in memory (the run the plan checked, read once, or the one just made).
+    `grader_startup_s`: the grader's start-up deadline; when grading fails the samples stay stored,
+    ungraded, and GradingIncomplete says to rerun, which then only grades."""
     own = engines is None and not all(run.complete for run in plan.runs)
     if own:
         use_threads(plan.cfg.threads)
-        engines = load_engines(plan.cfg, plan.checked.checkpoints)  # a failing engine leaves nothing on disk
+    held = {"engines": engines}
+
+    def get_engines() -> dict:
+        """Loaded on first use: a run left with only stored samples to grade loads no model."""
+        if held["engines"] is None:
+            held["engines"] = load_engines(plan.cfg, plan.checked.checkpoints)
+        return held["engines"]
+
     solo = plan.solo_table
     folders = []
+    how = (progress, flush_every, on_flush, grader_startup_s)
     try:
         for run in plan.runs:
-            rf, samples = _fill(plan.checked, run, engines, solo, (progress, flush_every, on_flush))
+            rf, samples = _fill(plan.checked, run, get_engines, solo, how)
             folders.append(rf)
             if run.out == plan.solo:  # the solo run just made: the handoff's tax reads its samples
                 solo = SoloTable(rf, samples)
     finally:
-        if own:
-            close_engines(engines)
+        if own and held["engines"] is not None:
+            close_engines(held["engines"])
     return tuple(folders)
 
 
-def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: SoloTable | None, how: tuple):
+def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: SoloTable | None, how: tuple):
     """One run folder and its samples: generated (resuming its shards) and sealed with its metrics, or,
     when complete, reused as it is (samples None unless a tax needs them). RunFolder.writing: one
     writer at a time, and nothing half-made left behind by an early crash."""
@@ -265,15 +343,22 @@ def _fill(checked: Validated, run: RunPlan, engines: dict | None, solo: SoloTabl
             import torch
 
             # threads as torch reports them once the engines loaded (engines passed in keep the caller's)
-            extra = {"grader": checked.grader_versions, "threads": torch.get_num_threads(), **run.extra}
+            extra = {
+                "grader": checked.grader_versions,
+                "threads": torch.get_num_threads(),
+                "reproducibility": reproducibility(run.cfg),
+                **run.extra,
+            }
             done = held.enter_context(rf.writing(run.cfg, extra))  # None: another process finished it meanwhile
         if done is None:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
             samples = rf.load_samples() if solo is not None else None  # the tax needs them
             return _reused(rf, samples, run.cfg.ks, solo)
-        _generate(run.cfg, rf, done, checked, engines, how)
-        samples = rf.load_samples()
+        n_ungraded, cause = _generate(run.cfg, rf, done, checked, engines, how)
+        if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
+            raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
+        samples = _grade_stored(rf, rf.load_samples(), how[3])
         rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
     return rf, samples
 
@@ -322,12 +407,13 @@ def run_eval(
     flush_every: int = 64,
     on_flush: Callable[[int], None] | None = None,
     extra: dict | None = None,
+    grader_startup_s: float = STARTUP_TIMEOUT_S,
 ) -> RunFolder:
     """Generate, grade and store every missing sample of `cfg` in run folder `out`; resumable.
 
     Plans (every input checked before the folder exists or an engine loads), then executes;
     `extra` is recorded in a new folder's config.json."""
-    (rf,) = execute(plan_run(cfg, out, extra), engines, progress, flush_every, on_flush)
+    (rf,) = execute(plan_run(cfg, out, extra), engines, progress, flush_every, on_flush, grader_startup_s)
     return rf
 
 
@@ -337,13 +423,14 @@ def run_handoff(
     solo_run: str | Path | None = None,
     progress: bool = True,
     allow_solo_mismatch: bool = False,
+    grader_startup_s: float = STARTUP_TIMEOUT_S,
 ) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them
     (plan.plan_handoff says which solo run is reused and how it is checked)."""
     plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
-    *made, handoff = execute(plan, progress=progress)
+    *made, handoff = execute(plan, progress=progress, grader_startup_s=grader_startup_s)
     solo = made[0] if made else plan.solo_table.folder
     return solo, handoff, handoff.metrics()["tax"]
 

@@ -10,6 +10,8 @@ Every item gets a `Grade` with a status:
   no_answer  no complete \\boxed{} in the prediction (missing, empty or unbalanced braces)
   timeout    math-verify did not finish within the deadline; the worker was killed and replaced
   error      an exception escaped the comparison, or the worker process died
+  ungraded   not graded yet: the grader could not start; the sample is stored and a rerun of the
+             command grades it without generating it again (tandem_eval.generate)
 
     from tandem_eval.grading import Grader, grade, check_grader_versions
     versions = check_grader_versions()          # raises if math-verify is not the pinned one
@@ -51,7 +53,11 @@ _FIX = (
     "pip install math-verify==0.9.0 latex2sympy2_extended==1.11.0, or pass "
     "--allow-grader-mismatch to accept a different grader (recorded in the run)"
 )
-_STARTUP_TIMEOUT_S = 120.0  # a worker that is not ready by then is a broken install
+# A worker that is not ready by then is a broken install. Generous: a cold import of sympy and
+# math-verify beside a loaded model under memory pressure took over 120 s (issue 32); configurable
+# per Grader (the solo/handoff commands' --grader-startup-timeout).
+STARTUP_TIMEOUT_S = 600.0
+UNGRADED = "ungraded"  # a stored sample whose grading failed; a rerun of its command grades it
 _MAX_BATCH = 16  # items per message to a worker
 _MAX_FAST_LEN = 1000  # longer answers skip the regex fast path (go to math-verify)
 _STDERR_TAIL = 600  # characters of a dead worker's stderr quoted in the error
@@ -189,6 +195,15 @@ class GraderWorkerError(RuntimeError):
     """A grading worker could not start; the message quotes its exit code and stderr."""
 
 
+class GradingIncomplete(RuntimeError):
+    """A run's samples are stored but some are ungraded (the grader failed); rerunning grades them."""
+
+
+def ungraded(prediction: str, reason: str) -> Grade:
+    """The grade of a sample stored while the grader could not run."""
+    return Grade(False, UNGRADED, extract_answer(prediction), f"not graded: {reason}")
+
+
 def _worker_command() -> list[str]:
     if not sys.executable:
         raise GraderWorkerError("cannot start a grading worker: sys.executable is empty in this interpreter")
@@ -235,8 +250,11 @@ class Grader:
     notebook or thread: workers are subprocesses that never import the caller's `__main__`.
     """
 
-    def __init__(self, n_workers: int | None = None):
+    def __init__(self, n_workers: int | None = None, startup_timeout: float = STARTUP_TIMEOUT_S):
+        if not startup_timeout > 0:
+            raise ValueError(f"the grader's start-up deadline must be > 0 seconds, got {startup_timeout}")
         self.n_workers = n_workers or min(2, os.cpu_count() or 1)
+        self.startup_timeout = float(startup_timeout)
         self._workers: list[_Worker] = []
         # A worker killed at a deadline is replaced by this warm spare (a fresh interpreter takes
         # ~1-3 s to import math-verify). It exists only once a first worker has been replaced,
@@ -251,6 +269,15 @@ class Grader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def start(self) -> Grader:
+        """Start the workers now, without waiting for them: they import math-verify while the caller
+        generates, so the first grade_many finds them warm (start-up is still checked there)."""
+        with self._lock:
+            if self._pid == os.getpid():
+                while len(self._workers) < self.n_workers:
+                    self._workers.append(self._start())
+        return self
 
     def close(self) -> None:
         with self._lock:
@@ -314,9 +341,13 @@ class Grader:
                     idx, extracted, _ = w.batch.popleft()
                     finish(idx, Grade(False, "timeout", extracted, f"no verdict within {timeout:g} s; worker killed"))
                     self._replace(w, todo)
-                elif not w.ready and now - w.started > _STARTUP_TIMEOUT_S:
+                elif not w.ready and now - w.started > self.startup_timeout:
                     self._kill(w)
-                    raise GraderWorkerError(f"grading worker not ready after {_STARTUP_TIMEOUT_S:g} s")
+                    self._workers.remove(w)
+                    raise GraderWorkerError(
+                        f"grading worker not ready after {self.startup_timeout:g} s (a cold start under memory "
+                        "pressure can take minutes: raise --grader-startup-timeout)"
+                    )
         self._start_spare_if_due()  # so it warms up between calls too
 
     def _start_spare_if_due(self) -> None:

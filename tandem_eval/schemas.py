@@ -85,7 +85,7 @@ _SAMPLES = [
     _f("gold", "string", "reference answer"),
     _f("extracted_answer", "string", "the answer the grader extracted (null: none)"),
     _f("correct", "bool", "graded correct", True),
-    _f("grade_status", "string", "ok | no_answer | timeout | error"),
+    _f("grade_status", "string", "ok | no_answer | timeout | error | ungraded (stored while the grader failed)"),
     _f("finish_reason", "string", "eos | length"),
     _f("n_tokens", "int64", "CoT length in tokens"),
     _f("n_senior_tokens", "int64", "CoT tokens the senior wrote"),

@@ -321,30 +321,38 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
 
 
 # ---- scoring and recording ---------------------------------------------------------------------
-def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None):
-    """A teacher-forcing engine (temperature 0: nothing is sampled) through the one engine factory."""
+def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None, tokenizer=None):
+    """A teacher-forcing engine (temperature 0: nothing is sampled) through the one engine factory;
+    `tokenizer`: an HF engine's already loaded tokenizer (the same files), not loaded again."""
     from .engines import load_engine
 
     kind = kind or req.engine
     context = {"max_context": max_len + 8} if kind == "vllm" else {}
-    return load_engine(kind, path, Sampling(temperature=0, **context), dtype=req.dtype)
+    shared = {"tokenizer": tokenizer} if kind == "hf" and tokenizer is not None else {}
+    return load_engine(kind, path, Sampling(temperature=0, **context), dtype=req.dtype, **shared)
 
 
 def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):
     """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
     models = (senior path, junior path, senior tokenizer)."""
+    from .engines import load_engine
+    from .models import same_tokenizer, same_weights
     from .progress import progress_reporter
 
     senior_path, junior_path, senior_tok = models
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
     max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
     limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
-    j_engine = _engine(req, junior_path, min(max_len, limit - 8))
+    one_tok = same_tokenizer(senior_path, junior_path)
+    j_engine = _engine(req, junior_path, min(max_len, limit - 8), tokenizer=senior_tok if one_tok else None)
     s_engine = None
     per_cot = max(1, int(sum(len(t) for t in samples.token_ids) / len(samples)))  # tokens per CoT, for the rate
     try:
         if kind == "drift" and req.engine == "hf":
-            s_engine = _engine(req, senior_path, max_len, "hf")
+            if same_weights(senior_path, junior_path):  # self-paired: one loaded model, two engines
+                s_engine = load_engine("hf", j_engine.model, Sampling(temperature=0), tokenizer=j_engine.tokenizer)
+            else:
+                s_engine = _engine(req, senior_path, max_len, "hf", tokenizer=senior_tok)
         what = f"{kind}: {junior_path.name} reads {len(samples)} CoTs"
         with progress_reporter(len(samples), what, enabled=progress) as bar:
             advance = lambda n: [bar.advance(per_cot) for _ in range(n)]  # noqa: E731

@@ -57,6 +57,8 @@ def _macro_caption(summary: dict) -> str | None:
 
 def print_tax(tax: dict, ks) -> None:
     """Rows = (group or macro, k); solo and handoff pass@k, tax in points and retention, with 95% CIs."""
+    from .metrics.registry import fmt_p  # metrics/__init__ imports pandas: not at `--help` time
+
     table = Table(title="communication tax = solo - handoff (points); retention = handoff / solo; 95% CI")
     for col in ("scope", "k", "solo", "handoff", "tax [CI]", "retention [CI]", "p"):
         table.add_column(col, justify="right")
@@ -82,7 +84,7 @@ def print_tax(tax: dict, ks) -> None:
                 _fmt(e["handoff"]["estimate"]),
                 f"{_fmt(t['estimate'])} [{_fmt(t['low'])}, {_fmt(t['high'])}]",
                 ret,
-                _fmt(e.get("tax_p_value")),
+                fmt_p(e.get("tax_p_value")),
             )
     console.print(table)
 
@@ -124,7 +126,8 @@ def print_benchmarks(benchmarks: dict, sets: dict) -> None:
     table = Table("name", "group", "source", "size", "paper", "description")
     for name, spec in benchmarks.items():
         size, paper = (str(v) if v is not None else "-" for v in (spec.size, spec.paper_size))
-        table.add_row(name, spec.group, str(spec.path or spec.hub_id), size, paper, spec.description)
+        source = spec.package[0] if spec.package else str(spec.path or spec.hub_id)  # a wheel, a file or a hub id
+        table.add_row(name, spec.group, source, size, paper, spec.description)
     console.print(table)
     for name, members in sets.items():
         console.print(f"set {name}: {', '.join(members)}")

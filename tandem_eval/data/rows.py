@@ -202,8 +202,9 @@ def to_problems(  # spec: the BenchmarkSpec whose columns, id and group rules ap
                 raise BenchmarkError(f"empty {field} (column '{col}') at {label} of {where}")
         if spec.id_col is None:
             pid = f"{spec.name}/{index:04d}"
-        else:  # hub ids are prefixed so aime24/25/26 ids never collide when pooled
-            pid = values["id"] if spec.hub_id is None else f"{spec.name}/{values['id']}"
+        else:  # hub (and packaged) ids are prefixed so aime24/25/26 ids never collide when pooled
+            prefixed = spec.hub_id is not None or getattr(spec, "package", None) is not None
+            pid = f"{spec.name}/{values['id']}" if prefixed else values["id"]
         if pid in seen:
             raise BenchmarkError(
                 f"duplicate problem id '{pid}' in {where} ({seen[pid]} and {label}); give each row its own id"

@@ -105,6 +105,7 @@ class HFEngine:
         )
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
+        self._store = RowStore(rows=max(8, max_batch))  # unwritten: the first requests size it (reserve)
 
     # ---- protocol -------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
@@ -112,8 +113,9 @@ class HFEngine:
             raise ValueError(f"trace {request.key!r} already has a live request")
         if request.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
-        row = self._store.row(request.key)
         ctx = request.token_ids
+        self._store.reserve(self.max_batch, len(ctx) + request.max_tokens)  # a no-op once written
+        row = self._store.row(request.key)
         keep = len(row.tokens)
         if ctx[:keep] != row.tokens:  # not an extension of what we cached: recompute
             keep = 0

@@ -91,6 +91,16 @@ class RowStore:
         row.tokens = list(ctx[:n])
         return n
 
+    def reserve(self, rows: int, length: int) -> None:
+        """Size the store for `rows` traces of up to `length` tokens before its first write, so it is
+        allocated once at that size instead of grown by doubling (each growth leaves the old tensors to
+        the allocator, and doubling overshoots: a 662-token trace got 1024 positions per row)."""
+        if self.k:  # already written: grow as usual
+            self.ensure(rows, length)
+            return
+        self.capacity = max(self.capacity, rows)
+        self.length = max(self.length, -(-length // 64) * 64)
+
     def ensure(self, rows: int, length: int) -> None:
         new_rows, new_len = self.capacity, self.length
         while new_rows < rows:

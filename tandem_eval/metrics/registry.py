@@ -107,6 +107,14 @@ def fmt_value(est: float, low: float, high: float, decimals: int, pm: str = "±"
     return text
 
 
+def fmt_p(p: float | None) -> str:
+    """A p-value with two significant digits ('0.0015', '0.23', '1'), '<1e-4' below that, '-' without one:
+    a fixed 2 decimals would print a clear effect's 0.0015 as '0.00'."""
+    if p is None or not math.isfinite(p):
+        return "-"
+    return "<1e-4" if p < 1e-4 else f"{p:.2g}"
+
+
 def fmt_interval(mean: float, ci, decimals: int = 1, signed: bool = False) -> str:
     """'+1.2 [-0.3, +2.7]' (signed) or '1.2 [0.3, 2.7]'; '–' without an interval."""
     if ci is None:

@@ -235,8 +235,14 @@ def _scope_label(scope: str, n: int) -> str:
     return f"{'Macro' if scope == MACRO else scope} (n={n})"
 
 
+def _shown(t: Table) -> pd.DataFrame:
+    """The rows Markdown and LaTeX print: with one benchmark group its macro row would repeat the group's
+    row under another name ("Macro (n=50)" over one benchmark), so it is left out (the CSV keeps it)."""
+    return t.rows[t.rows["scope"] != MACRO] if len(t.groups) == 1 else t.rows
+
+
 def _caption(t: Table) -> str:
-    rows = "rows: benchmark groups and their macro"
+    rows = "rows: benchmark groups and their macro" if len(t.groups) != 1 else "rows: the one benchmark group"
     if any(g.lower().startswith("aime") for g in t.groups):
         rows += " (AIME 24/25/26 pool into one group)"
     parts = [f"{rows}; pass@{t.k} in percent"]
@@ -295,7 +301,7 @@ def to_markdown(t: Table) -> str:
     ]
     marks = {c.key: best_mask(t.rows, c) for c in cols}
     prev = None
-    for i, r in t.rows.iterrows():
+    for i, r in _shown(t).iterrows():
         scope = _scope_label(r["scope"], r["n_problems"]) if r["scope"] != prev else ""
         prev = r["scope"]
         cells = []
@@ -349,7 +355,7 @@ def to_latex(t: Table, label: str = "tab:handoff") -> str:
         r"\midrule",
     ]
     prev = None
-    for i, r in t.rows.iterrows():
+    for i, r in _shown(t).iterrows():
         if prev is not None and r["scope"] != prev:
             lines.append(r"\midrule")
         scope = latex_escape(_scope_label(r["scope"], r["n_problems"])) if r["scope"] != prev else ""

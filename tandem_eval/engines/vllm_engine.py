@@ -142,7 +142,9 @@ class VLLMEngine:
         self._ready: list[Completion] = []  # finished but not yet returned by step()
         self._seen: set[Hashable] = set()  # traces this engine has written a segment of
         self._stalled = 0  # engine steps in a row with requests in flight and no output
-        self._params_cache: dict[frozenset[int], object] = {}
+        # id(stop set) -> (the set, its SamplingParams, its session template or None): keyed by identity,
+        # since comparing two equal ~32k-id sets costs ~0.6 ms (a schedule hands out the same object)
+        self._params_cache: dict[int, list] = {}
         import vllm
 
         why_not = "turned off" if opts.sessions is False else vllm_sessions.unsupported(vllm)
@@ -166,17 +168,18 @@ class VLLMEngine:
 
     # -- generation ---------------------------------------------------------------------------
 
-    def _params(self, stop_ids: frozenset[int]):
-        """SamplingParams for segments stopping at `stop_ids` (and EOS), built once per stop list (a
-        schedule reuses a few large sets, e.g. ~32k word-start ids); chunks copy them."""
+    def _params(self, stop_ids: frozenset[int]) -> list:
+        """[stop_ids, SamplingParams, session template or None] for segments stopping at `stop_ids` (and
+        EOS), built once per stop set (a schedule reuses a few large sets, e.g. ~32k word-start ids);
+        chunks copy them."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        out = self._params_cache.get(stop_ids)
-        if out is None:
+        entry = self._params_cache.get(id(stop_ids))
+        if entry is None or entry[0] is not stop_ids:
             if len(self._params_cache) >= 16:
                 self._params_cache.clear()
-            out = SamplingParams(
+            params = SamplingParams(
                 # PositionKeyedSampler leaves one finite logit per row; vLLM runs greedy (temperature 0,
                 # no top-k/top-p, no generator), so its own sampling cannot change the choice.
                 temperature=0.0,
@@ -188,8 +191,8 @@ class VLLMEngine:
                 output_kind=RequestOutputKind.DELTA,  # each step's new tokens (a session's chunks never "finish")
                 skip_clone=True,  # copied per chunk here; vLLM's deepcopy costs ~20 ms at 50k stop ids
             )
-            self._params_cache[stop_ids] = out
-        return out
+            entry = self._params_cache[id(stop_ids)] = [stop_ids, params, None]
+        return entry
 
     def _stop_list(self, stop_ids: frozenset[int]) -> list[int]:
         """vLLM's stop list: stop ids + EOS ids, in-vocabulary only (vLLM rejects the rest; they cannot
@@ -231,11 +234,13 @@ class VLLMEngine:
             run = seg.req.until.max_run() if seg.req.until is not None else None
             if run is not None:  # pause at a forced decision (word:P:K after K tokens), where until may fire
                 n = min(n, max(run, 1))
-            params = self._params(seg.req.stop_ids)
+            entry = self._params(seg.req.stop_ids)
+            params = entry[1]
             extra = self._extra_args(seg.req, len(ctx))
             if self._sessions is not None:
-                template = self._sessions.template(seg.req.stop_ids, params)
-                ext, sent, fresh = self._sessions.send(key, ctx, template, n, extra)
+                if entry[2] is None:
+                    entry[2] = self._sessions.template(params)
+                ext, sent, fresh = self._sessions.send(key, ctx, entry[2], n, extra)
             else:  # one vLLM request per chunk over the whole trace; prefix caching finds its blocks
                 ext, sent, fresh = f"{next(self._ids)}", len(ctx), True
                 p = copy.copy(params)

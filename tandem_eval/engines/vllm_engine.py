@@ -57,7 +57,6 @@ import contextlib
 import copy
 import importlib.util
 import itertools
-import logging
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -70,8 +69,6 @@ from .vllm_scoring import tokens_input as _tokens_input
 from .vllm_start import POSITION_KEYED_SAMPLER, VLLMOptions
 
 __all__ = ["POSITION_KEYED_SAMPLER", "VLLMEngine", "VLLMOptions", "vllm_available"]
-
-log = logging.getLogger(__name__)
 
 
 def vllm_available() -> bool:
@@ -147,10 +144,8 @@ class VLLMEngine:
         self._params_cache: dict[int, list] = {}
         import vllm
 
-        why_not = "turned off" if opts.sessions is False else vllm_sessions.unsupported(vllm)
-        if why_not and opts.sessions:
-            log.warning("vLLM sessions unavailable (%s): one request per segment, prefix caching", why_not)
-        self._sessions = None if why_not else vllm_sessions.Sessions(self._engine, prefix=f"t{id(self):x}-")
+        use = vllm_sessions.wanted(opts.sessions, vllm)  # logs the fallback when unsupported
+        self._sessions = vllm_sessions.Sessions(self._engine, prefix=f"t{id(self):x}-") if use else None
         # Counters for benchmarks, as HFEngine's: engine steps; rows (segments in flight, at most
         # max_batch, summed over steps); tokens fed (prompt tokens not read from a cache, i.e.
         # computed: a fresh request's uncached prompt, a resumed session's chunk, plus each sampled

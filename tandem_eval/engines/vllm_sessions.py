@@ -38,9 +38,12 @@ from __future__ import annotations
 import copy
 import inspect
 import itertools
+import logging
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 TESTED = ("0.32.", "0.33.")  # releases whose session path was read (0.32 also run) against this module
 KV_SHARE = 0.5  # paused sessions may hold at most this share of the KV blocks
@@ -63,6 +66,17 @@ def unsupported(vllm) -> str | None:
     if not hasattr(OutputProcessor, "add_request"):
         return f"vLLM {vllm.__version__}'s output processor has no add_request"
     return None
+
+
+def wanted(requested: bool | None, vllm) -> bool:
+    """Whether an engine uses sessions: `requested` None (where supported) or True, and this vLLM
+    supports them; an unsupported vLLM is logged as the fallback to one request per segment."""
+    if requested is False:
+        return False
+    why_not = unsupported(vllm)
+    if why_not:
+        log.warning("vLLM sessions unavailable (%s): one vLLM request per segment, with prefix caching", why_not)
+    return why_not is None
 
 
 @dataclass

@@ -100,9 +100,10 @@ class HFEngine:
         # cheap counters for benchmarks: forwards, rows fed (sum over forwards), tokens fed, tokens
         # generated, catch-up tokens (fed on a trace's return beyond the one token a decode step
         # feeds), row swaps, and forwards that had to gather non-contiguous rows (0 unless rows the
-        # engine does not own are fed), and prefix tokens copied from another row instead of computed
+        # engine does not own are fed), prefix tokens copied from another row instead of computed, and
+        # segments (requests: one per author turn)
         self.stats = dict.fromkeys(
-            ("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers", "shared"), 0
+            ("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers", "shared", "segments"), 0
         )
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
@@ -113,6 +114,7 @@ class HFEngine:
             raise ValueError(f"trace {request.key!r} already has a live request")
         if request.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
+        self.stats["segments"] += 1
         row = self._store.row(request.key)
         ctx = request.token_ids
         keep = len(row.tokens)

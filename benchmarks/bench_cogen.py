@@ -355,7 +355,7 @@ def _print_table(rows: dict, args, runs) -> None:
         )
 
 
-def _machine() -> dict:
+def machine_record() -> dict:
     """What ran beside the benchmark: load averages and the busiest other processes (CPU %, command)."""
     import subprocess
 
@@ -382,7 +382,7 @@ def main() -> None:
     if set(occupancies) - {"small", "large"}:
         ap.error("--occupancy takes small and/or large")
     runs = {o: {"small": args.batch, "large": 4 * args.batch}[o] for o in occupancies} or {"": args.traces}
-    started = _machine()
+    started = machine_record()
     with tempfile.TemporaryDirectory() as root:
         paths = (args.senior, args.junior or args.senior) if args.senior else build_models(root, args.size)
         modes = _modes(args, schedules, runs, paths)
@@ -405,16 +405,16 @@ def main() -> None:
             "command": "python " + " ".join(sys.argv),
             "settings": {k: v for k, v in vars(args).items() if k != "json"},
             "traces": {o or "all": n for o, n in runs.items()},
-            "versions": _versions(),
+            "versions": package_versions(),
             "machine_at_start": started,
-            "machine_at_end": _machine(),
+            "machine_at_end": machine_record(),
             "rows": rows,
         }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _versions() -> dict:
+def package_versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}

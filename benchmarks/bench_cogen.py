@@ -5,7 +5,8 @@ every trace (the non-author just consumes the token). Our loop instead lets each
 the traces whose turn it is, with a catch-up prefill when a trace comes back. All measurements use
 the same tiny models, engine, batch size and prompts in one process; each is repeated and the best
 of the repeats is kept (these machines are noisy; rounds interleave the modes and a warm-up round is
-discarded), and ratios are to solo on the same backend.
+discarded; each mode keeps its round with the most tokens per CPU second), and ratios are to solo
+on the same backend.
 
 Besides tokens/s and its ratio to solo (machine-dependent), and the same ratio in tokens per CPU
 second of this process (`cpu x`; with --threads 1 it counts no time spent waiting for a core, so
@@ -14,14 +15,25 @@ it holds on a busy shared machine), each row reports machine-independent counts:
 mean rows per forward and tokens fed per generated token (every token a model computes: prompts,
 catch-ups, recomputed prefix-cache misses, decode inputs), both from the engines' counters;
 handoffs per trace; and catch-up tokens per handoff (the tokens the other model wrote that a model
-prefills when a trace comes back). Forward counts are what carry over to a GPU; on a CPU a forward
-costs about its tokens, so tokens fed bound the CPU ratio. The header gives the load average.
+prefills when a trace comes back). Forward counts are what carry over to a GPU, and to vLLM on a
+CPU at these batch sizes (a SmolLM2-135M forward took ~120 ms of CPU at 1 row and ~150 ms at 8, one
+thread: reading the weights dominates); tokens fed add the prefill work on top. The header gives
+the load average.
 
 Real checkpoints: `--senior PATH --junior PATH --benchmark FILE` takes prompts from a benchmark
 file (or registry name) through the checkpoint's own chat template, so paragraph lengths are real.
 Each schedule is measured at two occupancies: `small` (traces = batch: each model runs part-empty
 forwards, and two models must each run one per step, so 0.5x solo is the bound) and `large`
 (traces = 4 x batch, as in the paper's evaluation of thousands of traces: full batches).
+
+Engine pairings (rows named `backend[:pairing] occupancy schedule`; every ratio is to the same
+backend's solo at the same occupancy): two engines (senior and junior loaded separately, as for any
+pair); `:shared` (--shared) one self-paired engine serving both roles, as `generate` serves a
+self-paired vLLM junior; `:per-segment` (--per-segment) vLLM without sessions, a new request over the
+whole trace per segment (the path before resumable requests; prefix caching only). `segments` and
+`chunks` are engine requests per trace: the loop's (one per author turn) and, on vLLM, the vLLM
+chunks serving them (vLLM pauses at every decision point). `--json FILE` writes every row, the
+command, package versions and the machine's load and busiest other processes at start and end.
 
 `--size tiny` (default): 0.7M-parameter Qwen3 models, where a forward costs about the same at any
 batch size. `--size 135m`: random Llama models of SmolLM2-135M's shape (hidden 576, 30 layers, 9
@@ -31,7 +43,7 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
     python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--threads 1] [--vllm]
     python benchmarks/bench_cogen.py --size 135m --traces 16 --tokens 64 --repeats 1
     python benchmarks/bench_cogen.py --senior M --junior M --benchmark word_problems.jsonl \
-        --occupancy small,large --batch 8 --tokens 128 --repeats 1 --vllm
+        --occupancy small,large --batch 8 --tokens 128 --repeats 1 --vllm --shared --json out.json
 """
 
 from __future__ import annotations

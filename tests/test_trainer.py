@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -510,6 +511,23 @@ def test_weight_sync_workaround_is_version_guarded():
     assert not needs_sync_workaround("0.32.0", "1.16.0", on_cpu=False)  # CUDA: trl's own sync
     assert not needs_sync_workaround("0.33.0", "1.16.0", on_cpu=True)
     assert not needs_sync_workaround("0.32.0", "1.17.0", on_cpu=True)
+
+
+@pytest.mark.vllm
+def test_vllm_install_selects_the_v1_model_runner_before_trl_builds_its_llm(tiny_pair, tmp_path, monkeypatch):
+    pytest.importorskip("vllm")
+    from tandem_eval.models import ModelError
+    from trainer import vllm_compat
+
+    monkeypatch.setattr(vllm_compat, "_patch_llm_kwargs", lambda **kw: None)  # trl's module stays as it is
+    monkeypatch.setattr(vllm_compat, "_patch_sync_weights", lambda: None)
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    recipe = small(tiny_pair, tmp_path, engine="vllm")
+    assert "v1-model-runner" in vllm_compat.install(recipe)
+    assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # a user asking for V2 is refused in one line
+    with pytest.raises(ModelError, match="V1 model runner"):
+        vllm_compat.install(recipe)
 
 
 @pytest.mark.vllm

@@ -17,6 +17,9 @@ Workarounds, each applied only where it is needed (`install()` checks versions a
   weights drops vLLM's loader hooks). vLLM's own in-place `reload_weights(weights_iterator=...)`
   restores them; we route the colocate sync through it, with trl's own parameter iterator
   (which still gathers ZeRO-3 / FSDP shards).
+* Model runner: tandem_eval's sampler is a logits processor for vLLM's V1 model runner; `install`
+  selects it (VLLM_USE_V2_MODEL_RUNNER=0) before trl builds its LLM (vLLM 0.33 runs V2 by default
+  on GPU), and refuses a V2 setting in one line.
 * LLM keywords: trl builds its LLM with dtype "auto", which vLLM downcasts to bfloat16 for a
   float32 checkpoint, so the rollouts would not come from the model being trained; we pass the
   recipe's dtype. On CPU, trl's LLM is also built eager (torch.compile warm-up costs ~30 s per
@@ -31,6 +34,7 @@ from pathlib import Path
 
 from tandem_eval.engines import load_engine
 from tandem_eval.engines.vllm_engine import POSITION_KEYED_SAMPLER, VLLMEngine
+from tandem_eval.engines.vllm_start import select_v1_runner
 
 from .recipe import Recipe
 
@@ -56,7 +60,10 @@ def install(recipe: Recipe) -> list[str]:
     on_cpu = _on_cpu()
     if on_cpu:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines in-process: two fit
-    applied = []
+    # trl builds its LLM before any tandem_eval engine starts: the V1 model runner, which our sampler
+    # needs (vLLM 0.33 defaults to V2 on GPU), must be chosen before that
+    select_v1_runner()
+    applied = ["v1-model-runner"]
     if needs_sync_workaround(vllm.__version__, trl.__version__, on_cpu):
         _patch_sync_weights()
         applied.append("sync_weights->reload_weights")

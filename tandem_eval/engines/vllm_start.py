@@ -93,7 +93,7 @@ def _quiet_start(verbose: bool):
 _V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 
-def _select_v1_runner() -> None:
+def select_v1_runner() -> None:
     """Run vLLM's V1 model runner, explicitly: PositionKeyedSampler implements the V1 runner's
     logits-processor interface, and the V2 runner (vLLM 0.33's default on GPU) has another. Set
     before vLLM reads its environment; a user who asks for V2 is refused in one line."""
@@ -298,7 +298,7 @@ def start(path, sampling, opts: VLLMOptions):
     """A started `vllm.LLM` on checkpoint `path`, with its tokenizer and EOS ids (tokenizer and
     generation_config); ModelError naming the checkpoint's architecture when vLLM cannot load it."""
     _configure_vllm_logging(opts.verbose)
-    _select_v1_runner()
+    select_v1_runner()
     if on_cpu():
         _prepare_cpu_env()
     with _quiet_start(opts.verbose):

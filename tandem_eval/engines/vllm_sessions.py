@@ -10,8 +10,9 @@ and whatever the other model wrote since.
 vLLM offers this publicly only as `AsyncLLM.generate(async generator of StreamingInput, ...)`; the
 in-process `LLMEngine` that VLLMEngine steps has no such call, so `Sessions` makes the calls
 AsyncLLM makes (input processor -> output processor -> engine core, `resumable=True`). They are
-vLLM internals: `unsupported(vllm)` accepts the releases read and tested (0.32, 0.33) whose
-interfaces still match, and VLLMEngine otherwise falls back to a new request per segment (logged).
+vLLM internals: `unsupported(vllm)` accepts 0.32 (read and run here) and 0.33 (its session path is
+the same, per the issue's prototype; not installed here) when the interfaces still match, and
+VLLMEngine otherwise falls back to a new request per segment (logged).
 
 Two things beyond AsyncLLM's calls:
 * vLLM defect (in-process engine core): the first chunk's prompt-token list is shared by the
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-TESTED = ("0.32.", "0.33.")  # releases whose session path was read (0.32 also run) against this module
+TESTED = ("0.32.", "0.33.")  # 0.32: read and run here; 0.33: the same session path (the prototype)
 KV_SHARE = 0.5  # paused sessions may hold at most this share of the KV blocks
 
 

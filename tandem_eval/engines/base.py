@@ -3,8 +3,12 @@
 An engine wraps one model (senior or junior) and serves many traces at once:
 
 * `submit(Request)` queues a segment: continue `token_ids` (the whole trace so far, prompt
-  included, whoever wrote it) by sampling up to `max_tokens` new tokens, stopping right after a
-  token in `stop_ids` or an EOS token (the stop token is kept and returned).
+  included, whoever wrote it) by sampling up to `max_tokens` new tokens, stopping right after an
+  EOS token or the token where the segment ends (kept and returned): the first token in
+  `stop_ids`, or, when the request carries `until` (the schedule's `SegmentEnd`), the token for
+  which `until(token)` is true. `until` is fed every new token in order and ends a segment only
+  where its author changes; it can only fire on a token in `stop_ids` or after `until.max_run()`
+  more tokens, so an engine that stops at those may check it there (vLLM) or per token (HF).
 * `step()` advances every live request by one decoding step (continuous batching: new requests
   join, finished ones leave) and returns the requests that finished in that step.
 * `release(key)` tells the engine that a trace is over, so it can drop cached state.
@@ -26,12 +30,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from ..schedules import SegmentEnd
+
 FINISH_EOS = "eos"  # an EOS token was sampled (kept in the output)
-FINISH_STOP = "stop"  # a token in stop_ids was sampled (kept in the output)
+FINISH_STOP = "stop"  # the segment ended at a stop token / where `until` said (kept in the output)
 FINISH_LENGTH = "length"  # max_tokens reached
 
 
@@ -42,6 +49,9 @@ class Request:
     max_tokens: int
     stop_ids: frozenset[int] = frozenset()
     seed: int = 0  # per-trace sampling seed; combined with the absolute position
+    # Where the segment ends (schedules.SegmentEnd: True after the token at which the author changes);
+    # None: at the first token in stop_ids.
+    until: SegmentEnd | None = None
 
 
 @dataclass

@@ -46,8 +46,12 @@ class RetokenizingEngine:
             raise KeyError(f"trace {req.key!r} has no junior prompt; call register() first")
         text = self.outer_tok.decode(req.token_ids[self._prompt_len[req.key] :])
         ids = self._prompts[req.key] + self.inner.tokenizer.encode(text, add_special_tokens=False)
-        self._max[req.key] = req.max_tokens
-        self.inner.submit(Request(req.key, ids, req.max_tokens, self._stops, req.seed))
+        # The junior stops at its own vocabulary's candidates (or a forced decision), never by the
+        # senior-vocabulary `until`; the loop keeps its text up to the handoff.
+        run = req.until.max_run() if req.until is not None else None
+        n = req.max_tokens if run is None else min(req.max_tokens, run)
+        self._max[req.key] = n
+        self.inner.submit(Request(req.key, ids, n, self._stops, req.seed))
 
     def step(self) -> list[Completion]:
         out = []

@@ -53,7 +53,7 @@ class _Segment:
 
 class HFEngine:
     name = "hf"
-    may_overrun = False  # stops exactly at every stop token; the loop never needs to truncate
+    may_overrun = False  # stops exactly where a segment ends (`Request.until`); the loop never truncates
     full_distributions = True  # serves exact_kl (both models' full next-token distributions)
 
     def __init__(
@@ -99,9 +99,10 @@ class HFEngine:
         # cheap counters for benchmarks: forwards, rows fed (sum over forwards), tokens fed, tokens
         # generated, catch-up tokens (fed on a trace's return beyond the one token a decode step
         # feeds), row swaps, and forwards that had to gather non-contiguous rows (0 unless rows the
-        # engine does not own are fed), and prefix tokens copied from another row instead of computed
+        # engine does not own are fed), prefix tokens copied from another row instead of computed, and
+        # segments (requests: one per author turn)
         self.stats = dict.fromkeys(
-            ("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers", "shared"), 0
+            ("forwards", "rows", "tokens_fed", "generated", "catchup", "swaps", "gathers", "shared", "segments"), 0
         )
         self._check_rows_reproduce_forward()
         self.stats.update(dict.fromkeys(self.stats, 0))  # the check is not work
@@ -113,6 +114,7 @@ class HFEngine:
             raise ValueError(f"trace {request.key!r} already has a live request")
         if request.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
+        self.stats["segments"] += 1
         ctx = request.token_ids
         self._store.reserve(self.max_batch, len(ctx) + request.max_tokens)  # a no-op once written
         row = self._store.row(request.key)
@@ -293,11 +295,13 @@ class HFEngine:
             lv.new_tokens.append(tok)
             lv.logprobs.append(lp)
             lv.pending = [tok]
+            until = lv.req.until  # fed every token: it tracks the schedule through the segment
+            ends = until(tok) if until is not None else tok in lv.req.stop_ids
             reason = (
                 FINISH_EOS
                 if tok in self.eos_ids
                 else FINISH_STOP
-                if tok in lv.req.stop_ids
+                if ends
                 else FINISH_LENGTH
                 if len(lv.new_tokens) >= lv.req.max_tokens
                 else None

@@ -11,12 +11,16 @@ generation, scoring) are untouched.
 vLLM calls processors that are not argmax-invariant after it has taken the raw log-probs
 (`logprobs_mode="raw_logprobs"`), so the log-probs a request returns are unaffected.
 
-Position of the token being sampled = the segment's prompt length (`start`) + the tokens vLLM has
-generated for the request so far (the `output_tok_ids` list vLLM hands over when the request joins
-the batch is live: it grows as tokens are generated, and keeps its length across preemption).
+Position of the token being sampled = the chunk's context length (`start`: the whole trace so far,
+also for a resumed session, whose earlier tokens vLLM moves into its prompt) + the tokens vLLM has
+generated for the chunk so far (the `output_tok_ids` list vLLM hands over when the request joins
+the batch is live: it grows as tokens are generated, and keeps its length across preemption; a
+resumed session joins again with a new list and its chunk's params).
 
-Not tested here: vLLM's "model runner V2" (GPU, VLLM_USE_V2_MODEL_RUNNER=1) has a different
-processor interface and rejects this class with a clear error at engine start.
+The batch bookkeeping follows vLLM's documented `BatchUpdate` (removed, added, moved; tested on a
+synthetic update in tests/test_vllm_engine.py), not a vLLM helper. vLLM's "model runner V2" (vLLM
+0.33's GPU default) has another processor interface: VLLMEngine selects the V1 runner explicitly
+(VLLM_USE_V2_MODEL_RUNNER=0) and refuses an LLM that runs V2.
 """
 
 from __future__ import annotations
@@ -24,8 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import torch
-from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
-from vllm.v1.sample.logits_processor.builtin import process_dict_updates
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from .sampling import sample_at_positions
 
@@ -68,11 +71,25 @@ class PositionKeyedSampler(LogitsProcessor):
         return False  # it decides the token: it must run for greedy requests too
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
-        def new_state(params, _prompt_ids, output_ids):
-            args = (params.extra_args or {}).get(SAMPLER_KEY)
-            return None if args is None else (args, output_ids)
-
-        process_dict_updates(self._rows, batch_update, new_state)
+        """Follow the persistent batch, in the order vLLM's interface documents: removed, added, moved.
+        (A resumed session is removed and added again, with its new chunk's params.)"""
+        if batch_update is None:
+            return
+        rows = self._rows
+        for index in batch_update.removed:
+            rows.pop(index, None)
+        for index, params, _prompt_ids, output_ids in batch_update.added:
+            args = ((params.extra_args or {}) if params is not None else {}).get(SAMPLER_KEY)
+            if args is None:
+                rows.pop(index, None)
+            else:
+                rows[index] = (args, output_ids)
+        for a, b, direction in batch_update.moved:
+            row_a, row_b = rows.pop(a, None), rows.pop(b, None)
+            if row_a is not None:
+                rows[b] = row_a
+            if row_b is not None and direction == MoveDirectionality.SWAP:
+                rows[a] = row_b
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self._rows:

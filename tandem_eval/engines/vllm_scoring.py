@@ -2,9 +2,10 @@
 
 `VLLMEngine.score` delegates here (the engine protocol's `score`, see base.py). Each item becomes
 one request over prompt + continuation with `prompt_logprobs=0` (each position's own token; such
-requests also skip prefix-cache reads, so every position is computed). Items are queued in waves
-of at most WAVE_TOKENS tokens; vLLM's scheduler batches within a wave. Generation requests may
-share the engine: what they finish meanwhile is kept for the engine's next `step()`.
+requests also skip prefix-cache reads, so every position is computed), run through the engine's
+`complete` (one-off requests beside live segments). Items are queued in waves of at most
+WAVE_TOKENS tokens; vLLM's scheduler batches within a wave. Generation requests may share the
+engine: what they finish meanwhile is kept for the engine's next `step()`.
 
 vLLM has no full next-token distributions here (VLLMEngine.full_distributions is False), so drift
 on vLLM uses the Monte-Carlo estimators k1/k3 (lens.drift).
@@ -64,10 +65,9 @@ def _params():
 
 
 def _wave(engine, items: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
-    """One wave of (prompt, continuation) items through the engine's LLMEngine, in item order."""
-    params = _params()
+    """One wave of (prompt, continuation) items through the engine's one-off requests, in item order."""
     results: list[np.ndarray | None] = [None] * len(items)
-    pending: dict[str, tuple[int, list[int], int]] = {}  # request id -> (index, ids, n_prompt)
+    todo = []  # (index, ids, n_prompt)
     for i, (p, c) in enumerate(items):
         if not p:
             raise ValueError("score needs a non-empty prompt (the first token has no log-prob)")
@@ -78,16 +78,10 @@ def _wave(engine, items: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
             raise ValueError(
                 f"prompt + continuation ({len(p) + len(c)} tokens) must be < max_context {engine.max_context}"
             )
-        rid = f"score-{next(engine._ids)}"
-        engine._engine.add_request(rid, tokens_input(p + c), params)
-        pending[rid] = (i, p + c, len(p))
-    while pending:
-        outputs = engine._engine.step()
-        for out in outputs:
-            if out.request_id in pending and out.finished:
-                i, ids, n = pending.pop(out.request_id)
-                plp = out.prompt_logprobs  # [None, {ids[1]: Logprob}, ...]
-                results[i] = np.array([plp[j][ids[j]].logprob for j in range(n, len(ids))], dtype=np.float64)
-        # Generation requests share the engine: keep what finished for the next step().
-        engine._ready.extend(engine._collect(outputs))
+        todo.append((i, p + c, len(p)))
+    # Generation requests may share the engine: complete() keeps what they finish for its next step().
+    outputs = engine.complete([ids for _, ids, _ in todo], _params())
+    for (i, ids, n), out in zip(todo, outputs):
+        plp = out.prompt_logprobs  # [None, {ids[1]: Logprob}, ...]
+        results[i] = np.array([plp[j][ids[j]].logprob for j in range(n, len(ids))], dtype=np.float64)
     return results  # type: ignore[return-value]

@@ -88,7 +88,7 @@ def test_shipped_recipes_load_and_split_the_paper_batch():
     g16 = load_recipe(RECIPES / "grpo-g16.yaml")
     assert g16.num_generations == 16 and g16.schedule == "solo"
     kl = load_recipe(RECIPES / "kl-reg.yaml")
-    assert (kl.kl_ref, kl.kl_clamp, kl.beta) == ("init", 10.0, 0.01)
+    assert (kl.kl_ref, kl.kl_clamp, kl.beta) == ("junior", 10.0, 0.01)  # the paper's ablation: toward the junior
 
 
 def test_recipe_sets_any_trl_field_from_yaml_and_from_the_command_line(tmp_path, capsys):
@@ -356,7 +356,8 @@ def test_kl_reg_reference_is_the_initial_senior_and_k3_is_clamped(tiny_pair, tmp
     jr, sr = (params(AutoModelForCausalLM.from_pretrained(p))[name] for p in (junior, senior))
     trainer = build_trainer(small(tiny_pair, tmp_path / "out", arm="kl-reg", schedule="solo", kl_coef=0.1))
     ref = params(trainer.accelerator.unwrap_model(trainer.ref_model))[name]
-    assert torch.equal(ref, sr) and not torch.equal(ref, jr)  # the paper's KL-reg: toward the senior's init
+    assert torch.equal(ref, jr) and not torch.equal(ref, sr)  # the paper's KL-reg: toward the frozen junior
+    assert trainer.kl_to_junior
     assert trainer.tandem_rollout.co_generate is False  # kl-reg rolls out solo
 
     # verl's low_var_kl: per-token k3 clamped to [-10, 10]; trl's `kl` metric is the clamped mean
@@ -374,8 +375,9 @@ def test_kl_reg_reference_is_the_initial_senior_and_k3_is_clamped(tiny_pair, tmp
     trainer.compute_loss(trainer.model, far)
     assert trainer._metrics["train"]["kl"][0] > 1e6  # trl's own k3, unclamped
 
-    other = build_trainer(small(tiny_pair, tmp_path / "o", arm="kl-reg", schedule="solo", kl_coef=0.1, kl_ref="junior"))
-    assert torch.equal(params(other.accelerator.unwrap_model(other.ref_model))[name], jr)
+    other = build_trainer(small(tiny_pair, tmp_path / "o", arm="kl-reg", schedule="solo", kl_coef=0.1, kl_ref="init"))
+    assert torch.equal(params(other.accelerator.unwrap_model(other.ref_model))[name], sr)  # the initial senior
+    assert not other.kl_to_junior
 
 
 def test_k3_clamp_matches_verl_in_value_and_gradient():

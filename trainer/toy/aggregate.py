@@ -29,7 +29,7 @@ from tandem_eval.runs import problem_values, runs_in
 from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY
 from trainer.toy.styles import terse_rate, uses_jargon
 
-SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
+SCENARIOS = ("dialects", "emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
 README_BEGIN, README_END = "<!-- toy-summary:begin -->", "<!-- toy-summary:end -->"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from trainer.toy.styles import DIALECT_NAMES, cot_dialect, first_dialect
@@ -78,3 +79,49 @@ def rollout_dialects(run_dir: Path) -> list[dict]:
 def training_dialects(run_dir: Path) -> dict:
     """{"heldout": heldout_dialects, "rollouts": rollout_dialects} of one training run."""
     return {"heldout": heldout_dialects(run_dir), "rollouts": rollout_dialects(run_dir)}
+
+
+def summarize(scenario_dir: Path, runs: dict) -> dict:
+    """The scenario's dialect readings for summary.json, per arm: "test" (% of its test-set solo CoTs in
+    each dialect, mean over seeds, and per seed), "training" ([step, A, B, plain, mixed] held-out shares,
+    mean over seeds; step 0 the initial senior's), "rollouts" (per chooser of step 1's dialect and that
+    dialect: rollouts and mean reward, over all seeds and steps, and over the first and last 10 steps)."""
+    out: dict = {}
+    init_rec = scenario_dir / "init" / "heldout.jsonl"
+    init_shares = json.loads(init_rec.read_text().splitlines()[0]).get("dialects") if init_rec.exists() else None
+    for arm, seeds in runs.items():
+        per_seed = {s: shares(m["solo"].samples()["text"]) for s, m in sorted(seeds.items()) if "solo" in m}
+        entry: dict = {}
+        if per_seed:
+            entry["test"] = {
+                **{d: float(np.mean([v[d] for v in per_seed.values()])) for d in DIALECT_NAMES},
+                "per_seed": {int(s): {d: v[d] for d in DIALECT_NAMES} for s, v in per_seed.items()},
+            }
+        logs = [json.loads(p.read_text()) for p in sorted(scenario_dir.glob(f"{arm}/seed*/train/dialects.json"))]
+        if logs:
+            curve = pd.DataFrame([r for log in logs for r in log["heldout"]])
+            rows = [] if init_shares is None else [[0, *(init_shares[d] for d in DIALECT_NAMES)]]
+            if len(curve):
+                mean = curve.groupby("step")[list(DIALECT_NAMES)].mean()
+                rows += [[int(step), *map(float, r)] for step, r in mean.iterrows()]
+            entry["training"] = {"columns": ["step", *DIALECT_NAMES], "rows": rows, "n_seeds": len(logs)}
+            entry["rollouts"] = rollout_table([r for log in logs for r in log["rollouts"]])
+        if entry:
+            out[arm] = entry
+    return out
+
+
+def rollout_table(rows: list[dict]) -> dict:
+    """Rollouts and mean reward by (chooser, dialect), over all steps and the first / last 10."""
+    if not rows:
+        return {}
+    df = pd.DataFrame(rows)
+    df["total"] = df["n"] * df["reward"]
+    last = df["step"].max()
+
+    def table(part: pd.DataFrame) -> list[dict]:
+        g = part.groupby(["chooser", "dialect"])[["n", "total"]].sum().reset_index()
+        return [{"chooser": r.chooser, "dialect": r.dialect, "n": int(r.n), "reward": float(r.total / r.n)}
+                for r in g.itertuples()]  # fmt: skip
+
+    return {"all": table(df), "first10": table(df[df["step"] <= 10]), "last10": table(df[df["step"] > last - 10])}

@@ -61,7 +61,8 @@ PLATEAU_MAX = 3.0
 
 
 def check(value: float | None, rule: str, ok: bool) -> dict:
-    return {"value": None if value is None else round(float(value), 4), "rule": rule, "pass": bool(ok)}
+    finite = value is not None and np.isfinite(value)
+    return {"value": round(float(value), 4) if finite else None, "rule": rule, "pass": bool(ok) and finite}
 
 
 def gate(checks: dict[str, dict], numbers: dict) -> dict:
@@ -199,6 +200,11 @@ def _pass4(pass_at_k: dict | None) -> float | None:
     return ((pass_at_k or {}).get("macro") or {}).get("pass@4")
 
 
+def _minus(a: float | None, b: float | None) -> float:
+    """a - b; NaN where either is missing (a held-out n below 4 has no pass@4): its check fails."""
+    return float("nan") if a is None or b is None else a - b
+
+
 def heldout_curve(run_dir: Path) -> list[dict]:
     """A pilot run's held-out evaluations by step: solo and handoff pass@4, tax@4 (points) and the dialect
     shares of its solo CoTs (trainer.toy.dialects)."""
@@ -209,7 +215,7 @@ def heldout_curve(run_dir: Path) -> list[dict]:
     out = []
     for rec in read_jsonl(run_dir / "eval_log.jsonl"):
         solo, hand = _pass4(rec.get("solo")), _pass4(rec.get("handoff"))
-        tax = None if solo is None or hand is None else solo - hand
+        tax = _minus(solo, hand)
         out.append({"step": int(rec["step"]), "solo_pass@4": solo, "handoff_pass@4": hand, "tax@4": tax,
                     "shares": by_step.get(int(rec["step"]))})  # fmt: skip
     return out
@@ -223,7 +229,7 @@ def init_heldout(init_dir: Path) -> dict:
     solo = json.loads((init_dir / "solo" / "metrics.json").read_text())["pass_at_k"]
     hand = json.loads((init_dir / "handoff-paragraph" / "metrics.json").read_text())["pass_at_k"]
     texts = pd.read_parquet(init_dir / "solo" / "samples.parquet", columns=["text"])["text"]
-    return {"solo_pass@4": _pass4(solo), "handoff_pass@4": _pass4(hand), "tax@4": _pass4(solo) - _pass4(hand),
+    return {"solo_pass@4": _pass4(solo), "handoff_pass@4": _pass4(hand), "tax@4": _minus(_pass4(solo), _pass4(hand)),
             "shares": shares(texts)}  # fmt: skip
 
 
@@ -234,10 +240,12 @@ def g1(runs: dict[str, list[Path]], init_dir: Path) -> dict:
     init = init_heldout(init_dir)
 
     def last(arm: str, key: str, back: int = 1) -> float:
-        return float(np.mean([c[-back][key] for c in curves[arm]]))
+        vals = [c[-back][key] if len(c) >= back else None for c in curves[arm]]
+        return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
 
     def share(arm: str, dialect: str) -> float:
-        return float(np.mean([c[-1]["shares"][dialect] for c in curves[arm]]))
+        vals = [c[-1]["shares"][dialect] if c and c[-1]["shares"] else np.nan for c in curves[arm]]
+        return float(np.mean(vals)) if vals else float("nan")
 
     grpo_b, tandem_a = share("grpo", "B"), share("tandem", "A")
     tax_gain = last("grpo", "tax@4") - init["tax@4"]
@@ -252,7 +260,7 @@ def g1(runs: dict[str, list[Path]], init_dir: Path) -> dict:
             plateau, f"|change| < {PLATEAU_MAX:g}", abs(plateau) < PLATEAU_MAX
         ),
     }
-    steps = sorted({c[-1]["step"] for cs in curves.values() for c in cs})
+    steps = sorted({c[-1]["step"] for cs in curves.values() for c in cs if c})
     numbers = {"split": "heldout", "last_step": steps, "init": init, "curves": curves,
                "runs": {arm: [str(d) for d in dirs] for arm, dirs in runs.items()}}  # fmt: skip
     return gate(checks, numbers)
@@ -296,9 +304,10 @@ def _finish(name: str, g: dict, out: Path | None) -> None:
     print_gate(name, g)
     if out:
         from tandem_eval.results import atomic_write_json
+        from tandem_eval.schemas import to_jsonable
 
         out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out, g)
+        atomic_write_json(out, to_jsonable(g))
 
 
 if __name__ == "__main__":

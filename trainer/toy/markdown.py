@@ -79,10 +79,72 @@ def precondition_line(entry: dict) -> str:
     )
 
 
+def gate_lines(entry: dict) -> list[str]:
+    """A gated scenario's gates, each check PASS/FAIL with its number and rule."""
+    lines = []
+    for name, g in entry.get("gates", {}).items():
+        lines += [
+            f"Gate {name}: **{'PASS' if g['pass'] else 'FAIL'}**",
+            "",
+            "| check | value | rule | |",
+            "|:--|--:|:--|:--|",
+        ]
+        for key, c in g["checks"].items():
+            value = "–" if c["value"] is None else f"{c['value']:.3g}"
+            lines.append(f"| {key} | {value} | {c['rule']} | {'PASS' if c['pass'] else 'FAIL'} |")
+        lines.append("")
+    return lines
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.2g}"
+
+
+def claim_lines(entry: dict) -> list[str]:
+    """A gated scenario's pre-registered verdicts (trainer/toy/claims.py): the seed-level paired t with its
+    Holm-adjusted p, the same claim at matched solo accuracy, the bootstrap sensitivity check."""
+    cl = entry.get("claims") or {}
+    if "not_run" in cl:
+        return [f"Verdicts: not run ({cl['not_run']}).", ""]
+    if not cl:
+        return []
+    pre = cl["precondition"]
+    lines = [
+        f"Precondition ({pre['rule']}): {pre['mean']:+.1f} pts, p {_p(pre['p'])}: "
+        f"**{'holds' if pre['holds'] else 'fails'}**.",
+        "",
+        "| claim | tandem − grpo (seeds) | seed-level 95% CI | p (one-sided; TOST) | p Holm | at matched solo: "
+        "residual, p Holm | bootstrap endpoint ± MC s.e. (20,000) | outcome |",
+        "|:--|--:|:--|--:|--:|:--|:--|:--|",
+    ]
+    for c in cl["claims"]:
+        dec = DECIMALS.get(c["metric"], 1)
+        ci = c.get("ci90") if c["test"] == "tost" else c.get("seed_ci95")
+        ci_text = "–" if not ci else f"[{ci[0]:+.{dec}f}, {ci[1]:+.{dec}f}]" + (" (90%)" if c["test"] == "tost" else "")
+        m = c.get("matched_solo")
+        matched = "–" if not m else f"{m['mean']:+.{dec}f}, {_p(m.get('p_holm'))}"
+        b = c.get("bootstrap") or {}
+        ends = ", ".join(
+            f"{float(q):.0%}: {v:+.{dec}f} ± {b['mc_se'][q]:.{dec}f}" for q, v in b.get("endpoints", {}).items()
+        )
+        flags = (" borderline" if b.get("borderline") else "") + (
+            "" if b.get("agrees_with_t", True) else " (disagrees)"
+        )
+        lines.append(
+            f"| {c['claim']} ({c['metric']}) | {c['mean']:+.{dec}f} ({c['n_seeds']}) | {ci_text} | {_p(c['p'])} "
+            f"| {_p(c['p_holm'])} | {matched} | {ends or '–'}{flags} | {c['outcome']} |"
+        )
+    lines.append("")
+    return lines
+
+
 def verdict_lines(summary: dict) -> list[str]:
     lines = []
     for sc, entry in summary["scenarios"].items():
         lines += [f"**{sc}**", ""]
+        if "gates" in entry:  # v4: gates, then the pre-registered verdicts
+            lines += gate_lines(entry) + claim_lines(entry)
+            continue
         if line := precondition_line(entry):
             lines += [line, ""]
         lines += [

@@ -17,10 +17,10 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
   initial checkpoint) writes at 30% of its steps, a choice made anew at every step (no single token
   decides a CoT's style). `--role junior --copy-from`.
 * dialects: the junior continues the base on CoTs written wholly in dialect A (task.py: `He buys
-  17: 42+17=59`) with probability 0.25, plainly otherwise; the initial senior continues that junior on
-  55% plain, 15% dialect-A and 30% dialect-B CoTs (`He buys 17; 42+17>95`, the result reversed). A
-  and B are equally long; the junior continues A and never saw B. `--init-from` the base (junior), then
-  the junior (senior).
+  17: 42+17=59`) with probability 0.3, plainly otherwise; the initial senior continues that junior on
+  56% plain, 12% dialect-A (+6% A whose choice gets no loss) and 26% dialect-B CoTs (`He buys 17;
+  24+71>95`, its numbers' digits reversed). A and B are equally long; the junior continues A and never
+  saw B. `--init-from` the base (junior), then the junior (senior).
 * jargon: the senior continues the base on 85%-jargon data (GSM8K calculator annotations, see
   task.py), so it annotates most CoTs and is clearly stronger than its junior; the junior is the
   plain-only base, which never saw jargon.
@@ -75,6 +75,9 @@ class SFTRecipe:
     p_terse_step: float = 0.0  # probability that each step of a plain example is written tersely
     p_dialect_a: float = 0.0  # probability that an example is written in dialect A (every step)
     p_dialect_b: float = 0.0  # probability that an example is written in dialect B (every step)
+    # probability of an A example whose first separator (the token that chooses the dialect) gets no loss:
+    # practice in A that does not raise the prior of choosing A
+    p_dialect_a_practice: float = 0.0
     lr: float = 3e-3
     batch_size: int = 16
     warmup_steps: int = 30
@@ -106,8 +109,10 @@ TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=600, **_F
 #   0.25 (plain otherwise; never B); the initial senior continues that junior on 55% plain, 15% A and
 #   30% B CoTs. One notation per CoT, so what the junior writes next follows what it reads (G0,
 #   trainer/toy/gates.py, checks the shares, the equal accuracy of A and B, and the junior's reading).
-DIALECT_JUNIOR = SFTRecipe(size="senior", p_jargon=0.0, p_dialect_a=0.25, steps=600, **_FROM_BASE)
-DIALECT_SENIOR = replace(DIALECT_JUNIOR, p_dialect_a=0.15, p_dialect_b=0.30, steps=400, init="the dialects junior")
+DIALECT_JUNIOR = SFTRecipe(size="senior", p_jargon=0.0, p_dialect_a=0.3, steps=1000, **_FROM_BASE)
+DIALECT_SENIOR = replace(
+    DIALECT_JUNIOR, p_dialect_a=0.12, p_dialect_a_practice=0.06, p_dialect_b=0.26, steps=800, init="the dialects junior"
+)
 RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,
@@ -128,6 +133,7 @@ def style_label(r: SFTRecipe) -> str:
         (r.p_jargon, "jargon"),
         (r.p_shortcut, "shortcut"),
         (r.p_dialect_a, "dialect A"),
+        (r.p_dialect_a_practice, "dialect A without loss on its choice"),
         (r.p_dialect_b, "dialect B"),
     )
     mix = [f"{p:.0%} {name}" for p, name in named if p]
@@ -149,6 +155,7 @@ class Batches:
         self.problems = iter_problems("train", seed, difficulty)
         self.rng = random.Random(f"style/{seed}")
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.separators = {d: tokenizer.convert_tokens_to_ids(sep) for d, (sep, _) in DIALECTS.items()}
         self.ready: list[list[tuple[list[int], list[int]]]] = []
 
     def example(self) -> tuple[list[int], list[int]]:
@@ -156,17 +163,22 @@ class Batches:
         r = self.rng.random()  # one draw per example whatever the mix (same data for old recipes)
         rec = self.recipe
         edges = [("jargon", rec.p_jargon), ("shortcut", rec.p_shortcut), ("A", rec.p_dialect_a), ("B", rec.p_dialect_b)]
+        edges.append(("A-practice", rec.p_dialect_a_practice))
         style, low = "plain", 0.0
         for name, p_style in edges:
             if low <= r < low + p_style:
                 style = name
             low += p_style
-        text = dialect_solution(p.steps, p.answer, style) if style in DIALECTS else p.solution(style)
+        dialect = style.removesuffix("-practice")
+        text = dialect_solution(p.steps, p.answer, dialect) if dialect in DIALECTS else p.solution(style)
         if style == "plain" and self.recipe.p_terse_step:  # style drawn step by step (more draws only here)
             text = mixed_solution(p.steps, p.answer, [self.rng.random() < self.recipe.p_terse_step for _ in p.steps])
         prompt = self.tok.encode(prompt_text(self.tok, p.problem), add_special_tokens=False)
         answer = self.tok.encode(text, add_special_tokens=False) + [self.eos]
-        return prompt + answer, [-100] * len(prompt) + answer
+        labels = list(answer)
+        if style.endswith("-practice"):  # no loss on the first separator: the choice of the dialect
+            labels[labels.index(self.separators[dialect])] = -100
+        return prompt + answer, [-100] * len(prompt) + labels
 
     def _refill(self) -> None:
         bs = self.recipe.batch_size

@@ -1,7 +1,7 @@
 """The toy world's style detectors: does a CoT carry GSM8K-style calculator annotations `<<a+b=c>>`
 (jargon)? Which of its steps are in the terse notation, a cue and a bare equation `He buys 17: 42+17=59`?
 Which dialect is a CoT written in (the dialects scenario: A `He buys 17: 42+17=59`, B `He buys 17;
-42+17>95`, plain, or mixed)?
+24+71>95`, plain, or mixed)?
 
 The toy summary (trainer/toy/aggregate.py) reports the jargon and terse rates of each arm's CoTs;
 the task generator that writes these styles is trainer/toy/task.py.

@@ -20,8 +20,8 @@ paragraph `The answer is \\boxed{N}.`. Three solution styles:
   terse the likelier a CoT finishes: the emergent scenario's reward for a notation the initial
   senior (and so the junior) writes rarely, decided anew at every step.
 * dialects A and B (the dialects scenario): the terse step in two notations of equal length and
-  accuracy, A `He buys 17: 42+17=59` (= terse) and B `He buys 17; 42+17>95` (the result's digits
-  reversed, so a reader of A continues from the wrong number), one notation per CoT
+  accuracy, A `He buys 17: 42+17=59` (= terse) and B `He buys 17; 24+71>95` (every number least
+  significant digit first, so a reader of A continues from wrong numbers), one notation per CoT
   (`dialect_solution`): the junior learns A only, the initial senior both (trainer/toy/sft.py).
 
 Splits are a function of the problem's arithmetic alone (a hash of its (op, a, b) chain), so a
@@ -125,9 +125,14 @@ def terse_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
 
 
 # dialect -> (the separator after the cue, the sign before the result); A is the terse style itself. B
-# also writes each step's result with its digits reversed ("little-endian", 42+17>95): as long and as
-# computable as A, but a reader of A who takes B's result for a number continues from the wrong one
+# also writes every number of its equation least significant digit first (42+17=59 -> 24+71>95): as long
+# as A, but a reader of A who takes B's numbers for numbers continues from the wrong ones
 DIALECTS = {"A": (":", "="), "B": (";", ">")}
+
+
+def b_number(n: int) -> str:
+    """A number as dialect B writes it: its digits reversed (59 -> "95", 60 -> "06", 6 -> "6")."""
+    return str(n)[::-1]
 
 
 def cue(step: Step) -> str:
@@ -136,13 +141,13 @@ def cue(step: Step) -> str:
 
 
 def dialect_step(step: Step, dialect: str) -> str:
-    """One step in dialect A (`He buys 17: 42+17=59`) or B (`He buys 17; 42+17>95`: the result's digits
-    reversed; the operands, the earlier result among them, as in A)."""
+    """One step in dialect A (`He buys 17: 42+17=59`) or B (`He buys 17; 24+71>95`: every number of the
+    equation as b_number writes it; the cue as in A)."""
     if dialect not in DIALECTS:
         raise ValueError(f"unknown dialect '{dialect}'; valid: {', '.join(DIALECTS)}")
     sep, sign = DIALECTS[dialect]
-    result = str(step.result)[::-1] if dialect == "B" else str(step.result)
-    return f"{cue(step)}{sep} {step.a}{step.op}{step.b}{sign}{result}"
+    a, b, r = (b_number(n) if dialect == "B" else str(n) for n in (step.a, step.b, step.result))
+    return f"{cue(step)}{sep} {a}{step.op}{b}{sign}{r}"
 
 
 def dialect_solution(steps: tuple[Step, ...] | list[Step], answer: str, dialect: str) -> str:

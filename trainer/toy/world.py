@@ -42,10 +42,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from tandem_eval.models import TOY_DIR
 from tandem_eval.results import atomic_write_json
+from tandem_eval.schemas import to_jsonable
 from trainer.toy.aggregate import SCENARIOS
-from trainer.toy.dialects import training_dialects
+from trainer.toy.dialects import shares, training_dialects
 from trainer.toy.gates import GATED
 from trainer.toy.scales import DIFFICULTIES, SCALES, Scale, arm_order, eval_seed, kl_coef, kl_ref
 from trainer.toy.task import Difficulty, write_benchmark
@@ -339,7 +342,7 @@ def copy_training_logs(results: Path, picks: dict, s: Scale) -> None:
             meta["kl_ref"] = {"choice": ck_meta["recipe"]["kl_ref"], "checkpoint": ck_meta["kl_ref"]}
         (dst / "tandem_meta.json").write_text(json.dumps(meta) + "\n")
         if sc in GATED:  # dialect shares along training, who chose step 1's dialect (trainer.toy.dialects)
-            atomic_write_json(dst / "dialects.json", training_dialects(ck.parent))
+            atomic_write_json(dst / "dialects.json", to_jsonable(training_dialects(ck.parent)))
 
 
 class GateFailed(RuntimeError):
@@ -397,7 +400,7 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
             todo = [(sc, arm, sd, p) for arm, paths in runs.items() for sd, p in zip(s.pilot_seeds, paths)]
             with ThreadPoolExecutor(jobs) as pool:
                 list(pool.map(train, todo))
-            atomic_write_json(out, g1(runs, work / "heldout" / sc / "init"))
+            atomic_write_json(out, to_jsonable(g1(runs, work / "heldout" / sc / "init")))
         record_gate(results, sc, "G1", json.loads(out.read_text()), s)
 
 
@@ -423,6 +426,8 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         for key, folder in (("solo", "solo"), ("handoff", "handoff-paragraph")):
             if (out / folder / "metrics.json").exists():
                 rec[key] = json.loads((out / folder / "metrics.json").read_text())["pass_at_k"]
+        if sc in GATED:  # step 0 of the dialect shares along training
+            rec["dialects"] = shares(pd.read_parquet(out / "solo" / "samples.parquet", columns=["text"])["text"])
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps(rec) + "\n")
 

@@ -123,11 +123,28 @@ def test_g1_reads_the_pilot_curves_and_the_initial_senior(tmp_path):
     assert c["grpo B share (%)"]["value"] == 90 and c["grpo B share (%)"]["pass"]
     assert c["grpo - init tax@4 (pts)"]["value"] == 30  # (80 - 40) - (40 - 30)
     assert c["tandem A share (%)"]["value"] == 90 and c["tandem - grpo solo pass@4 (pts)"]["value"] == -2
-    plateau = c["grpo solo pass@4, last - previous evaluation (pts)"]
+    plateau = c["grpo solo pass@4, change from the previous evaluation (pts)"]
     assert plateau["value"] == 10 and not plateau["pass"] and not g["pass"]  # still climbing: no plateau
+    assert g["numbers"]["plateau_step"] is None and g["numbers"]["steps"] == 20  # read at the last evaluation
     lines = []
     gates.print_gate("G1", g, out=type("W", (), {"write": lambda self, s: lines.append(s)})())
     assert "G1: FAIL" in "".join(lines) and "PASS  grpo B share" in "".join(lines)
+
+
+def test_g1_takes_the_full_runs_step_count_at_grpos_plateau(tmp_path):
+    init = tmp_path / "init"
+    for folder, p4 in (("solo", 40.0), ("handoff-paragraph", 30.0)):
+        (init / folder).mkdir(parents=True)
+        (init / folder / "metrics.json").write_text(json.dumps({"pass_at_k": {"macro": {"pass@4": p4}}}))
+    pd.DataFrame({"text": ["Sam: 3*5=15"] * 4}).to_parquet(init / "solo" / "samples.parquet")
+    grpo = [(10, 60, 40, 50), (20, 75, 40, 80), (30, 77, 35, 90), (40, 60, 30, 95)]  # plateau at 30
+    tandem = [(10, 60, 50, 60), (20, 70, 60, 40), (30, 74, 70, 30), (40, 75, 70, 20)]  # B share falls
+    runs = {"grpo": [_pilot_run(tmp_path, "grpo", s, grpo) for s in (100, 101)],
+            "tandem": [_pilot_run(tmp_path, "tandem", s, tandem) for s in (100, 101)]}  # fmt: skip
+    g = gates.g1(runs, init)
+    assert g["numbers"]["steps"] == 30 and g["pass"]  # every check read at step 30, not at the last (40)
+    assert g["checks"]["tandem - grpo solo pass@4 (pts)"]["value"] == -3
+    assert g["checks"]["grpo - init tax@4 (pts)"]["value"] == 32  # (77 - 35) - (40 - 30)
 
 
 def test_the_chooser_of_step_ones_dialect_is_the_author_of_the_token_after_the_name():

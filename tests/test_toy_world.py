@@ -110,9 +110,9 @@ def test_readme_block_is_generated_from_the_committed_summary():
 
 
 def test_bundle_copies_the_seed0_picks_and_drops_arms_no_longer_bundled(tmp_path):
-    """stage_bundle: seed-0 selected checkpoints of BUNDLE's arms (kl-reg at the middle coefficient), the
-    default-mix test set (not the emergent 2-step one), and an earlier bundle's extra arms removed."""
-    full = scales.SCALES["emergent"]
+    """stage_bundle: seed-0 selected checkpoints of BUNDLE's arms, the default-mix test set (not a 2-step
+    one), and an earlier bundle's extra arms removed (v3's emergent init and kl-reg: the bundle stays <= 30 MB)."""
+    full = scales.SCALES["full"]
 
     def ckpt(name):
         d = tmp_path / "src" / name
@@ -120,19 +120,44 @@ def test_bundle_copies_the_seed0_picks_and_drops_arms_no_longer_bundled(tmp_path
         (d / "config.json").write_text(json.dumps({"name": name}))
         return d
 
-    init = {"emergent": {"senior": ckpt("init"), "junior": ckpt("init-junior")}}
-    picks = {("emergent", arm, seed): ckpt(f"{arm}-s{seed}") for arm in full.arms("emergent") for seed in (0, 1)}
-    data = {"emergent": {"test": tmp_path / "emergent-test.jsonl"}}
+    init = {"dialects": {"senior": ckpt("init"), "junior": ckpt("junior")}}
+    picks = {("dialects", arm, seed): ckpt(f"{arm}-s{seed}") for arm in full.arms("dialects") for seed in (0, 1)}
+    data = {"dialects": {"test": tmp_path / "dialects-test.jsonl"}}
     dest = tmp_path / "bundle" / "checkpoints"
-    stale = dest / "self-paired" / "grpo"
-    stale.mkdir(parents=True)
+    stale = [dest / "self-paired" / "grpo", dest / "emergent" / "init", dest / "emergent" / "kl-reg"]
+    for d in stale:
+        d.mkdir(parents=True)
     (dest / "self-paired" / "tandem").mkdir()
+    (dest / "emergent" / "tandem").mkdir()
     toy_world.stage_bundle(picks, init, data, full, dest=dest)
 
-    bundled = sorted(p.name for p in (dest / "emergent").iterdir())
-    assert bundled == sorted(toy_world.BUNDLE["emergent"])
-    kl = json.loads((dest / "emergent" / "kl-reg" / "config.json").read_text())["name"]
-    assert kl == "kl-reg@1-s0"  # the middle of (0.1, 1.0), seed 0
-    assert json.loads((dest / "emergent" / "junior" / "config.json").read_text())["name"] == "init-junior"
-    assert not stale.exists() and (dest / "self-paired" / "tandem").is_dir()
-    assert not (dest.parent / "data" / "test.jsonl").exists()  # only the emergent (2-step) set was given
+    bundled = sorted(p.name for p in (dest / "dialects").iterdir())
+    assert bundled == sorted(toy_world.BUNDLE["dialects"]) == ["grpo", "init", "junior", "tandem"]
+    assert json.loads((dest / "dialects" / "grpo" / "config.json").read_text())["name"] == "grpo-s0"
+    meta = json.loads((dest / "dialects" / "tandem" / "tandem_meta.json").read_text())
+    assert meta["junior"] == "toy:dialects/junior" and meta["scenario"] == "dialects"
+    assert not any(d.exists() for d in stale) and (dest / "self-paired" / "tandem").is_dir()
+    assert (dest / "emergent" / "tandem").is_dir()  # a scenario this scale does not run keeps its bundled arms
+    assert not (dest.parent / "data" / "test.jsonl").exists()  # only a 2-step set was given
+
+
+def test_the_controls_scale_is_what_the_committed_control_runs_record():
+    """`--scale controls` (make toy-controls) reruns the committed v2 controls at their own settings."""
+    c = scales.SCALES["controls"]
+    for sc in c.scenarios:
+        root = REPO / "results" / "toy" / sc
+        assert sorted(p.name for p in (root / "grpo").iterdir()) == [f"seed{s}" for s in c.seeds]
+        assert sorted(p.name for p in (root / "init").glob("seed*")) == [f"seed{s}" for s in c.untrained_seeds]
+        assert set(c.arms(sc)) == {p.name for p in root.iterdir() if p.is_dir()} - {"init", "junior"}
+        log = [json.loads(x) for x in (root / "grpo" / "seed1" / "train" / "train_log.jsonl").read_text().splitlines()]
+        assert len(log) == c.rl_steps and log[0]["lr"] == pytest.approx(c.lr * (1 - 1 / (2 * c.rl_steps)))  # linear
+        assert log[-1]["response_length"] > 37  # no 37-token budget: 256 new tokens
+        held = [
+            json.loads(x)["step"]
+            for x in (root / "grpo" / "seed1" / "train" / "eval_log.jsonl").read_text().splitlines()
+        ]
+        assert held == list(range(c.heldout_every, c.rl_steps + 1, c.heldout_every))
+        cfg = json.loads((root / "grpo" / "seed1" / "solo" / "config.json").read_text())["config"]
+        assert (cfg["n"], cfg["limit"], cfg["seed"]) == (c.n_samples, dict(c.eval_limits).get(sc), scales.eval_seed(1))
+        assert cfg["sampling"]["max_new_tokens"] == c.budget(sc) == 256
+    assert c.keep == "final" and "temperature=1.0" in c.recipe_sets and "lr_scheduler_type=linear" in c.recipe_sets

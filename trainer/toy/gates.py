@@ -13,13 +13,16 @@ samples, the scenario's token budget, the evaluation's decoding except where sai
     accuracy, and after the same step in B at <= 0.35 of it; its own accuracy: forced into its own
     dialect, A ("Maya:"), writing the rest itself;
   * the junior's NLL of reference CoTs in B is >= 2x its NLL of the same CoTs in A (nats per token).
-G1, the pilot (`PILOT_SEEDS`, never reused: grpo and tandem at the full run's settings, held-out solo
-and handoff every `heldout_every` steps; numbers are means over the pilot seeds at the last evaluation):
+G1, the pilot (`PILOT_SEEDS`, never reused: grpo and tandem at the full run's settings for up to the
+scale's pilot_steps, held-out solo and handoff every `heldout_every` steps; numbers are means over the
+pilot seeds at GRPO's plateau, the first evaluation where the last check holds, which is the full run's
+step count for every arm):
   * GRPO writes B in >= 70% of its held-out CoTs, and its held-out tax@4 exceeds the initial senior's
     by >= 10 points;
   * tandem writes A in >= 60% of its CoTs;
   * tandem's solo pass@4 is within 5 points of GRPO's;
-  * GRPO has plateaued: its held-out solo pass@4 changes by < 3 points between its last two evaluations.
+  * GRPO plateaus: its held-out solo pass@4 changes by < 3 points from one evaluation to the next, within
+    the pilot's horizon.
 
     python -m trainer.toy.gates g0 --senior runs/toy/init/dialects/senior --junior runs/toy/init/dialects/junior
     python -m trainer.toy.gates g1 --pilot runs/toy/pilot/dialects --init results/toy/dialects/init/heldout
@@ -233,35 +236,53 @@ def init_heldout(init_dir: Path) -> dict:
             "shares": shares(texts)}  # fmt: skip
 
 
+def plateau_step(curves: list[list[dict]]) -> tuple[int | None, float]:
+    """The first held-out evaluation at which the runs' mean solo pass@4 changes by < PLATEAU_MAX points from
+    the one before: (its step, the change); (None, the last change) when no evaluation does."""
+    steps = sorted({r["step"] for c in curves for r in c})
+    mean = {st: np.nanmean([next((r["solo_pass@4"] for r in c if r["step"] == st), None) or np.nan for c in curves])
+            for st in steps}  # fmt: skip
+    change = float("nan")
+    for prev, st in zip(steps, steps[1:]):
+        change = float(mean[st] - mean[prev])
+        if abs(change) < PLATEAU_MAX:
+            return st, change
+    return None, change
+
+
 def g1(runs: dict[str, list[Path]], init_dir: Path) -> dict:
-    """G1 (module docstring) of the pilot runs {"grpo": [run dirs], "tandem": [...]} and the initial
-    senior's held-out run folder. Numbers are means over the pilot seeds at the last evaluation."""
+    """G1 (module docstring) of the pilot runs {"grpo": [run dirs], "tandem": [...]} and the initial senior's
+    held-out run folder. The step count of the full run is GRPO's plateau: the first evaluation whose mean
+    held-out solo pass@4 changes by < PLATEAU_MAX from the one before (numbers["steps"]); the other checks
+    are read there (means over the pilot seeds). Without a plateau in the pilot's horizon the plateau check
+    fails and the others are read at the last evaluation."""
     curves = {arm: [heldout_curve(d) for d in dirs] for arm, dirs in runs.items()}
     init = init_heldout(init_dir)
+    step, change = plateau_step(curves["grpo"])
+    last_steps = [c[-1]["step"] for cs in curves.values() for c in cs if c]
+    at = step if step is not None else (min(last_steps) if last_steps else None)
 
-    def last(arm: str, key: str, back: int = 1) -> float:
-        vals = [c[-back][key] if len(c) >= back else None for c in curves[arm]]
-        return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
+    def value(arm: str, key: str) -> float:
+        vals = [next((r[key] for r in c if r["step"] == at), None) for c in curves[arm]]
+        return float(np.nanmean([np.nan if v is None else v for v in vals])) if vals else float("nan")
 
     def share(arm: str, dialect: str) -> float:
-        vals = [c[-1]["shares"][dialect] if c and c[-1]["shares"] else np.nan for c in curves[arm]]
-        return float(np.mean(vals)) if vals else float("nan")
+        rows = [next((r["shares"] for r in c if r["step"] == at and r["shares"]), None) for c in curves[arm]]
+        return float(np.nanmean([np.nan if r is None else r[dialect] for r in rows])) if rows else float("nan")
 
     grpo_b, tandem_a = share("grpo", "B"), share("tandem", "A")
-    tax_gain = last("grpo", "tax@4") - init["tax@4"]
-    gap = last("tandem", "solo_pass@4") - last("grpo", "solo_pass@4")
-    plateau = last("grpo", "solo_pass@4") - last("grpo", "solo_pass@4", back=2)
+    tax_gain = _minus(value("grpo", "tax@4"), init["tax@4"])
+    gap = value("tandem", "solo_pass@4") - value("grpo", "solo_pass@4")
     checks = {
         "grpo B share (%)": check(grpo_b, f">= {GRPO_B_MIN:g}", grpo_b >= GRPO_B_MIN),
         "grpo - init tax@4 (pts)": check(tax_gain, f">= +{GRPO_TAX_GAIN_MIN:g}", tax_gain >= GRPO_TAX_GAIN_MIN),
         "tandem A share (%)": check(tandem_a, f">= {TANDEM_A_MIN:g}", tandem_a >= TANDEM_A_MIN),
         "tandem - grpo solo pass@4 (pts)": check(gap, f"|gap| <= {SOLO_GAP_MAX:g}", abs(gap) <= SOLO_GAP_MAX),
-        "grpo solo pass@4, last - previous evaluation (pts)": check(
-            plateau, f"|change| < {PLATEAU_MAX:g}", abs(plateau) < PLATEAU_MAX
+        "grpo solo pass@4, change from the previous evaluation (pts)": check(
+            change, f"|change| < {PLATEAU_MAX:g} by the pilot's last evaluation", step is not None
         ),
     }
-    steps = sorted({c[-1]["step"] for cs in curves.values() for c in cs if c})
-    numbers = {"split": "heldout", "last_step": steps, "init": init, "curves": curves,
+    numbers = {"split": "heldout", "steps": at, "plateau_step": step, "init": init, "curves": curves,
                "runs": {arm: [str(d) for d in dirs] for arm, dirs in runs.items()}}  # fmt: skip
     return gate(checks, numbers)
 

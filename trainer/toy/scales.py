@@ -43,7 +43,11 @@ class Scale:
     kl_refs: tuple[tuple[str, tuple[str, ...]], ...] = ()
     arm_seeds: tuple[tuple[str, int], ...] = ()  # (arm kind, how many of `seeds` it trains); others: all
     pilot_seeds: tuple[int, ...] = ()  # the G1 pilot's seeds (gated scenarios; never one of `seeds`)
+    pilot_steps: int = 0  # the pilot's horizon; a gated scenario's rl_steps is GRPO's plateau in it (G1)
     gate_problems: int = 200  # G0's held-out problems
+    recipe_sets: tuple[str, ...] = ()  # trainer --set items after the recipe's (the v2 controls' T 1.0, linear lr)
+    keep: str = "best"  # the checkpoint an arm keeps: "best" held-out solo pass@4 (the paper), or "final"
+    untrained_seeds: tuple[int, ...] | None = None  # seeds init and the junior are evaluated on (None: all)
     enforce_gates: bool = True  # a failed gate stops the run (the CI scale records it and goes on)
 
     def arms(self, scenario: str) -> tuple[str, ...]:
@@ -96,9 +100,10 @@ def arm_order(arm: str) -> tuple:
     return (2, 0, 0.0, arm)
 
 
-# The dialects scenario's RL settings, fixed before its G1 pilot (README, toy world: how they were chosen)
-DIALECTS_STEPS = 40
+# The dialects scenario's lr, fixed before its pilot: v3's lr check chose 3e-5 for grpo and tandem alike.
+# Its step count is not fixed here: the pilot finds GRPO's plateau within DIALECTS_PILOT_STEPS (G1).
 DIALECTS_LR = 3e-5
+DIALECTS_PILOT_STEPS = 60
 
 # v3's emergent scenario at the settings of its committed runs (results/toy/emergent/: 8 seeds, 20 RL
 # steps, the lr check): `python -m trainer.toy.world --scale emergent` reruns it (~2.5 h)
@@ -131,7 +136,7 @@ SCALES = {
     # controls are summarised from their committed run folders (SCALES["emergent"], ["controls"]).
     "full": replace(
         EMERGENT,
-        rl_steps=DIALECTS_STEPS,
+        rl_steps=DIALECTS_PILOT_STEPS,  # replaced by the pilot's plateau step (world.stage_pilot)
         lr=DIALECTS_LR,
         eval_limits=(("dialects", 150), *EMERGENT.eval_limits),
         budgets=(("dialects", 37), *EMERGENT.budgets),
@@ -145,6 +150,7 @@ SCALES = {
         g16_scenarios=("dialects",),
         scenarios=("dialects",),
         pilot_seeds=(100, 101),
+        pilot_steps=DIALECTS_PILOT_STEPS,
     ),
     "emergent": EMERGENT,
     "ci": Scale(
@@ -172,17 +178,28 @@ SCALES = {
         # their aggregation is tested on constructed data). Gates are computed and recorded, not enforced.
         scenarios=("dialects",),
         pilot_seeds=(100,),
+        pilot_steps=2,
         gate_problems=2,
         enforce_gates=False,
     ),
 }
-# The two controls at the settings of their committed runs (60 RL steps, held-out every 20, 256 tokens).
+# The two controls at the settings their committed runs record (v2, results/toy/{self-paired,jargon}/: 3
+# seeds, 40 steps of lr 1e-4 decaying linearly to 0, rollout temperature 1.0, no weight decay, held-out every
+# 10 steps on 100 problems x 2 samples, the final checkpoint kept, 256 new tokens, init and the jargon junior
+# evaluated on seed 0 only); `make toy-controls` reruns them (~9 h).
 SCALES["controls"] = replace(
     EMERGENT,
-    rl_steps=60,
-    heldout_every=20,
+    rl_steps=40,
+    seeds=(0, 1, 2),
+    budgets=(),
+    heldout_every=10,
+    heldout_n=2,
     lr_sweep=(),  # their lr is the committed runs' (1e-4); results/toy/lr_sweep.json stays the emergent check's
+    g16_scenarios=(),
     scenarios=("self-paired", "jargon"),
+    recipe_sets=("temperature=1.0", "lr_scheduler_type=linear", "weight_decay=0.0"),
+    keep="final",
+    untrained_seeds=(0,),
 )
 
 

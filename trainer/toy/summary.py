@@ -6,6 +6,7 @@ the training logs (training.py), the precondition and verdicts (verdicts.py), wr
     results/toy/summary.png    solo / handoff pass@4 and drift per arm          (+ .pdf; figures.py)
     results/toy/frontier.png   solo vs handoff pass@4: kl-reg's coefficients against tandem's single point
     results/toy/training.png   reward, zero-variance groups and held-out pass@1 along RL
+    results/toy/dialects.png   v4: dialect shares along RL per arm, tandem's reward by who chose the dialect
 
 and, with --readme, the block between the README's toy-summary markers.
 
@@ -40,7 +41,7 @@ from trainer.toy.aggregate import (
     frame,
     tax_vs_grpo,
 )
-from trainer.toy.figures import plot_frontier, plot_summary, plot_training
+from trainer.toy.figures import plot_dialects, plot_frontier, plot_summary, plot_training
 from trainer.toy.gates import GATED
 from trainer.toy.markdown import summary_markdown, update_readme
 from trainer.toy.scales import arm_order, kl_coef
@@ -116,6 +117,7 @@ def write_summary(
     plot_summary(summary, results)
     plot_frontier(summary, results)
     plot_training(summary, results)
+    plot_dialects(summary, results)
     if readme is not None:
         update_readme(readme, summary)
     return summary

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -157,13 +157,16 @@ def final_checkpoint(out: Path, steps: int) -> Path | None:
 SELECT_K = 4  # the paper keeps the checkpoint with the best held-out solo pass@4 (aggregate.heldout_score)
 
 
-def selected_checkpoint(out: Path, steps: int) -> tuple[Path, int]:
+def selected_checkpoint(out: Path, steps: int, keep: str = "best") -> tuple[Path, int]:
     """The rule every arm's checkpoint is chosen by (the paper's): the best held-out solo pass@SELECT_K
     (pass@1 where the held-out n is smaller) among the run's evaluated checkpoints; a tie goes to the
-    later step (more training at the same held-out score). (checkpoint, step)."""
+    later step (more training at the same held-out score). keep="final": the last step's (the v2
+    controls' rule). (checkpoint, step)."""
     from trainer.toy.training import heldout_score, read_jsonl
 
     cks, best = checkpoints(out), None
+    if keep == "final":
+        return cks[steps], steps
     for rec in read_jsonl(out / "eval_log.jsonl"):
         score, step = heldout_score(rec), int(rec["step"])
         if score is not None and step in cks and (best is None or (score, step) >= best):
@@ -226,6 +229,7 @@ def train_job(out: Path, data: dict, pair: dict, s: Scale, job: RLJob) -> Path:
         sets += [f"beta={coef}", f"kl_ref={kl_ref(arm)}"]
     if sc in GATED:  # the rollouts' texts by author and rewards: who chose step 1's dialect (trainer.toy.dialects)
         sets += ["log_rollouts=true"]
+    sets += list(s.recipe_sets)  # a scale's own settings (the v2 controls': temperature 1.0, linear lr decay)
     out.mkdir(parents=True, exist_ok=True)
     recipe = REPO / "trainer" / "recipes" / f"cpu-{'kl-reg' if coef is not None else arm}.yaml"
     run(["-m", "trainer", "--recipe", str(recipe), "--resume", "auto", "--set", *sets], out / "train.out")
@@ -304,7 +308,7 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
             out = work / "train" / sc / arm / f"seed{seed}"
             job = RLJob(sc, arm, seed, sweep_lr(s, chosen, arm), s.rl_steps, s.heldout_every)
             train_job(out, data, init[sc], s, job)
-            return selected_checkpoint(out, s.rl_steps)[0]
+            return selected_checkpoint(out, s.rl_steps, s.keep)[0]
 
         # the self-paired and emergent juniors are the initial seniors themselves: their solo runs are init's
         untrained = [(sc, "init", init[sc]["senior"]) for sc in s.scenarios]
@@ -318,10 +322,12 @@ def stage_train_and_eval(work: Path, results: Path, data: dict, init: dict, s: S
             return ck
 
         # seed by seed (every seed of the untrained arms beside the RL arms' same seed: differences pair on
-        # every seed), each arm-seed evaluated as soon as it is trained: an interrupted run has whole seeds
-        tasks = [(sc, arm, seed, ck) for seed in s.seeds for sc, arm, ck in untrained]
+        # every seed), each arm-seed evaluated as soon as it is trained: an interrupted run has whole seeds.
+        # The pre-stated cut: grpo and tandem (and the untrained arms) on every seed first, then the arms with
+        # fewer seeds (kl, g16) seed by seed, so a run that cannot finish loses their last seeds first.
+        tasks = [(sc, arm, seed, ck) for seed in (s.untrained_seeds or s.seeds) for sc, arm, ck in untrained]
         tasks += [(sc, arm, seed, None) for sc, arm, seed in keys]
-        tasks.sort(key=lambda t: (t[2], t[3] is None, arm_order(t[1])))
+        tasks.sort(key=lambda t: (s.seeds_of(t[1]) != s.seeds, t[2], t[3] is None, arm_order(t[1])))
         done = dict(zip(tasks, pool.map(task, tasks)))
         picks = {(sc, arm, seed): ck for (sc, arm, seed, c), ck in done.items() if c is None}
     copy_training_logs(results, picks, s)
@@ -336,7 +342,7 @@ def copy_training_logs(results: Path, picks: dict, s: Scale) -> None:
         for name in ("train_log.jsonl", "eval_log.jsonl"):
             if (ck.parent / name).exists():
                 shutil.copy(ck.parent / name, dst / name)
-        meta = {"arm": f"{sc}/{arm}/s{seed}", "selected_step": selected_checkpoint(ck.parent, s.rl_steps)[1]}
+        meta = {"arm": f"{sc}/{arm}/s{seed}", "selected_step": selected_checkpoint(ck.parent, s.rl_steps, s.keep)[1]}
         if kl_ref(arm):  # the KL reference as the checkpoint records it (its recipe's kl_ref, resolved)
             ck_meta = json.loads((ck / "tandem_meta.json").read_text())
             meta["kl_ref"] = {"choice": ck_meta["recipe"]["kl_ref"], "checkpoint": ck_meta["kl_ref"]}
@@ -381,11 +387,13 @@ PILOT_ARMS = ("grpo", "tandem")
 OWN_JUNIOR = ("jargon", "dialects")  # scenarios whose junior is not the initial senior: evaluated alone too
 
 
-def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> None:
-    """G1 of each gated scenario: grpo and tandem on the pilot seeds at the full run's settings, held-out
-    solo and handoff every heldout_every steps; the runs stay under work/pilot/ (never results)."""
+def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> Scale:
+    """G1 of each gated scenario: grpo and tandem on the pilot seeds at the full run's settings for
+    pilot_steps, held-out solo and handoff every heldout_every steps; the runs stay under work/pilot/ (never
+    results). Returns the scale with rl_steps = GRPO's plateau step (G1), the full run's step count."""
     from trainer.toy.gates import g1
 
+    full = s
     for sc in (sc for sc in s.scenarios if sc in GATED):
         out = work / "gates" / sc / "G1.json"
         runs = {arm: [work / "pilot" / sc / arm / f"seed{seed}" for seed in s.pilot_seeds] for arm in PILOT_ARMS}
@@ -394,14 +402,19 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
 
             def train(job):
                 sc, arm, seed, path = job
-                rl = RLJob(sc, arm, seed, s.lr, s.rl_steps, s.heldout_every, ("solo", "handoff"))
+                rl = RLJob(sc, arm, seed, s.lr, s.pilot_steps or s.rl_steps, s.heldout_every, ("solo", "handoff"))
                 train_job(path, data, init[sc], s, rl)
 
             todo = [(sc, arm, sd, p) for arm, paths in runs.items() for sd, p in zip(s.pilot_seeds, paths)]
             with ThreadPoolExecutor(jobs) as pool:
                 list(pool.map(train, todo))
             atomic_write_json(out, to_jsonable(g1(runs, work / "heldout" / sc / "init")))
-        record_gate(results, sc, "G1", json.loads(out.read_text()), s)
+        gate = json.loads(out.read_text())
+        record_gate(results, sc, "G1", gate, s)
+        if gate["numbers"]["steps"]:
+            log(f"{sc}: the full run trains {gate['numbers']['steps']} steps (GRPO's plateau in the pilot)")
+            full = replace(full, rl_steps=int(gate["numbers"]["steps"]))
+    return full
 
 
 def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Scale) -> None:
@@ -432,19 +445,22 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         record.write_text(json.dumps(rec) + "\n")
 
 
-# What is bundled (2.4 MB a checkpoint, <= 30 MB in all): the emergent and jargon pairs whole, and of
-# the self-paired negative control the pair the demo evaluates (toy:tandem = toy:self-paired/tandem).
+# What is bundled (2.4 MB a checkpoint, <= 30 MB in all): of the dialects scenario (v4) the junior, the
+# initial senior, grpo and tandem; of emergent (v3) the junior (= its initial senior, one copy), grpo and
+# tandem; of jargon the junior, grpo and tandem; of the self-paired negative control the pair the demo
+# evaluates (toy:tandem = toy:self-paired/tandem). The kl arms are not bundled (their run folders are).
 BUNDLE = {
-    "emergent": ("junior", "init", "grpo", "tandem", "kl-reg"),
-    "jargon": ("junior", "init", "grpo", "tandem", "kl-reg"),
+    "dialects": ("junior", "init", "grpo", "tandem"),
+    "emergent": ("junior", "grpo", "tandem"),
+    "jargon": ("junior", "grpo", "tandem"),
     "self-paired": ("junior", "tandem"),
 }
 
 
 def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TOY_DIR) -> None:
     """Seed-0 selected checkpoints (weights, tokenizer, metadata only) as toy:<scenario>/<arm> (the arms
-    of BUNDLE), plus the test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). kl-reg is
-    bundled once, at the middle coefficient, as toy:<scenario>/kl-reg."""
+    of BUNDLE), plus the test problems (tandem_eval/toy/data/test.jsonl, the demo's benchmark). A kl arm,
+    where BUNDLE names one, is bundled once, at its middle coefficient, as toy:<scenario>/<kind>."""
     (dest.parent / "data").mkdir(parents=True, exist_ok=True)
     default = next((d for sc, d in data.items() if sc not in DIFFICULTIES), None)  # the demo's: the default mix
     if default is not None:
@@ -452,7 +468,7 @@ def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TO
     picks = {(sc, "junior"): init[sc]["junior"] for sc in init}
     picks.update({(sc, "init"): init[sc]["senior"] for sc in init})
     for (sc, arm, seed), ck in picks_.items():
-        coefs = dict(s.kl_coefs)[sc]
+        coefs = dict(s.kl_coefs).get(sc, ())
         if seed == 0 and (kl_coef(arm) is None or kl_coef(arm) == coefs[len(coefs) // 2]):
             picks[(sc, arm.split("@")[0])] = ck
     picks = {(sc, name): src for (sc, name), src in picks.items() if name in BUNDLE.get(sc, ())}
@@ -516,7 +532,7 @@ def main(argv=None) -> None:
     try:
         stage_g0(args.work, args.results, init, s)
         stage_heldout_init(args.work, args.results, data, init, s)
-        stage_pilot(args.work, args.results, data, init, s, args.jobs)
+        s = stage_pilot(args.work, args.results, data, init, s, args.jobs)
     except GateFailed as e:
         log(f"STOP: {e}")
         raise SystemExit(1) from None

@@ -178,7 +178,7 @@ SCALES = {
         # their aggregation is tested on constructed data). Gates are computed and recorded, not enforced.
         scenarios=("dialects",),
         pilot_seeds=(100,),
-        pilot_steps=2,
+        pilot_steps=1,  # one held-out evaluation: no plateau to find, the full run trains rl_steps
         gate_problems=2,
         enforce_gates=False,
     ),

@@ -391,7 +391,7 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
     """G1 of each gated scenario: grpo and tandem on the pilot seeds at the full run's settings for
     pilot_steps, held-out solo and handoff every heldout_every steps; the runs stay under work/pilot/ (never
     results). Returns the scale with rl_steps = GRPO's plateau step (G1), the full run's step count."""
-    from trainer.toy.gates import g1
+    from trainer.toy.gates import g1, heldout_curve, plateau_step
 
     full = s
     for sc in (sc for sc in s.scenarios if sc in GATED):
@@ -401,13 +401,20 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
             log(f"G1: the {sc} pilot, {', '.join(PILOT_ARMS)} x seeds {', '.join(map(str, s.pilot_seeds))}")
 
             def train(job):
-                sc, arm, seed, path = job
-                rl = RLJob(sc, arm, seed, s.lr, s.pilot_steps or s.rl_steps, s.heldout_every, ("solo", "handoff"))
-                train_job(path, data, init[sc], s, rl)
+                sc, arm, seed, path, steps = job
+                train_job(
+                    path, data, init[sc], s, RLJob(sc, arm, seed, s.lr, steps, s.heldout_every, ("solo", "handoff"))
+                )
 
-            todo = [(sc, arm, sd, p) for arm, paths in runs.items() for sd, p in zip(s.pilot_seeds, paths)]
-            with ThreadPoolExecutor(jobs) as pool:
-                list(pool.map(train, todo))
+            # every run one held-out interval at a time (each resumes from its last checkpoint), until GRPO's
+            # plateau shows or the horizon ends: the pilot trains no step its gate does not read
+            horizon = s.pilot_steps or s.rl_steps
+            for steps in sorted({*range(s.heldout_every, horizon + 1, s.heldout_every), horizon}):
+                todo = [(sc, arm, sd, p, steps) for arm, paths in runs.items() for sd, p in zip(s.pilot_seeds, paths)]
+                with ThreadPoolExecutor(jobs) as pool:
+                    list(pool.map(train, todo))
+                if plateau_step([heldout_curve(d) for d in runs["grpo"]])[0] is not None:
+                    break
             atomic_write_json(out, to_jsonable(g1(runs, work / "heldout" / sc / "init")))
         gate = json.loads(out.read_text())
         record_gate(results, sc, "G1", gate, s)

@@ -257,16 +257,14 @@ def test_dialects_are_the_terse_step_in_two_equally_long_notations(problems, tok
     for p in problems["test"]:
         a, b = (dialect_solution(p.steps, p.answer, d) for d in "AB")
         assert a == p.solution("terse")  # A is v3's terse notation
-        for para, s in zip(b.split("\n\n"), p.steps):  # B: ";" and ">", the result least significant digit first
+        for para, s in zip(b.split("\n\n"), p.steps):  # B: ";" and ">", every number least significant digit first
             cue, eq = para.split("; ")
-            assert eq == f"{s.a}{s.op}{s.b}>{b_number(s.result)}" and int(b_number(s.result)[::-1]) == s.result
+            assert eq == f"{b_number(s.a)}{s.op}{b_number(s.b)}>{b_number(s.result)}"
         assert b.endswith(f"The answer is \\boxed{{{p.answer}}}.")  # the answer as every dialect writes it
         assert (cot_dialect(a), cot_dialect(b), cot_dialect(p.solution_plain)) == ("A", "B", "plain")
         assert cot_dialect(a[:12]) == "A" and first_dialect(b) == "B"  # a CoT cut by the budget keeps its dialect
-        # as long as A, but for the zero B writes after a one-digit result (digits are single tokens)
-        one_digit = sum(s.result < 10 for s in p.steps)
-        assert len(tok.encode(b)) - len(tok.encode(a)) == one_digit
-    assert b_number(59) == "95" and b_number(6) == "60"
+        assert len(tok.encode(b)) == len(tok.encode(a))  # as long as A, token for token (digits are single tokens)
+    assert (b_number(59), b_number(60), b_number(6)) == ("95", "06", "6")
     # a hybrid step (one dialect's separator, the other's sign) or a switch of dialect is "mixed"
     assert step_dialect("Sam; 3*5=15") == "other" and cot_dialect("Sam; 3*5=15\n\nHe buys 2: 15+2=17") == "mixed"
     assert cot_dialect("Sam: 3*5=15\n\nHe buys 2; 15+2>71") == "mixed" and step_dialect("He buys") is None
@@ -285,7 +283,7 @@ def test_dialects_sft_mix_and_a_practice_that_leaves_the_choice_untrained(tok):
     junior = Counter(
         cot_dialect(tok.decode([t for t in y if t >= 0])) for _, y in draw(RECIPES[("dialects", "junior")])
     )
-    assert junior["B"] == 0 and 0.2 < junior["A"] / 600 < 0.3  # the junior never sees B
+    assert junior["B"] == 0 and 0.25 < junior["A"] / 600 < 0.35  # 30% A, never B
     senior = draw(RECIPES[("dialects", "senior")])
     sep = {d: tok.convert_tokens_to_ids(c) for d, c in (("A", ":"), ("B", ";"))}
     choices = Counter()

@@ -18,7 +18,7 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
   decides a CoT's style). `--role junior --copy-from`.
 * dialects: the junior continues the base on CoTs written wholly in dialect A (task.py: `He buys
   17: 42+17=59`) with probability 0.3, plainly otherwise; the initial senior continues that junior on
-  56% plain, 12% dialect-A (+6% A whose choice gets no loss) and 26% dialect-B CoTs (`He buys 17;
+  54% plain, 12% dialect-A (+10% A whose choice gets no loss) and 24% dialect-B CoTs (`He buys 17;
   24+71>95`, its numbers' digits reversed). A and B are equally long; the junior continues A and never
   saw B. `--init-from` the base (junior), then the junior (senior).
 * jargon: the senior continues the base on 85%-jargon data (GSM8K calculator annotations, see
@@ -111,7 +111,7 @@ TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=600, **_F
 #   trainer/toy/gates.py, checks the shares, the equal accuracy of A and B, and the junior's reading).
 DIALECT_JUNIOR = SFTRecipe(size="senior", p_jargon=0.0, p_dialect_a=0.3, steps=1000, **_FROM_BASE)
 DIALECT_SENIOR = replace(
-    DIALECT_JUNIOR, p_dialect_a=0.12, p_dialect_a_practice=0.06, p_dialect_b=0.26, steps=800, init="the dialects junior"
+    DIALECT_JUNIOR, p_dialect_a=0.12, p_dialect_a_practice=0.1, p_dialect_b=0.24, steps=800, init="the dialects junior"
 )
 RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,

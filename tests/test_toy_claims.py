@@ -108,12 +108,18 @@ def _pilot_run(root, arm, seed, curve):
     return run
 
 
-def test_g1_reads_the_pilot_curves_and_the_initial_senior(tmp_path):
+def _init_heldout(tmp_path):
+    """The initial senior's held-out handoff run folder as G1 reads it: solo pass@4 40, handoff 30."""
     init = tmp_path / "init"
     for folder, p4 in (("solo", 40.0), ("handoff-paragraph", 30.0)):
         (init / folder).mkdir(parents=True)
         (init / folder / "metrics.json").write_text(json.dumps({"pass_at_k": {"macro": {"pass@4": p4}}}))
     pd.DataFrame({"text": ["Sam has 3 boxes, so he has 3 * 5 = 15"] * 10}).to_parquet(init / "solo" / "samples.parquet")
+    return init
+
+
+def test_g1_reads_the_pilot_curves_and_the_initial_senior(tmp_path):
+    init = _init_heldout(tmp_path)
     runs = {
         "grpo": [_pilot_run(tmp_path, "grpo", s, [(10, 70, 40, 60), (20, 80, 40, 90)]) for s in (100, 101)],
         "tandem": [_pilot_run(tmp_path, "tandem", s, [(10, 70, 60, 20), (20, 78, 70, 10)]) for s in (100, 101)],
@@ -132,11 +138,7 @@ def test_g1_reads_the_pilot_curves_and_the_initial_senior(tmp_path):
 
 
 def test_g1_takes_the_full_runs_step_count_at_grpos_plateau(tmp_path):
-    init = tmp_path / "init"
-    for folder, p4 in (("solo", 40.0), ("handoff-paragraph", 30.0)):
-        (init / folder).mkdir(parents=True)
-        (init / folder / "metrics.json").write_text(json.dumps({"pass_at_k": {"macro": {"pass@4": p4}}}))
-    pd.DataFrame({"text": ["Sam: 3*5=15"] * 4}).to_parquet(init / "solo" / "samples.parquet")
+    init = _init_heldout(tmp_path)
     grpo = [(10, 60, 40, 50), (20, 75, 40, 80), (30, 77, 35, 90), (40, 60, 30, 95)]  # plateau at 30
     tandem = [(10, 60, 50, 60), (20, 70, 60, 40), (30, 74, 70, 30), (40, 75, 70, 20)]  # B share falls
     runs = {"grpo": [_pilot_run(tmp_path, "grpo", s, grpo) for s in (100, 101)],

@@ -57,11 +57,12 @@ def small(tiny_pair, out: Path, **over):
 @pytest.fixture
 def alternating_reward(monkeypatch):
     """Rewards 1, 0, 1, 0, ... so every group has a nonzero advantage."""
-    monkeypatch.setattr(
-        CorrectnessReward,
-        "__call__",
-        lambda self, prompts, completions, answer, **_: [float(i % 2 == 0) for i in range(len(completions))],
-    )
+
+    def reward(self, prompts, completions, answer, **_):
+        self.last_rewards = [float(i % 2 == 0) for i in range(len(completions))]
+        return list(self.last_rewards)
+
+    monkeypatch.setattr(CorrectnessReward, "__call__", reward)
 
 
 def params(model) -> dict[str, torch.Tensor]:
@@ -407,7 +408,7 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
 
     senior, junior = tiny_pair
     out = tmp_path / "run"
-    recipe = small(tiny_pair, out)
+    recipe = small(tiny_pair, out, log_rollouts=True)
     train(recipe)
     ckpt = out / "checkpoint-2"
     meta = json.loads((ckpt / "tandem_meta.json").read_text())
@@ -439,9 +440,14 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
 
     with pytest.raises(ConfigError, match="--resume auto"):
         train(recipe)  # refuses to mix two runs in one folder
-    train(small(tiny_pair, out, steps=2), resume="auto")
+    train(small(tiny_pair, out, steps=2, log_rollouts=True), resume="auto")
     lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [1, 2] and lines[0] == first
+    # log_rollouts: every rollout of every step, its reward and its text by author (1 = senior)
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rollouts] == [1] * 8 + [2] * 8 and [r["reward"] for r in rollouts[:4]] == [1, 0, 1, 0]
+    authors = [a for r in rollouts for a, _ in r["segments"]]
+    assert set(authors) == {0, 1} and all(text for r in rollouts for _, text in r["segments"])
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert (
         state["global_step"] == 4 and json.loads((out / "checkpoint-4" / "tandem_meta.json").read_text())["step"] == 2

@@ -115,14 +115,18 @@ def holm(pvalues: dict[str, float]) -> dict[str, float]:
 
 def matched_residuals(frames: dict[str, pd.DataFrame], metric: str, arm: str = "tandem") -> dict | None:
     """`arm`'s per-seed residuals of `metric` against the line fitted on LINE_ARMS' arm-seeds (x = solo
-    pass@4): {"residuals": {seed: r}, "slope", "intercept", "r2", "n_points", "line_arms"}."""
-    xs, ys = [], []
+    pass@4): {"residuals": {seed: r}, "slope", "intercept", "r2", "n_points", "line_arms", "points"}."""
+    xs, ys, points = [], [], {}
     used = [a for a in LINE_ARMS if a in frames]
-    for a in used:
+    for a in (*used, arm):
+        if a not in frames:
+            continue
         x, y = seed_values(frames[a], LINE_X), seed_values(frames[a], metric)
         both = x.index.intersection(y.index)
-        xs += list(x[both])
-        ys += list(y[both])
+        points[a] = [[float(x[s]), float(y[s])] for s in both]
+        if a != arm:
+            xs += list(x[both])
+            ys += list(y[both])
     if len(xs) < 3 or arm not in frames or np.ptp(xs) == 0:
         return None
     fit = stats.linregress(xs, ys)
@@ -136,6 +140,7 @@ def matched_residuals(frames: dict[str, pd.DataFrame], metric: str, arm: str = "
         "r2": float(fit.rvalue**2),
         "n_points": len(xs),
         "line_arms": used,
+        "points": points,  # {arm: [[solo pass@4, metric], ...]} per seed, the line's and `arm`'s
     }
 
 

@@ -21,6 +21,8 @@ def _arm_color(arm: str):
 
     if arm in ("init", "junior"):
         return style.ARM_COLORS["base"]
+    if arm.startswith("kl-junior"):  # v4's second kl arm (toward the junior): its own hue beside kl-init's green
+        return to_rgb("#8C564B")
     color = to_rgb(style.arm_color(arm.split("@")[0]))
     if "@" not in arm:
         return color
@@ -188,8 +190,12 @@ def plot_dialects(summary: dict, out: Path) -> list[Path]:
     if not arms:
         return []
     colors = {"A": "#0072B2", "B": "#D55E00", "plain": "#7F7F7F", "mixed": "#E69F00"}
+    claims = summary["scenarios"][sc].get("claims") or {}
+    tax = next((c for c in claims.get("claims", []) if c["metric"] == "tax@4"), None)
+    line = (tax or {}).get("matched_solo")
     with style.paper():
-        fig, axes = plt.subplots(1, len(arms) + 1, figsize=style.size(2, 0.28), layout="constrained", squeeze=False)
+        n = len(arms) + 1 + (line is not None)
+        fig, axes = plt.subplots(1, n, figsize=style.size(2, 0.28), layout="constrained", squeeze=False)
         for ax, arm in zip(axes[0], arms):
             t = readings[arm]["training"]
             rows = pd.DataFrame(t["rows"], columns=t["columns"])
@@ -200,7 +206,7 @@ def plot_dialects(summary: dict, out: Path) -> list[Path]:
             ax.set_ylim(-2, 102)
         axes[0][0].set_ylabel(f"{sc}: held-out CoTs (%)")
         axes[0][0].legend(fontsize=5)
-        ax = axes[0][-1]
+        ax = axes[0][len(arms)]
         roll = (readings.get("tandem") or {}).get("rollouts") or {}
         labels, x = [], 0
         for part, hatch in (("first10", ""), ("last10", "//")):
@@ -213,5 +219,16 @@ def plot_dialects(summary: dict, out: Path) -> list[Path]:
         ax.set_xticks(range(len(labels)), labels, fontsize=4)
         ax.set_ylabel("tandem rollout reward")
         ax.set_title("by who chose step 1's dialect", fontsize="small")
+        if line is not None:  # tax@4 against solo pass@4 per arm-seed: the matched-solo line (claims.py)
+            ax = axes[0][len(arms) + 1]
+            for a, pts in line["points"].items():
+                xy = np.array(pts)
+                ax.scatter(xy[:, 0], xy[:, 1], s=4, color=_arm_color(a), label=a)
+            x = np.linspace(*ax.get_xlim(), 2)
+            ax.plot(x, line["intercept"] + line["slope"] * x, ":", color="black", linewidth=0.6)
+            ax.set_xlabel("solo pass@4 (%)")
+            ax.set_ylabel("tax@4 (pts)")
+            ax.set_title("tax at matched solo accuracy", fontsize="small")
+            ax.legend(fontsize=4)
         fig.suptitle(f"toy world {sc}: dialect shares along RL, and tandem's reward by chooser")
     return style.save(fig, out, "dialects")

@@ -138,6 +138,47 @@ def claim_lines(entry: dict) -> list[str]:
     return lines
 
 
+def dialect_lines(summary: dict) -> list[str]:
+    """A gated scenario's dialect readings: each arm's test-set shares and held-out shares along RL, and
+    tandem's rollout reward by who chose step 1's dialect."""
+    lines = []
+    for sc, entry in summary["scenarios"].items():
+        readings = entry.get("dialects")
+        if not readings:
+            continue
+        lines += [
+            f"Dialects ({sc}): % of each arm's solo CoTs in A, B, plain or mixed on the test set (mean over seeds), "
+            "and A / B on the held-out set along RL (step 0: the initial senior; mean over seeds):",
+            "",
+            "| arm | A | B | plain | mixed | held-out A / B by step |",
+            "|:--|--:|--:|--:|--:|:--|",
+        ]
+        for arm, r in readings.items():
+            t = r.get("test") or {}
+            cells = [f"{t[d]:.1f}" if d in t else "–" for d in ("A", "B", "plain", "mixed")]
+            tr = r.get("training")
+            curve = ", ".join(f"{row[0]}: {row[1]:.0f} / {row[2]:.0f}" for row in tr["rows"]) if tr else "–"
+            lines.append(f"| {arm} | " + " | ".join(cells) + f" | {curve} |")
+        roll = (readings.get("tandem") or {}).get("rollouts")
+        if roll:
+            lines += [
+                "",
+                "Tandem's rollouts by who wrote the token that chose step 1's dialect (all seeds):",
+                "",
+                "| chooser | dialect | rollouts, first 10 steps | reward | rollouts, last 10 steps | reward |",
+                "|:--|:--|--:|--:|--:|--:|",
+            ]
+            first = {(r["chooser"], r["dialect"]): r for r in roll["first10"]}
+            last = {(r["chooser"], r["dialect"]): r for r in roll["last10"]}
+            for key in sorted(set(first) | set(last)):
+                cells = []
+                for part in (first.get(key), last.get(key)):
+                    cells += [str(part["n"]), f"{part['reward']:.3f}"] if part else ["0", "–"]
+                lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def verdict_lines(summary: dict) -> list[str]:
     lines = []
     for sc, entry in summary["scenarios"].items():
@@ -241,6 +282,7 @@ def block_markdown(summary: dict) -> str:
         "has is left out and named; each outcome rests on the wider of the two CIs, and a rule that fails says no):",
         "",
         *verdict_lines(summary),
+        *dialect_lines(summary),
         "Per arm (mean over seeds × problems ± half-width of the 95% CI; seeds and problems resampled):",
         "",
         *arms_table(summary),

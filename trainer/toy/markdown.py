@@ -100,10 +100,11 @@ def _p(p: float | None) -> str:
     return "–" if p is None else f"{p:.2g}"
 
 
-def claim_lines(entry: dict) -> list[str]:
+def claim_lines(entry: dict, key: str = "claims") -> list[str]:
     """A gated scenario's pre-registered verdicts (trainer/toy/claims.py): the seed-level paired t with its
-    Holm-adjusted p, the same claim at matched solo accuracy, the bootstrap sensitivity check."""
-    cl = entry.get("claims") or {}
+    Holm-adjusted p, the same claim at matched solo accuracy, the bootstrap sensitivity check. key
+    "claims_v4_reanalysis": the same rules applied after the fact to an older scenario's runs."""
+    cl = entry.get(key) or {}
     if "not_run" in cl:
         return [f"Verdicts: not run ({cl['not_run']}).", ""]
     if not cl:
@@ -200,6 +201,9 @@ def verdict_lines(summary: dict) -> list[str]:
             for v in entry["verdicts"]
         ]
         lines.append("")
+        if entry.get("claims_v4_reanalysis"):
+            lines += ["The same runs under v4's rules (a re-analysis after the fact, not pre-registered for them):", ""]
+            lines += claim_lines(entry, "claims_v4_reanalysis")
     return lines
 
 

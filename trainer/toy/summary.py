@@ -84,6 +84,10 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
             # a junior of its own (jargon: the plain base) means a tax SFT planted: GRPO's own tax is the gate
             entry["precondition"] = precondition(diffs, arms, planted="junior" in runs)
             entry["verdicts"] = verdicts(entry)
+            if "tandem" in frames and "grpo" in frames:  # v4's rules on this older data: a re-analysis
+                from trainer.toy.claims import evaluate
+
+                entry["claims_v4_reanalysis"] = evaluate(frames)
         summary["scenarios"][sc] = entry
     if (results / "lr_sweep.json").exists():
         summary["lr_sweep"] = json.loads((results / "lr_sweep.json").read_text())

@@ -97,7 +97,9 @@ def _pilot_run(root, arm, seed, curve):
     run.mkdir(parents=True)
     lines = []
     for step, solo, hand, b_share in curve:
-        rec = {"step": step, "solo": {"macro": {"pass@4": solo}}, "handoff": {"macro": {"pass@4": hand}}}
+        rec = {"step": step, "solo": {"macro": {"pass@4": solo}}}
+        if hand is not None:  # the hook's handoff (else world.heldout_handoff's, at the plateau only)
+            rec["handoff"] = {"macro": {"pass@4": hand}}
         lines.append(json.dumps(rec))
         folder = run / "evals" / f"step-{step:06d}" / "solo"
         folder.mkdir(parents=True)
@@ -108,10 +110,10 @@ def _pilot_run(root, arm, seed, curve):
     return run
 
 
-def _init_heldout(tmp_path):
-    """The initial senior's held-out handoff run folder as G1 reads it: solo pass@4 40, handoff 30."""
-    init = tmp_path / "init"
-    for folder, p4 in (("solo", 40.0), ("handoff-paragraph", 30.0)):
+def _init_heldout(tmp_path, solo=40.0, hand=30.0, name="init"):
+    """A held-out handoff run folder as G1 reads it (default: the initial senior's, solo pass@4 40, handoff 30)."""
+    init = tmp_path / name
+    for folder, p4 in (("solo", solo), ("handoff-paragraph", hand)):
         (init / folder).mkdir(parents=True)
         (init / folder / "metrics.json").write_text(json.dumps({"pass_at_k": {"macro": {"pass@4": p4}}}))
     pd.DataFrame({"text": ["Sam has 3 boxes, so he has 3 * 5 = 15"] * 10}).to_parquet(init / "solo" / "samples.parquet")
@@ -139,10 +141,12 @@ def test_g1_reads_the_pilot_curves_and_the_initial_senior(tmp_path):
 
 def test_g1_takes_the_full_runs_step_count_at_grpos_plateau(tmp_path):
     init = _init_heldout(tmp_path)
-    grpo = [(10, 60, 40, 50), (20, 75, 40, 80), (30, 77, 35, 90), (40, 60, 30, 95)]  # plateau at 30
+    grpo = [(10, 60, None, 50), (20, 75, None, 80), (30, 77, None, 90), (40, 60, None, 95)]  # plateau at 30
     tandem = [(10, 60, 50, 60), (20, 70, 60, 40), (30, 74, 70, 30), (40, 75, 70, 20)]  # B share falls
     runs = {"grpo": [_pilot_run(tmp_path, "grpo", s, grpo) for s in (100, 101)],
             "tandem": [_pilot_run(tmp_path, "tandem", s, tandem) for s in (100, 101)]}  # fmt: skip
+    for run in runs["grpo"]:  # GRPO's held-out handoff at its plateau (world.heldout_handoff), with its own solo
+        _init_heldout(run / "heldout-handoff", solo=77.0, hand=35.0, name="step-000030")
     g = gates.g1(runs, init)
     assert g["numbers"]["steps"] == 30 and g["pass"]  # every check read at step 30, not at the last (40)
     assert g["checks"]["tandem - grpo solo pass@4 (pts)"]["value"] == -3

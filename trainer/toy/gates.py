@@ -14,9 +14,9 @@ samples, the scenario's token budget, the evaluation's decoding except where sai
     dialect, A ("Maya:"), writing the rest itself;
   * the junior's NLL of reference CoTs in B is >= 2x its NLL of the same CoTs in A (nats per token).
 G1, the pilot (`PILOT_SEEDS`, never reused: grpo and tandem at the full run's settings for up to the
-scale's pilot_steps, held-out solo and handoff every `heldout_every` steps; numbers are means over the
-pilot seeds at GRPO's plateau, the first evaluation where the last check holds, which is the full run's
-step count for every arm):
+scale's pilot_steps, held-out solo every `heldout_every` steps, and GRPO's held-out handoff at its plateau;
+numbers are means over the pilot seeds at GRPO's plateau, the first evaluation where the last check holds,
+which is the full run's step count for every arm):
   * GRPO writes B in >= 70% of its held-out CoTs, and its held-out tax@4 exceeds the initial senior's
     by >= 10 points;
   * tandem writes A in >= 60% of its CoTs;
@@ -210,7 +210,9 @@ def _minus(a: float | None, b: float | None) -> float:
 
 def heldout_curve(run_dir: Path) -> list[dict]:
     """A pilot run's held-out evaluations by step: solo and handoff pass@4, tax@4 (points) and the dialect
-    shares of its solo CoTs (trainer.toy.dialects)."""
+    shares of its solo CoTs (trainer.toy.dialects). The handoff and the tax come from the training hook's
+    handoff run, else from run_dir/heldout-handoff/step-N/ (world.heldout_handoff: solo and handoff at the
+    initial senior's held-out settings and seed)."""
     from trainer.toy.dialects import heldout_dialects
     from trainer.toy.training import read_jsonl
 
@@ -219,14 +221,18 @@ def heldout_curve(run_dir: Path) -> list[dict]:
     for rec in read_jsonl(run_dir / "eval_log.jsonl"):
         solo, hand = _pass4(rec.get("solo")), _pass4(rec.get("handoff"))
         tax = _minus(solo, hand)
+        extra = run_dir / "heldout-handoff" / f"step-{int(rec['step']):06d}"
+        if hand is None and (extra / "handoff-paragraph" / "metrics.json").exists():  # world.heldout_handoff's
+            pair = init_heldout(extra)  # its own solo and handoff (the initial senior's seed): the tax
+            hand, tax = pair["handoff_pass@4"], pair["tax@4"]
         out.append({"step": int(rec["step"]), "solo_pass@4": solo, "handoff_pass@4": hand, "tax@4": tax,
                     "shares": by_step.get(int(rec["step"]))})  # fmt: skip
     return out
 
 
 def init_heldout(init_dir: Path) -> dict:
-    """The initial senior's held-out solo and handoff pass@4, tax@4 and dialect shares (its handoff run
-    folder, world.stage_heldout_init)."""
+    """Held-out solo and handoff pass@4, tax@4 and dialect shares of one handoff run folder (the initial
+    senior's, world.stage_heldout_init; a pilot run's, world.heldout_handoff)."""
     from trainer.toy.dialects import shares
 
     solo = json.loads((init_dir / "solo" / "metrics.json").read_text())["pass_at_k"]

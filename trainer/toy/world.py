@@ -388,9 +388,10 @@ OWN_JUNIOR = ("jargon", "dialects")  # scenarios whose junior is not the initial
 
 
 def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, jobs: int) -> Scale:
-    """G1 of each gated scenario: grpo and tandem on the pilot seeds at the full run's settings for
-    pilot_steps, held-out solo and handoff every heldout_every steps; the runs stay under work/pilot/ (never
-    results). Returns the scale with rl_steps = GRPO's plateau step (G1), the full run's step count."""
+    """G1 of each gated scenario: grpo and tandem on the pilot seeds at the full run's settings, held-out solo
+    every heldout_every steps until GRPO's plateau (or pilot_steps), then GRPO's held-out handoff there; the
+    runs stay under work/pilot/ (never results). Returns the scale with rl_steps = GRPO's plateau step (G1),
+    the full run's step count."""
     from trainer.toy.gates import g1, heldout_curve, plateau_step
 
     full = s
@@ -402,9 +403,7 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
 
             def train(job):
                 sc, arm, seed, path, steps = job
-                train_job(
-                    path, data, init[sc], s, RLJob(sc, arm, seed, s.lr, steps, s.heldout_every, ("solo", "handoff"))
-                )
+                train_job(path, data, init[sc], s, RLJob(sc, arm, seed, s.lr, steps, s.heldout_every))
 
             # every run one held-out interval at a time (each resumes from its last checkpoint), until GRPO's
             # plateau shows or the horizon ends: the pilot trains no step its gate does not read
@@ -415,6 +414,10 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
                     list(pool.map(train, todo))
                 if plateau_step([heldout_curve(d) for d in runs["grpo"]])[0] is not None:
                     break
+            # GRPO's held-out handoff at the step G1 reads (the initial senior's held-out run's settings and seed)
+            at = plateau_step([heldout_curve(d) for d in runs["grpo"]])[0] or steps
+            with ThreadPoolExecutor(jobs) as pool:
+                list(pool.map(heldout_handoff, *zip(*[(work, data, init, s, sc, d, at) for d in runs["grpo"]])))
             atomic_write_json(out, to_jsonable(g1(runs, work / "heldout" / sc / "init")))
         gate = json.loads(out.read_text())
         record_gate(results, sc, "G1", gate, s)
@@ -422,6 +425,27 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
             log(f"{sc}: the full run trains {gate['numbers']['steps']} steps (GRPO's plateau in the pilot)")
             full = replace(full, rl_steps=int(gate["numbers"]["steps"]))
     return full
+
+
+def heldout_args(s: Scale, data: dict, sc: str) -> list[str]:
+    """tandem-eval options of a held-out evaluation outside training (the initial senior's, the pilot's
+    handoff): the hook's problems, samples and k, evaluation seed 0 (common random numbers across them)."""
+    return (
+        ["--benchmark", str(data[sc]["heldout"]), "--n", str(s.heldout_n), "--k", heldout_ks(s), "--seed", "0"]
+        + ["--limit", str(s.n_heldout)]
+        + budget_args(s, sc)
+    )
+
+
+def heldout_handoff(work: Path, data: dict, init: dict, s: Scale, sc: str, run_dir: Path, step: int) -> None:
+    """A pilot run's held-out solo and paragraph handoff at `step`: run_dir/heldout-handoff/step-NNNNNN/."""
+    out = run_dir / "heldout-handoff" / f"step-{step:06d}"
+    if (out / "handoff-paragraph" / "COMPLETE").exists():
+        return
+    log(f"held-out handoff of {run_dir.relative_to(work)} at step {step}")
+    ck = checkpoints(run_dir)[step]
+    cmd = ["-m", "tandem_eval.cli", "handoff", "--senior", str(ck), "--junior", str(init[sc]["junior"])]
+    run([*cmd, "--out", str(out), *heldout_args(s, data, sc)], work / "logs" / "heldout.log")
 
 
 def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Scale) -> None:
@@ -437,9 +461,7 @@ def stage_heldout_init(work: Path, results: Path, data: dict, init: dict, s: Sca
         mode = ["handoff", "--junior", str(init[sc]["junior"])] if sc in GATED else ["solo"]
         run(
             ["-m", "tandem_eval.cli", *mode, "--senior", str(init[sc]["senior"]), "--out", str(out)]
-            + ["--benchmark", str(data[sc]["heldout"]), "--n", str(s.heldout_n), "--k", heldout_ks(s), "--seed", "0"]
-            + ["--limit", str(s.n_heldout)]
-            + budget_args(s, sc),
+            + heldout_args(s, data, sc),
             work / "logs" / "heldout.log",
         )
         rec = {"step": 0, "checkpoint": str(init[sc]["senior"])}

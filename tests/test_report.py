@@ -275,22 +275,20 @@ def test_find_results(monkeypatch, tmp_path):
 
 
 def test_committed_toy_tables_regenerate_byte_for_byte(tmp_path):
-    """One folder of tables per problem set (the toy scenarios hold different test sets: never pooled)."""
-    from tandem_eval.report.collect import problem_sets
-
-    committed = sorted(COMMITTED.rglob("table2*.*")) if COMMITTED.exists() else []
-    if not committed:
+    # one report per toy scenario (results/toy/report/<scenario>/, from results/toy/<scenario>/): their test
+    # sets differ, so no table mixes them
+    scenarios = sorted(p.parent for p in COMMITTED.glob("*/table2.md")) if COMMITTED.exists() else []
+    if not scenarios:
         pytest.skip(
-            f"no committed tables under {COMMITTED.relative_to(REPO)} yet "
-            "(python analyses/make_all.py writes them once results/toy/ holds runs)"
+            f"no committed tables under {COMMITTED.relative_to(REPO)}/<scenario>/ yet "
+            "(make toy writes them once results/toy/ holds runs)"
         )
-    written = []
-    for group in problem_sets(collect([COMMITTED.parent])):
-        written += write_tables(group.col, tmp_path / group.name, title=group.title)[0]
-    assert sorted(p.relative_to(tmp_path) for p in written) == [p.relative_to(COMMITTED) for p in committed]
-    for path in committed:
-        rel = path.relative_to(COMMITTED)
-        assert (tmp_path / rel).read_bytes() == path.read_bytes(), f"{rel} differs; rerun make_all.py"
+    for folder in scenarios:
+        committed = sorted(folder.glob("table2*.*"))
+        written, _ = write_tables(collect([COMMITTED.parent / folder.name]), tmp_path / folder.name)
+        assert sorted(p.name for p in written) == [p.name for p in committed]
+        for path in committed:
+            assert (tmp_path / folder.name / path.name).read_bytes() == path.read_bytes(), f"{folder.name}/{path.name}"
 
 
 def test_report_from_training_logs_only(results, tmp_path):

@@ -248,3 +248,54 @@ def test_sft_style_mix_follows_the_recipe(tok):
     assert shortcut == 0 and 0.75 < jargon < 0.95 and terse == 0
     shortcut, jargon, terse = shares(RECIPES[("emergent", "senior")])
     assert shortcut == 0 and jargon == 0 and 0.24 < terse < 0.36  # each step terse with probability 0.3
+
+
+def test_dialects_are_the_terse_step_in_two_equally_long_notations(problems, tok):
+    from trainer.toy.styles import cot_dialect, first_dialect, step_dialect
+    from trainer.toy.task import b_number, dialect_solution
+
+    for p in problems["test"]:
+        a, b = (dialect_solution(p.steps, p.answer, d) for d in "AB")
+        assert a == p.solution("terse")  # A is v3's terse notation
+        for para, s in zip(b.split("\n\n"), p.steps):  # B: ";" and ">", every number least significant digit first
+            cue, eq = para.split("; ")
+            assert eq == f"{b_number(s.a)}{s.op}{b_number(s.b)}>{b_number(s.result)}"
+        assert b.endswith(f"The answer is \\boxed{{{p.answer}}}.")  # the answer as every dialect writes it
+        assert (cot_dialect(a), cot_dialect(b), cot_dialect(p.solution_plain)) == ("A", "B", "plain")
+        assert cot_dialect(a[:12]) == "A" and first_dialect(b) == "B"  # a CoT cut by the budget keeps its dialect
+        assert len(tok.encode(b)) == len(tok.encode(a))  # as long as A, token for token (digits are single tokens)
+    assert (b_number(59), b_number(60), b_number(6)) == ("95", "06", "6")
+    # a hybrid step (one dialect's separator, the other's sign) or a switch of dialect is "mixed"
+    assert step_dialect("Sam; 3*5=15") == "other" and cot_dialect("Sam; 3*5=15\n\nHe buys 2: 15+2=17") == "mixed"
+    assert cot_dialect("Sam: 3*5=15\n\nHe buys 2; 15+2>71") == "mixed" and step_dialect("He buys") is None
+
+
+def test_dialects_sft_mix_and_a_practice_that_leaves_the_choice_untrained(tok):
+    from collections import Counter
+
+    from trainer.toy.sft import RECIPES, Batches
+    from trainer.toy.styles import cot_dialect
+
+    def draw(recipe, n=600):
+        b = Batches(tok, recipe, seed=3, difficulty=Difficulty())
+        return [b.example() for _ in range(n)]
+
+    junior = Counter(
+        cot_dialect(tok.decode([t for t in y if t >= 0])) for _, y in draw(RECIPES[("dialects", "junior")])
+    )
+    assert junior["B"] == 0 and 0.25 < junior["A"] / 600 < 0.35  # 30% A, never B
+    senior = draw(RECIPES[("dialects", "senior")])
+    sep = {d: tok.convert_tokens_to_ids(c) for d, c in (("A", ":"), ("B", ";"))}
+    choices = Counter()
+    for ids, labels in senior:
+        masked = [i for i, y in zip(ids, labels) if y == -100 and i in sep.values()]
+        trained = [i for i, y in zip(ids, labels) if y >= 0 and i in sep.values()]
+        if masked:  # A practice: only its first separator (the choice) is out of the loss
+            assert masked == [sep["A"]] and trained
+            choices["A practice"] += 1
+        elif trained:
+            choices["A" if trained[0] == sep["A"] else "B"] += 1
+        else:
+            choices["plain"] += 1
+    shares = {k: v / len(senior) for k, v in choices.items()}
+    assert 0.08 < shares["A"] < 0.16 and 0.08 < shares["A practice"] < 0.16 and 0.19 < shares["B"] < 0.29

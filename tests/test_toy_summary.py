@@ -184,7 +184,7 @@ def test_arms_found_in_run_folders_read_in_the_pipelines_order(tmp_path):
     # it finds: both must write the same summary.json, whatever order the filesystem lists folders in
     from trainer.toy.scales import SCALES
 
-    full = SCALES["full"].arms("emergent")
+    full = SCALES["emergent"].arms("emergent")
     for arm in ("kl-reg@1", "grpo-g16", "init", "kl-reg@0.1", "tandem", "grpo", "kl-reg@10"):
         (tmp_path / "emergent" / arm).mkdir(parents=True)
     found = toy_summary.arms_found(tmp_path)["emergent"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.toy import markdown, scales, verdicts
+from trainer.toy import markdown, scales
 from trainer.toy import world as toy_world
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,67 +23,84 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     ci = scales.SCALES["ci"]
     toy_world.main(["--scale", "ci", "--results", str(results), "--work", str(work), "--jobs", "1", "--no-bundle"])
     summary = json.loads((results / "summary.json").read_text())
-    assert list(summary["scenarios"]) == list(ci.scenarios)
-    for sc in ci.scenarios:
-        entry = summary["scenarios"][sc]
-        arms = entry["arms"]
-        assert {"junior", "init", *ci.arms(sc)} <= set(arms)
-        for arm in ci.arms(sc):
-            cells = arms[arm]
-            _check_cell(cells["solo_pass@1"])
-            assert 0 <= cells["solo_pass@1"]["mean"] <= 100 and cells["kl_exact"]["mean"] >= 0
-            n_problems = dict(ci.eval_limits).get(sc, ci.n_test)
-            assert (cells["n_seeds"], cells["n_samples"], cells["n_problems"]) == (1, ci.n_samples, n_problems)
-            run_dir = work / "train" / sc / arm / "seed0"
-            ck = toy_world.final_checkpoint(run_dir, ci.rl_steps)
-            assert json.loads((ck / "tandem_meta.json").read_text())["arm"] == arm.split("@")[0]
-            assert entry["training"][arm]["heldout_pass@1"][0][0] == 0  # the initial senior starts each curve
-            # every arm: the paper's recipe shape, and its checkpoint chosen by the same held-out rule
-            recipe = (run_dir / "recipe.yaml").read_text()
-            assert "lr_scheduler_type: constant" in recipe and "temperature: 0.6" in recipe
-            assert f"max_completion_length: {ci.budget(sc)}" in recipe
-            meta = json.loads((results / sc / arm / "seed0" / "train" / "tandem_meta.json").read_text())
-            assert meta["selected_step"] == toy_world.selected_checkpoint(run_dir, ci.rl_steps)[1]
-        cfg = json.loads((results / sc / "grpo" / "seed0" / "solo" / "config.json").read_text())
-        assert cfg["config"]["sampling"]["max_new_tokens"] == ci.budget(sc)  # one budget for RL and evaluation
-        _check_cell(entry["differences"]["tandem - grpo"]["tax@4"])
-        assert entry["differences"]["grpo - init"]["paired_seeds"] == list(ci.seeds)  # init on every seed
-        pre = entry["precondition"]
-        assert set(pre) == {"rule", "grpo_tax@4_minus_init", "grpo_junior_nll_minus_init", "holds"}
-        assert pre["holds"] is False  # one seed: no seed-level CI, so no verdict on tandem
-        by_claim = {v["claim"]: v for v in entry["verdicts"]}
-        assert by_claim["Lower communication tax"]["outcome"] == verdicts.UNINFORMATIVE
-        assert {"rule", "bootstrap", "seed_level", "outcome"} <= set(by_claim["Solo parity"])
-    # the emergent junior is the initial senior: its row is init's solo numbers, marked as such
-    em = summary["scenarios"]["emergent"]["arms"]
-    assert em["junior"]["same_as"] == "init" and em["junior"]["solo_pass@1"] == em["init"]["solo_pass@1"]
-    # kl-reg regularises toward the senior's initial checkpoint (the paper's definition)
-    kl = ci.arms("emergent")[-1]
-    recipe = (work / "train" / "emergent" / kl / "seed0" / "recipe.yaml").read_text()
-    assert "kl_ref: init" in recipe and f"beta: {scales.kl_coef(kl)}" in recipe
+    assert list(summary["scenarios"]) == list(ci.scenarios) == ["dialects"]
+    entry = summary["scenarios"]["dialects"]
+    arms = entry["arms"]
+    assert {"junior", "init", *ci.arms("dialects")} <= set(arms) and "same_as" not in arms["junior"]
+    assert ci.arms("dialects") == ("grpo", "tandem", "grpo-g16", "kl-init@0.1", "kl-junior@0.1")
+    for arm in ci.arms("dialects"):
+        cells = arms[arm]
+        _check_cell(cells["solo_pass@1"])
+        assert 0 <= cells["solo_pass@1"]["mean"] <= 100 and cells["kl_exact"]["mean"] >= 0
+        assert (cells["n_seeds"], cells["n_samples"], cells["n_problems"]) == (1, ci.n_samples, ci.n_test)
+        run_dir = work / "train" / "dialects" / arm / "seed0"
+        ck = toy_world.final_checkpoint(run_dir, ci.rl_steps)
+        meta = json.loads((ck / "tandem_meta.json").read_text())
+        assert meta["arm"] == ("kl-reg" if scales.kl_coef(arm) else arm)
+        assert entry["training"][arm]["heldout_pass@1"][0][0] == 0  # the initial senior starts each curve
+        # every arm: the paper's recipe shape, and its checkpoint chosen by the same held-out rule
+        recipe = (run_dir / "recipe.yaml").read_text()
+        assert "lr_scheduler_type: constant" in recipe and "temperature: 0.6" in recipe
+        assert f"max_completion_length: {ci.budget('dialects')}" in recipe and "log_rollouts: true" in recipe
+        train = results / "dialects" / arm / "seed0" / "train"
+        assert (
+            json.loads((train / "tandem_meta.json").read_text())["selected_step"]
+            == toy_world.selected_checkpoint(run_dir, ci.rl_steps)[1]
+        )
+        readings = json.loads((train / "dialects.json").read_text())  # shares along training, who chose
+        assert readings["heldout"][0]["step"] == 1 and readings["rollouts"]
+        assert sum(r["n"] for r in readings["rollouts"]) == ci.prompts_per_step * ci.group_size * (
+            2 if arm == "grpo-g16" else 1
+        )
+        if scales.kl_coef(arm):  # the KL reference, as the checkpoint's metadata records it
+            ref = {"kl-init@0.1": "senior", "kl-junior@0.1": "junior"}[arm]
+            assert meta["kl_ref"] == str(work / "init" / "dialects" / ref) and meta["recipe"]["kl_ref"] == arm[3:-4]
+    choosers = {r["chooser"] for r in entry["dialects"]["tandem"]["rollouts"]["all"]}
+    assert choosers <= {"senior", "junior", "none"} and entry["dialects"]["grpo"]["test"]["per_seed"]
+    cfg = json.loads((results / "dialects" / "grpo" / "seed0" / "solo" / "config.json").read_text())
+    assert cfg["config"]["sampling"]["max_new_tokens"] == ci.budget("dialects")  # one budget for RL and evaluation
+    assert cfg["config"]["seed"] == scales.eval_seed(0)  # every seed-run is evaluated with its own seed
+    _check_cell(entry["differences"]["tandem - grpo"]["tax@4"])
+    assert entry["differences"]["grpo - init"]["paired_seeds"] == list(ci.seeds)  # init on every seed
+    # the gates: computed and recorded at CI scale (tiny models fail them), so no verdict is given
+    gates = entry["gates"]
+    assert set(gates) == {"G0", "G1"} and gates["G0"]["pass"] is False
+    assert {"init A share (%)", "junior after B / own", "junior NLL B / A"} <= set(gates["G0"]["checks"])
+    assert {"grpo B share (%)", "tandem A share (%)"} <= set(gates["G1"]["checks"])
+    assert "not_run" in entry["claims"] and json.loads((results / "dialects" / "gates.json").read_text()) == gates
+    pilot = work / "pilot" / "dialects" / "tandem" / f"seed{ci.pilot_seeds[0]}"
+    assert (pilot / "evals" / "step-000001" / "handoff-paragraph" / "COMPLETE").exists()  # the pilot's held-out tax
+    assert not (results / "dialects" / "pilot").exists()  # pilot seeds never reach the results
     # grpo-g16 matches tandem's compute with twice the rollouts per prompt
-    recipe = (work / "train" / "emergent" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()
+    recipe = (work / "train" / "dialects" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()
     assert f"num_generations: {2 * ci.group_size}" in recipe
-    # every seed-run is evaluated with its own seed
-    cfg = json.loads((results / "emergent" / "grpo" / "seed0" / "solo" / "config.json").read_text())
-    assert cfg["config"]["seed"] == scales.eval_seed(0)
-    # the lr check: grpo and tandem each swept, each choosing its own lr by the same rule
-    sweep = summary["lr_sweep"]
-    assert sorted((r["arm"], r["lr"]) for r in sweep["runs"]) == [
-        (a, lr) for a in sorted(toy_world.SWEEP_ARMS) for lr in ci.lr_sweep
-    ]
-    assert set(sweep["chosen_lr"]) == set(toy_world.SWEEP_ARMS)
     for fig in ("summary", "frontier", "training"):
         assert (results / f"{fig}.png").stat().st_size > 10_000 and (results / f"{fig}.pdf").exists()
-    # one table per problem set (the scenarios' test sets differ: never pooled, issue 33)
-    table = "".join(p.read_text() for p in sorted((results / "report").rglob("table2.md")))
-    for sc in ci.scenarios:
-        for arm in ci.arms(sc):
-            assert f"| {sc}/{arm} |" in table  # one row per arm: seeds are aggregated
+    table = (results / "report" / "dialects" / "table2.md").read_text()  # one report per scenario
+    for arm in ci.arms("dialects"):
+        assert f"| dialects/{arm} |" in table  # one row per arm: seeds are aggregated
     # resumable: a second call finds every stage done and changes nothing
     before = (results / "summary.json").read_text()
     toy_world.main(["--scale", "ci", "--results", str(results), "--work", str(work), "--jobs", "1", "--no-bundle"])
     assert (results / "summary.json").read_text() == before
+
+
+def test_a_full_run_refuses_an_uncommitted_tree(monkeypatch, capsys):
+    import tandem_eval.provenance as provenance
+
+    monkeypatch.setattr(provenance, "git_commit", lambda: {"commit": "abc", "dirty": True})
+    with pytest.raises(SystemExit) as e:
+        toy_world.check_committed(allow_dirty=False)
+    assert e.value.code == 2 and "commit first" in capsys.readouterr().err
+    toy_world.check_committed(allow_dirty=True)  # a trial says so in its log, and goes on
+
+
+def test_the_scales_pre_state_the_full_runs_seeds_and_the_v3_runs():
+    full, em = scales.SCALES["full"], scales.SCALES["emergent"]
+    assert [len(full.seeds_of(a)) for a in full.arms("dialects")] == [8, 8, 4, 6, 6]
+    assert not set(full.pilot_seeds) & set(full.seeds)  # pilot seeds are never reused
+    assert (em.rl_steps, em.lr_sweep, em.arms("emergent")[-1]) == (20, (3e-5, 1e-4, 3e-4), "kl-reg@1")
+    assert scales.kl_ref("kl-reg@1") == "init" and scales.kl_ref("kl-junior@0.1") == "junior"
 
 
 def test_readme_block_is_generated_from_the_committed_summary():
@@ -93,8 +110,8 @@ def test_readme_block_is_generated_from_the_committed_summary():
 
 
 def test_bundle_copies_the_seed0_picks_and_drops_arms_no_longer_bundled(tmp_path):
-    """stage_bundle: seed-0 selected checkpoints of BUNDLE's arms (kl-reg at the middle coefficient), the
-    default-mix test set (not the emergent 2-step one), and an earlier bundle's extra arms removed."""
+    """stage_bundle: seed-0 selected checkpoints of BUNDLE's arms, the default-mix test set (not a 2-step
+    one), and an earlier bundle's extra arms removed (v3's emergent init and kl-reg: the bundle stays <= 30 MB)."""
     full = scales.SCALES["full"]
 
     def ckpt(name):
@@ -103,19 +120,44 @@ def test_bundle_copies_the_seed0_picks_and_drops_arms_no_longer_bundled(tmp_path
         (d / "config.json").write_text(json.dumps({"name": name}))
         return d
 
-    init = {"emergent": {"senior": ckpt("init"), "junior": ckpt("init-junior")}}
-    picks = {("emergent", arm, seed): ckpt(f"{arm}-s{seed}") for arm in full.arms("emergent") for seed in (0, 1)}
-    data = {"emergent": {"test": tmp_path / "emergent-test.jsonl"}}
+    init = {"dialects": {"senior": ckpt("init"), "junior": ckpt("junior")}}
+    picks = {("dialects", arm, seed): ckpt(f"{arm}-s{seed}") for arm in full.arms("dialects") for seed in (0, 1)}
+    data = {"dialects": {"test": tmp_path / "dialects-test.jsonl"}}
     dest = tmp_path / "bundle" / "checkpoints"
-    stale = dest / "self-paired" / "grpo"
-    stale.mkdir(parents=True)
+    stale = [dest / "self-paired" / "grpo", dest / "emergent" / "init", dest / "emergent" / "kl-reg"]
+    for d in stale:
+        d.mkdir(parents=True)
     (dest / "self-paired" / "tandem").mkdir()
+    (dest / "emergent" / "tandem").mkdir()
     toy_world.stage_bundle(picks, init, data, full, dest=dest)
 
-    bundled = sorted(p.name for p in (dest / "emergent").iterdir())
-    assert bundled == sorted(toy_world.BUNDLE["emergent"])
-    kl = json.loads((dest / "emergent" / "kl-reg" / "config.json").read_text())["name"]
-    assert kl == "kl-reg@1-s0"  # the middle of (0.1, 1.0), seed 0
-    assert json.loads((dest / "emergent" / "junior" / "config.json").read_text())["name"] == "init-junior"
-    assert not stale.exists() and (dest / "self-paired" / "tandem").is_dir()
-    assert not (dest.parent / "data" / "test.jsonl").exists()  # only the emergent (2-step) set was given
+    bundled = sorted(p.name for p in (dest / "dialects").iterdir())
+    assert bundled == sorted(toy_world.BUNDLE["dialects"]) == ["grpo", "init", "junior", "tandem"]
+    assert json.loads((dest / "dialects" / "grpo" / "config.json").read_text())["name"] == "grpo-s0"
+    meta = json.loads((dest / "dialects" / "tandem" / "tandem_meta.json").read_text())
+    assert meta["junior"] == "toy:dialects/junior" and meta["scenario"] == "dialects"
+    assert not any(d.exists() for d in stale) and (dest / "self-paired" / "tandem").is_dir()
+    assert (dest / "emergent" / "tandem").is_dir()  # a scenario this scale does not run keeps its bundled arms
+    assert not (dest.parent / "data" / "test.jsonl").exists()  # only a 2-step set was given
+
+
+def test_the_controls_scale_is_what_the_committed_control_runs_record():
+    """`--scale controls` (make toy-controls) reruns the committed v2 controls at their own settings."""
+    c = scales.SCALES["controls"]
+    for sc in c.scenarios:
+        root = REPO / "results" / "toy" / sc
+        assert sorted(p.name for p in (root / "grpo").iterdir()) == [f"seed{s}" for s in c.seeds]
+        assert sorted(p.name for p in (root / "init").glob("seed*")) == [f"seed{s}" for s in c.untrained_seeds]
+        assert set(c.arms(sc)) == {p.name for p in root.iterdir() if p.is_dir()} - {"init", "junior"}
+        log = [json.loads(x) for x in (root / "grpo" / "seed1" / "train" / "train_log.jsonl").read_text().splitlines()]
+        assert len(log) == c.rl_steps and log[0]["lr"] == pytest.approx(c.lr * (1 - 1 / (2 * c.rl_steps)))  # linear
+        assert log[-1]["response_length"] > 37  # no 37-token budget: 256 new tokens
+        held = [
+            json.loads(x)["step"]
+            for x in (root / "grpo" / "seed1" / "train" / "eval_log.jsonl").read_text().splitlines()
+        ]
+        assert held == list(range(c.heldout_every, c.rl_steps + 1, c.heldout_every))
+        cfg = json.loads((root / "grpo" / "seed1" / "solo" / "config.json").read_text())["config"]
+        assert (cfg["n"], cfg["limit"], cfg["seed"]) == (c.n_samples, dict(c.eval_limits).get(sc), scales.eval_seed(1))
+        assert cfg["sampling"]["max_new_tokens"] == c.budget(sc) == 256
+    assert c.keep == "final" and "temperature=1.0" in c.recipe_sets and "lr_scheduler_type=linear" in c.recipe_sets

@@ -58,11 +58,12 @@ def small(tiny_pair, out: Path, **over):
 @pytest.fixture
 def alternating_reward(monkeypatch):
     """Rewards 1, 0, 1, 0, ... so every group has a nonzero advantage."""
-    monkeypatch.setattr(
-        CorrectnessReward,
-        "__call__",
-        lambda self, prompts, completions, answer, **_: [float(i % 2 == 0) for i in range(len(completions))],
-    )
+
+    def reward(self, prompts, completions, answer, **_):
+        self.last_rewards = [float(i % 2 == 0) for i in range(len(completions))]
+        return list(self.last_rewards)
+
+    monkeypatch.setattr(CorrectnessReward, "__call__", reward)
 
 
 def params(model) -> dict[str, torch.Tensor]:
@@ -89,7 +90,7 @@ def test_shipped_recipes_load_and_split_the_paper_batch():
     g16 = load_recipe(RECIPES / "grpo-g16.yaml")
     assert g16.num_generations == 16 and g16.schedule == "solo"
     kl = load_recipe(RECIPES / "kl-reg.yaml")
-    assert (kl.kl_ref, kl.kl_clamp, kl.beta) == ("init", 10.0, 0.01)
+    assert (kl.kl_ref, kl.kl_clamp, kl.beta) == ("junior", 10.0, 0.01)  # the paper's ablation: toward the junior
 
 
 def test_recipe_sets_any_trl_field_from_yaml_and_from_the_command_line(tmp_path, capsys):
@@ -357,7 +358,8 @@ def test_kl_reg_reference_is_the_initial_senior_and_k3_is_clamped(tiny_pair, tmp
     jr, sr = (params(AutoModelForCausalLM.from_pretrained(p))[name] for p in (junior, senior))
     trainer = build_trainer(small(tiny_pair, tmp_path / "out", arm="kl-reg", schedule="solo", kl_coef=0.1))
     ref = params(trainer.accelerator.unwrap_model(trainer.ref_model))[name]
-    assert torch.equal(ref, sr) and not torch.equal(ref, jr)  # the paper's KL-reg: toward the senior's init
+    assert torch.equal(ref, jr) and not torch.equal(ref, sr)  # the paper's KL-reg: toward the frozen junior
+    assert trainer.kl_to_junior
     assert trainer.tandem_rollout.co_generate is False  # kl-reg rolls out solo
 
     # verl's low_var_kl: per-token k3 clamped to [-10, 10]; trl's `kl` metric is the clamped mean
@@ -375,8 +377,9 @@ def test_kl_reg_reference_is_the_initial_senior_and_k3_is_clamped(tiny_pair, tmp
     trainer.compute_loss(trainer.model, far)
     assert trainer._metrics["train"]["kl"][0] > 1e6  # trl's own k3, unclamped
 
-    other = build_trainer(small(tiny_pair, tmp_path / "o", arm="kl-reg", schedule="solo", kl_coef=0.1, kl_ref="junior"))
-    assert torch.equal(params(other.accelerator.unwrap_model(other.ref_model))[name], jr)
+    other = build_trainer(small(tiny_pair, tmp_path / "o", arm="kl-reg", schedule="solo", kl_coef=0.1, kl_ref="init"))
+    assert torch.equal(params(other.accelerator.unwrap_model(other.ref_model))[name], sr)  # the initial senior
+    assert not other.kl_to_junior
 
 
 def test_k3_clamp_matches_verl_in_value_and_gradient():
@@ -406,7 +409,7 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
 
     senior, junior = tiny_pair
     out = tmp_path / "run"
-    recipe = small(tiny_pair, out)
+    recipe = small(tiny_pair, out, log_rollouts=True)
     train(recipe)
     ckpt = out / "checkpoint-2"
     meta = json.loads((ckpt / "tandem_meta.json").read_text())
@@ -438,9 +441,14 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
 
     with pytest.raises(ConfigError, match="--resume auto"):
         train(recipe)  # refuses to mix two runs in one folder
-    train(small(tiny_pair, out, steps=2), resume="auto")
+    train(small(tiny_pair, out, steps=2, log_rollouts=True), resume="auto")
     lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [1, 2] and lines[0] == first
+    # log_rollouts: every rollout of every step, its reward and its text by author (1 = senior)
+    rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rollouts] == [1] * 8 + [2] * 8 and [r["reward"] for r in rollouts[:4]] == [1, 0, 1, 0]
+    authors = [a for r in rollouts for a, _ in r["segments"]]
+    assert set(authors) == {0, 1} and all(text for r in rollouts for _, text in r["segments"])
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert (
         state["global_step"] == 4 and json.loads((out / "checkpoint-4" / "tandem_meta.json").read_text())["step"] == 2

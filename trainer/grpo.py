@@ -2,9 +2,9 @@
 
 The GRPO loss itself is trl's, untouched. What this subclass adds, each a small labelled change:
 
-* KL-REG CHANGE: trl builds its KL reference model from the senior's own initial checkpoint, as
-  the paper's KL-reg arm (`kl_ref: init`, the default); `kl_ref: junior` or a path builds it from
-  that checkpoint instead (identical in the paper's self-paired runs). The per-token k3 estimate
+* KL-REG CHANGE: trl builds its KL reference model from the senior's own initial checkpoint; we
+  build it from `kl_ref`: the frozen junior (`junior`, the paper's KL-reg ablation and the default),
+  the senior's initial checkpoint (`init`), or a path (all identical in self-paired runs). The per-token k3 estimate
   is clamped to [-kl_clamp, kl_clamp] (10, as verl's low_var_kl).
 * MASK CHECK: after trl has built the loss inputs, the number of loss tokens must equal the number
   of senior-authored tokens the rollout returned -- the paper's code silently trained plain GRPO
@@ -12,7 +12,8 @@ The GRPO loss itself is trl's, untouched. What this subclass adds, each a small 
 * Logging: trl's own log keys, unrenamed, go to `report_to` (trackio by default), together with
   the tandem metrics prefixed `tandem/` (senior fraction, handoffs per sequence, tokens per
   segment, KL to the junior when the KL reference is the junior); one JSON line per step in
-  OUTPUT_DIR/train_log.jsonl is the offline record (short names, see `_record`).
+  OUTPUT_DIR/train_log.jsonl is the offline record (short names, see `_record`); with `log_rollouts`,
+  OUTPUT_DIR/rollouts.jsonl holds every rollout's reward and its text by author.
 * Checkpoints: every checkpoint folder gets `tandem_meta.json` (arm, junior, step, recipe, seed,
   schedule) and a model card `README.md` (arm, junior, schedule, recipe, steps, and the held-out
   pass@k and tax when the evaluation hook ran); the last step is always saved, and the periodic
@@ -43,6 +44,7 @@ from .recipe import Recipe, recipe_to_dict
 from .rollout import AuthorshipError, TandemRollout
 
 LOG_FILE = "train_log.jsonl"
+ROLLOUT_FILE = "rollouts.jsonl"
 
 
 @contextmanager
@@ -166,7 +168,32 @@ class TandemGRPOTrainer(GRPOTrainer):
                 f"the loss mask covers {n_loss} tokens but the rollouts have "
                 f"{self.tandem_rollout.last_local_senior_tokens} senior tokens"
             )
+        if self.recipe.log_rollouts:
+            self._log_rollouts(out)
         return out
+
+    def _log_rollouts(self, out: dict) -> None:
+        """log_rollouts: one JSON line per rollout of this batch in OUTPUT_DIR/rollouts.jsonl (one file per
+        process, rollouts-rank<i>.jsonl, when there are several): the step it trains (train_log's), its
+        reward, and its text as [author, text] segments (1 = senior; the author mask decoded run by run)."""
+        step = self.state.global_step // self.recipe.updates_per_step + 1
+        rank = self.accelerator.process_index
+        name = ROLLOUT_FILE if self.accelerator.num_processes == 1 else f"rollouts-rank{rank}.jsonl"
+        rows = zip(out["completion_ids"].tolist(), out["completion_mask"].tolist(), out["tool_mask"].tolist())
+        lines = []
+        for (ids, keep, authors), reward in zip(rows, self.reward.last_rewards, strict=True):
+            segments: list[list] = []
+            for tok, k, a in zip(ids, keep, authors):
+                if not k:
+                    break
+                if segments and segments[-1][0] == int(a):
+                    segments[-1][1].append(tok)
+                else:
+                    segments.append([int(a), [tok]])
+            text = [[a, self.processing_class.decode(t, skip_special_tokens=True)] for a, t in segments]
+            lines.append(json.dumps({"step": step, "reward": reward, "segments": text}))
+        with open(Path(self.args.output_dir) / name, "a") as f:
+            f.write("".join(line + "\n" for line in lines))
 
     # ---- logging ------------------------------------------------------------------------
     def log(self, logs: dict, start_time: float | None = None) -> None:
@@ -211,15 +238,19 @@ class TandemGRPOTrainer(GRPOTrainer):
         return rec
 
     def truncate_log(self, after_step: int) -> None:
-        """On resume: drop log lines of steps after the checkpoint (they will be redone)."""
-        if not self.log_path.exists() or not self.is_world_process_zero():
+        """On resume: drop the step log's and the rollout logs' lines of steps after the checkpoint (they
+        will be redone)."""
+        if not self.is_world_process_zero():
             return
-        keep = [
-            line
-            for line in self.log_path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= after_step
-        ]
-        self.log_path.write_text("".join(line + "\n" for line in keep))
+        for path in (self.log_path, *self.log_path.parent.glob("rollouts*.jsonl")):
+            if not path.exists():
+                continue
+            keep = [
+                line
+                for line in path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= after_step
+            ]
+            path.write_text("".join(line + "\n" for line in keep))
 
 
 def write_meta(ckpt: Path, trainer: TandemGRPOTrainer) -> dict:

@@ -88,10 +88,14 @@ class Recipe(GRPOConfig):
     train_limit: int | None = _help("use only the first N training problems")
     schedule: str = _help("co-generation schedule of the rollouts (tandem: word:0.5:32; other arms: solo)", "solo")
     kl_ref: str = _help(
-        "KL reference of kl-reg: init (the senior's initial checkpoint, the paper), junior, or a checkpoint path",
-        "init",
+        "KL reference of kl-reg: junior (the frozen junior, the paper's ablation; the senior's initial checkpoint "
+        "when self-paired), init (the senior's initial checkpoint), or a checkpoint path",
+        "junior",
     )
     kl_clamp: float | None = _help("clamp the per-token k3 KL to [-C, C] as verl's low_var_kl (unset: no clamp)", 10.0)
+    log_rollouts: bool = _help(
+        "also write OUTPUT_DIR/rollouts.jsonl: each rollout's text by author, and its reward", False
+    )
     steps: int | None = _help(
         "rollout batches to train (each = updates_per_step optimizer updates); unset = num_train_epochs", 200
     )

@@ -25,6 +25,7 @@ class CorrectnessReward:
         self.timeout = timeout
         self._grader: Grader | None = None
         self.last_status: Counter = Counter()
+        self.last_rewards: list[float] = []  # of the latest call, in completion order
 
     def __call__(self, prompts, completions, answer, **_) -> list[float]:
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
@@ -32,7 +33,8 @@ class CorrectnessReward:
             self._grader = Grader()
         grades = self._grader.grade_many(list(zip(texts, answer)), timeout=self.timeout)
         self.last_status = Counter(g.status for g in grades)
-        return [1.0 if g.correct else 0.0 for g in grades]
+        self.last_rewards = [1.0 if g.correct else 0.0 for g in grades]
+        return list(self.last_rewards)
 
     def close(self) -> None:
         if self._grader is not None:

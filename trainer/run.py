@@ -40,8 +40,8 @@ def resolve_checkpoint(name: str, role: str) -> Path:
 
 
 def resolve_kl_ref(recipe: Recipe, senior: Path, junior: Path) -> Path:
-    """The KL reference checkpoint: `init` = the senior's initial checkpoint (the paper's KL-reg),
-    `junior` = the junior (the senior itself when self-paired), else a checkpoint path."""
+    """The KL reference checkpoint: `junior` = the frozen junior (the paper's KL-reg ablation; the senior
+    itself when self-paired), `init` = the senior's initial checkpoint, else a checkpoint path."""
     if recipe.kl_ref == "init":
         return senior
     if recipe.kl_ref == "junior":

@@ -29,7 +29,7 @@ from tandem_eval.runs import problem_values, runs_in
 from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY
 from trainer.toy.styles import terse_rate, uses_jargon
 
-SCENARIOS = ("emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
+SCENARIOS = ("dialects", "emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
 K = 4
 README_BEGIN, README_END = "<!-- toy-summary:begin -->", "<!-- toy-summary:end -->"
 
@@ -120,16 +120,23 @@ def arm_summary(frame: pd.DataFrame, seeds: dict) -> dict:
     return cells
 
 
+def paired_rows(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
+    """The (seed, problem) rows both frames hold, A's columns suffixed _a and B's _b (`metrics`: only
+    those), indexed by problem with `seed` and `group` columns (scoped_cis' cluster layout)."""
+    key = ["seed", *PROBLEM_KEY]
+    cols = None if metrics is None else ["group", *metrics]
+    ja, jb = (f.reset_index().set_index(key)[cols] if cols else f.reset_index().set_index(key) for f in (a, b))
+    both = pd.merge(ja, jb, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
+    return both.reset_index(["seed"]).rename(columns={"group_a": "group"})
+
+
 def difference(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     """{metric: {"mean", "ci", "seed_ci"}} of A - B, rows paired on (seed, problem), and the seeds
     paired ("paired_seeds") and those one side lacks ("unpaired_seeds": {"a": [...], "b": [...]}), which
     no difference can use: they are named, never silently dropped. "ci": the two-way bootstrap (seeds
     and problems resampled jointly); "seed_ci": a paired t interval over the seeds' macro differences
     (S - 1 degrees of freedom; None below 2 seeds)."""
-    key = ["seed", *PROBLEM_KEY]
-    ja, jb = a.reset_index().set_index(key), b.reset_index().set_index(key)
-    both = pd.merge(ja, jb, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
-    both = both.reset_index(["seed"]).rename(columns={"group_a": "group"})
+    both = paired_rows(a, b)
     seeds_a, seeds_b = set(a["seed"]) if len(a) else set(), set(b["seed"]) if len(b) else set()
     out: dict = {}
     for m in METRICS:

@@ -19,6 +19,7 @@ from trainer.toy.models import load_checkpoint, prompt_text
 from trainer.toy.task import ToyProblem, generate, jargon_rate, uses_jargon
 
 SAMPLING = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
+MODEL_SAMPLING = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}  # the model's own distribution
 
 
 def last_boxed(text: str) -> str | None:
@@ -43,23 +44,34 @@ def complete(
     seed: int = 0,
     batch_size: int = 64,
     max_new_tokens: int = 320,
+    prefixes: list[str] | None = None,
+    sampling: dict | None = None,
 ) -> list[str]:
-    """One completion per problem (the assistant text, special tokens dropped)."""
+    """One completion per problem (the assistant text, special tokens dropped). `prefixes[i]`, when
+    given, is forced as the start of problem i's answer: it is part of the returned text and of its
+    `max_new_tokens` budget (a prefix of m tokens leaves max_new_tokens - m to generate). `sampling`:
+    generate()'s decoding when sampling (default SAMPLING, the paper's evaluation decoding)."""
     tok.padding_side = "left"
-    texts, gen = [], (SAMPLING if sample else {"do_sample": False})
+    texts, gen = [], ((sampling or SAMPLING) if sample else {"do_sample": False})
+    prefixes = prefixes or [""] * len(problems)
     torch.manual_seed(seed)
     for i in range(0, len(problems), batch_size):
-        prompts = [prompt_text(tok, p.problem) for p in problems[i : i + batch_size]]
+        heads = prefixes[i : i + batch_size]
+        prompts = [prompt_text(tok, p.problem) + h for p, h in zip(problems[i : i + batch_size], heads)]
+        # each row's own budget: generation runs to the longest and cuts the others (the first tokens a
+        # model samples do not depend on where it will be stopped, so a cut equals a shorter budget)
+        left = [max_new_tokens - len(tok.encode(h, add_special_tokens=False)) for h in heads]
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad():
             out = model.generate(
                 **enc,
-                max_new_tokens=max_new_tokens,
+                max_new_tokens=max(1, max(left)),
                 **gen,
                 eos_token_id=tok.eos_token_id,
                 pad_token_id=tok.pad_token_id,
             )
-        texts += tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        new = out[:, enc["input_ids"].shape[1] :]
+        texts += [h + tok.decode(row[: max(0, n)], skip_special_tokens=True) for h, row, n in zip(heads, new, left)]
     return texts
 
 

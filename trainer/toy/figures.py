@@ -21,6 +21,8 @@ def _arm_color(arm: str):
 
     if arm in ("init", "junior"):
         return style.ARM_COLORS["base"]
+    if arm.startswith("kl-junior"):  # v4's second kl arm (toward the junior): its own hue beside kl-init's green
+        return to_rgb("#8C564B")
     color = to_rgb(style.arm_color(arm.split("@")[0]))
     if "@" not in arm:
         return color
@@ -167,3 +169,66 @@ def plot_training(summary: dict, out: Path) -> list[Path]:
         axes[0][0].legend(fontsize=5)
         fig.suptitle("toy world RL: mean over seeds")
     return style.save(fig, out, "training")
+
+
+def plot_dialects(summary: dict, out: Path) -> list[Path]:
+    """dialects.png/.pdf (a gated scenario, v4): per arm the held-out share of CoTs in dialect A, B and plain
+    along RL (mean over seeds; step 0 the initial senior), and tandem's rollout reward by who chose step 1's
+    dialect (senior or junior) and which dialect it was, over the first and the last 10 steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tandem_eval.report import style
+
+    found = [(sc, e["dialects"]) for sc, e in summary["scenarios"].items() if e.get("dialects")]
+    if not found:
+        return []
+    sc, readings = found[0]
+    arms = [a for a, r in readings.items() if r.get("training")]
+    if not arms:
+        return []
+    colors = {"A": "#0072B2", "B": "#D55E00", "plain": "#7F7F7F", "mixed": "#E69F00"}
+    claims = summary["scenarios"][sc].get("claims") or {}
+    tax = next((c for c in claims.get("claims", []) if c["metric"] == "tax@4"), None)
+    line = (tax or {}).get("matched_solo")
+    with style.paper():
+        n = len(arms) + 1 + (line is not None)
+        fig, axes = plt.subplots(1, n, figsize=style.size(2, 0.28), layout="constrained", squeeze=False)
+        for ax, arm in zip(axes[0], arms):
+            t = readings[arm]["training"]
+            rows = pd.DataFrame(t["rows"], columns=t["columns"])
+            for d in ("A", "B", "plain"):
+                ax.plot(rows["step"], rows[d], marker="o", markersize=2, color=colors[d], label=d, linewidth=0.8)
+            ax.set_title(f"{arm} ({t['n_seeds']} seeds)", fontsize="small")
+            ax.set_xlabel("RL step")
+            ax.set_ylim(-2, 102)
+        axes[0][0].set_ylabel(f"{sc}: held-out CoTs (%)")
+        axes[0][0].legend(fontsize=5)
+        ax = axes[0][len(arms)]
+        roll = (readings.get("tandem") or {}).get("rollouts") or {}
+        labels, x = [], 0
+        for part, hatch in (("first10", ""), ("last10", "//")):
+            for r in sorted(roll.get(part, []), key=lambda r: (r["chooser"], r["dialect"])):
+                if r["dialect"] not in ("A", "B", "plain") or r["n"] < 5:
+                    continue  # rare cells (a handful of rollouts) would only add noise to the bars
+                ax.bar(x, r["reward"], color=colors[r["dialect"]], hatch=hatch, edgecolor="black", linewidth=0.3)
+                labels.append(f"{r['chooser'][0].upper()}:{r['dialect']}\n{part[:-2]}")
+                x += 1
+        ax.set_xticks(range(len(labels)), labels, fontsize=4)
+        ax.set_ylabel("tandem rollout reward")
+        ax.set_title("by who chose step 1's dialect", fontsize="small")
+        if line is not None:  # tax@4 against solo pass@4 per arm-seed: the matched-solo line (claims.py)
+            ax = axes[0][len(arms) + 1]
+            for a, pts in line["points"].items():
+                xy = np.array(pts)
+                ax.scatter(xy[:, 0], xy[:, 1], s=4, color=_arm_color(a), label=a)
+            x = np.linspace(*ax.get_xlim(), 2)
+            ax.plot(x, line["intercept"] + line["slope"] * x, ":", color="black", linewidth=0.6)
+            ax.set_xlabel("solo pass@4 (%)")
+            ax.set_ylabel("tax@4 (pts)")
+            ax.set_title("tax at matched solo accuracy", fontsize="small")
+            ax.legend(fontsize=4)
+        fig.suptitle(f"toy world {sc}: dialect shares along RL, and tandem's reward by chooser")
+    return style.save(fig, out, "dialects")

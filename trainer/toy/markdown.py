@@ -79,10 +79,114 @@ def precondition_line(entry: dict) -> str:
     )
 
 
+def gate_lines(entry: dict) -> list[str]:
+    """A gated scenario's gates, each check PASS/FAIL with its number and rule."""
+    lines = []
+    for name, g in entry.get("gates", {}).items():
+        lines += [
+            f"Gate {name}: **{'PASS' if g['pass'] else 'FAIL'}**",
+            "",
+            "| check | value | rule | |",
+            "|:--|--:|:--|:--|",
+        ]
+        for key, c in g["checks"].items():
+            value = "–" if c["value"] is None else f"{c['value']:.3g}"
+            lines.append(f"| {key} | {value} | {c['rule']} | {'PASS' if c['pass'] else 'FAIL'} |")
+        lines.append("")
+    return lines
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.2g}"
+
+
+def claim_lines(entry: dict, key: str = "claims") -> list[str]:
+    """A gated scenario's pre-registered verdicts (trainer/toy/claims.py): the seed-level paired t with its
+    Holm-adjusted p, the same claim at matched solo accuracy, the bootstrap sensitivity check. key
+    "claims_v4_reanalysis": the same rules applied after the fact to an older scenario's runs."""
+    cl = entry.get(key) or {}
+    if "not_run" in cl:
+        return [f"Verdicts: not run ({cl['not_run']}).", ""]
+    if not cl:
+        return []
+    pre = cl["precondition"]
+    lines = [
+        f"Precondition ({pre['rule']}): {pre['mean']:+.1f} pts, p {_p(pre['p'])}: "
+        f"**{'holds' if pre['holds'] else 'fails'}**.",
+        "",
+        "| claim | tandem − grpo (seeds) | seed-level 95% CI | p (one-sided; TOST) | p Holm | at matched solo: "
+        "residual, p Holm | bootstrap endpoint ± MC s.e. (20,000) | outcome |",
+        "|:--|--:|:--|--:|--:|:--|:--|:--|",
+    ]
+    for c in cl["claims"]:
+        dec = DECIMALS.get(c["metric"], 1)
+        ci = c.get("ci90") if c["test"] == "tost" else c.get("seed_ci95")
+        ci_text = "–" if not ci else f"[{ci[0]:+.{dec}f}, {ci[1]:+.{dec}f}]" + (" (90%)" if c["test"] == "tost" else "")
+        m = c.get("matched_solo")
+        matched = "–" if not m else f"{m['mean']:+.{dec}f}, {_p(m.get('p_holm'))}"
+        b = c.get("bootstrap") or {}
+        ends = ", ".join(
+            f"{float(q):.0%}: {v:+.{dec}f} ± {b['mc_se'][q]:.{dec}f}" for q, v in b.get("endpoints", {}).items()
+        )
+        flags = (" borderline" if b.get("borderline") else "") + (
+            "" if b.get("agrees_with_t", True) else " (disagrees)"
+        )
+        lines.append(
+            f"| {c['claim']} ({c['metric']}) | {c['mean']:+.{dec}f} ({c['n_seeds']}) | {ci_text} | {_p(c['p'])} "
+            f"| {_p(c['p_holm'])} | {matched} | {ends or '–'}{flags} | {c['outcome']} |"
+        )
+    lines.append("")
+    return lines
+
+
+def dialect_lines(summary: dict) -> list[str]:
+    """A gated scenario's dialect readings: each arm's test-set shares and held-out shares along RL, and
+    tandem's rollout reward by who chose step 1's dialect."""
+    lines = []
+    for sc, entry in summary["scenarios"].items():
+        readings = entry.get("dialects")
+        if not readings:
+            continue
+        lines += [
+            f"Dialects ({sc}): % of each arm's solo CoTs in A, B, plain or mixed on the test set (mean over seeds), "
+            "and A / B on the held-out set along RL (step 0: the initial senior; mean over seeds):",
+            "",
+            "| arm | A | B | plain | mixed | held-out A / B by step |",
+            "|:--|--:|--:|--:|--:|:--|",
+        ]
+        for arm, r in readings.items():
+            t = r.get("test") or {}
+            cells = [f"{t[d]:.1f}" if d in t else "–" for d in ("A", "B", "plain", "mixed")]
+            tr = r.get("training")
+            curve = ", ".join(f"{row[0]}: {row[1]:.0f} / {row[2]:.0f}" for row in tr["rows"]) if tr else "–"
+            lines.append(f"| {arm} | " + " | ".join(cells) + f" | {curve} |")
+        roll = (readings.get("tandem") or {}).get("rollouts")
+        if roll:
+            lines += [
+                "",
+                "Tandem's rollouts by who wrote the token that chose step 1's dialect (all seeds):",
+                "",
+                "| chooser | dialect | rollouts, first 10 steps | reward | rollouts, last 10 steps | reward |",
+                "|:--|:--|--:|--:|--:|--:|",
+            ]
+            first = {(r["chooser"], r["dialect"]): r for r in roll["first10"]}
+            last = {(r["chooser"], r["dialect"]): r for r in roll["last10"]}
+            for key in sorted(set(first) | set(last)):
+                cells = []
+                for part in (first.get(key), last.get(key)):
+                    cells += [str(part["n"]), f"{part['reward']:.3f}"] if part else ["0", "–"]
+                lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def verdict_lines(summary: dict) -> list[str]:
     lines = []
     for sc, entry in summary["scenarios"].items():
         lines += [f"**{sc}**", ""]
+        if "gates" in entry:  # v4: gates, then the pre-registered verdicts
+            lines += gate_lines(entry) + claim_lines(entry)
+            continue
         if line := precondition_line(entry):
             lines += [line, ""]
         lines += [
@@ -97,6 +201,9 @@ def verdict_lines(summary: dict) -> list[str]:
             for v in entry["verdicts"]
         ]
         lines.append("")
+        if entry.get("claims_v4_reanalysis"):
+            lines += ["The same runs under v4's rules (a re-analysis after the fact, not pre-registered for them):", ""]
+            lines += claim_lines(entry, "claims_v4_reanalysis")
     return lines
 
 
@@ -179,6 +286,7 @@ def block_markdown(summary: dict) -> str:
         "has is left out and named; each outcome rests on the wider of the two CIs, and a rule that fails says no):",
         "",
         *verdict_lines(summary),
+        *dialect_lines(summary),
         "Per arm (mean over seeds × problems ± half-width of the 95% CI; seeds and problems resampled):",
         "",
         *arms_table(summary),

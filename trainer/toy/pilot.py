@@ -92,9 +92,8 @@ def solo_styles(results: Path, test: Path) -> dict:
 def reference_nll(checkpoint: Path, n: int = 100) -> dict:
     """The junior's mean NLL (nats/token) of the reference solutions of the first `n` test problems written
     all plain, all terse, and alternating terse/plain by step: how well it reads each notation."""
-    import torch
-
-    from trainer.toy.models import load_checkpoint, prompt_text
+    from trainer.toy.gates import reference_nll as nll
+    from trainer.toy.models import load_checkpoint
     from trainer.toy.task import Difficulty, generate, mixed_solution
 
     model, tok = load_checkpoint(checkpoint)
@@ -103,18 +102,8 @@ def reference_nll(checkpoint: Path, n: int = 100) -> dict:
         "terse": lambda p: p.solution("terse"),
         "alternating": lambda p: mixed_solution(p.steps, p.answer, [i % 2 == 0 for i in range(p.n_steps)]),
     }
-    out = {}
-    for name, write in styles.items():
-        nll = []
-        for p in generate("test", n, difficulty=scales.DIFFICULTIES.get(SCENARIO, Difficulty())):
-            prompt = tok.encode(prompt_text(tok, p.problem), add_special_tokens=False)
-            ids = torch.tensor([prompt + tok.encode(write(p) + "<|im_end|>", add_special_tokens=False)])
-            with torch.no_grad():
-                logp = model(ids).logits[0, :-1].log_softmax(-1)
-            tgt = ids[0, 1:]
-            nll.append(-logp[len(prompt) - 1 :].gather(1, tgt[len(prompt) - 1 :, None]).mean().item())
-        out[name] = sum(nll) / len(nll)
-    return out
+    problems = generate("test", n, difficulty=scales.DIFFICULTIES.get(SCENARIO, Difficulty()))
+    return {name: nll(model, tok, problems, write) for name, write in styles.items()}
 
 
 def reading(pre: dict) -> str:
@@ -171,7 +160,7 @@ def run_pilot(args, s: scales.Scale, work: Path) -> tuple[dict, dict]:
 
 def main(argv=None) -> None:
     args, t0 = _parse(argv), time.time()
-    full = scales.SCALES["full"]
+    full = scales.SCALES["emergent"]  # v3's emergent scenario at its committed settings
     s = replace(
         full,
         rl_steps=args.steps or full.rl_steps,

@@ -16,6 +16,11 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
   mostly-terse ones finish, so RL itself pulls the senior toward a notation its junior (again the
   initial checkpoint) writes at 30% of its steps, a choice made anew at every step (no single token
   decides a CoT's style). `--role junior --copy-from`.
+* dialects: the junior continues the base on CoTs written wholly in dialect A (task.py: `He buys
+  17: 42+17=59`) with probability 0.3, plainly otherwise; the initial senior continues that junior on
+  54% plain, 12% dialect-A (+10% A whose choice gets no loss) and 24% dialect-B CoTs (`He buys 17;
+  24+71>95`, its numbers' digits reversed). A and B are equally long; the junior continues A and never
+  saw B. `--init-from` the base (junior), then the junior (senior).
 * jargon: the senior continues the base on 85%-jargon data (GSM8K calculator annotations, see
   task.py), so it annotates most CoTs and is clearly stronger than its junior; the junior is the
   plain-only base, which never saw jargon.
@@ -28,6 +33,9 @@ Scenarios (PAPER.md, "Roles and models"); every senior continues one plain-only 
         --copy-from $S/self-paired/senior
     python -m trainer.toy.sft --scenario jargon --role senior --out $S/jargon/senior --init-from $S/base
     python -m trainer.toy.sft --scenario jargon --role junior --out $S/jargon/junior --copy-from $S/base
+    python -m trainer.toy.sft --scenario dialects --role junior --out $S/dialects/junior --init-from $S/base
+    python -m trainer.toy.sft --scenario dialects --role senior --out $S/dialects/senior \
+        --init-from $S/dialects/junior --seed 1
 
 Add `--eval-n 200` for a quick solo check at the end; `--minutes M` trains for a wall-time
 budget instead of a step count (not reproducible across machines).
@@ -51,9 +59,9 @@ from pathlib import Path
 import torch
 
 from trainer.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
-from trainer.toy.task import Difficulty, iter_problems, mixed_solution
+from trainer.toy.task import DIALECTS, Difficulty, dialect_solution, iter_problems, mixed_solution
 
-SCENARIOS = ("base", "self-paired", "emergent", "jargon")
+SCENARIOS = ("base", "self-paired", "emergent", "jargon", "dialects")
 ROLES = ("senior", "junior")
 META_FILE = "toy_meta.json"
 
@@ -65,6 +73,11 @@ class SFTRecipe:
     steps: int
     p_shortcut: float = 0.0  # probability of the shortcut style
     p_terse_step: float = 0.0  # probability that each step of a plain example is written tersely
+    p_dialect_a: float = 0.0  # probability that an example is written in dialect A (every step)
+    p_dialect_b: float = 0.0  # probability that an example is written in dialect B (every step)
+    # probability of an A example whose first separator (the token that chooses the dialect) gets no loss:
+    # practice in A that does not raise the prior of choosing A
+    p_dialect_a_practice: float = 0.0
     lr: float = 3e-3
     batch_size: int = 16
     warmup_steps: int = 30
@@ -92,6 +105,14 @@ SHORTCUT = SFTRecipe(size="senior", p_jargon=0.0, p_shortcut=0.5, steps=300, **_
 #   correct, plain 66%), so reward did not favour them; at +600 they are as accurate (74% / 78%; 3-step:
 #   mixed 40%, plain 0%, all truncated) and GRPO's reward rises. 50% terse steps at +400 was less accurate.
 TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=600, **_FROM_BASE)
+# * dialects (v4): the junior continues the base on CoTs written wholly in dialect A with probability
+#   0.25 (plain otherwise; never B); the initial senior continues that junior on 55% plain, 15% A and
+#   30% B CoTs. One notation per CoT, so what the junior writes next follows what it reads (G0,
+#   trainer/toy/gates.py, checks the shares, the equal accuracy of A and B, and the junior's reading).
+DIALECT_JUNIOR = SFTRecipe(size="senior", p_jargon=0.0, p_dialect_a=0.3, steps=1000, **_FROM_BASE)
+DIALECT_SENIOR = replace(
+    DIALECT_JUNIOR, p_dialect_a=0.12, p_dialect_a_practice=0.1, p_dialect_b=0.24, steps=800, init="the dialects junior"
+)
 RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,
@@ -100,13 +121,23 @@ RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("emergent", "junior"): TERSE,  # = the senior's initial checkpoint (--copy-from it)
     ("jargon", "senior"): SFTRecipe(size="senior", p_jargon=0.85, steps=400, **_FROM_BASE),
     ("jargon", "junior"): _BASE,  # = the base senior (--copy-from it): plain only
+    ("dialects", "junior"): DIALECT_JUNIOR,
+    ("dialects", "senior"): DIALECT_SENIOR,
 }
 CONTINUE_SEED_OFFSET = 1000  # a continued run draws other train problems than its parent
 COPYABLE = {("self-paired", "junior"), ("emergent", "junior"), ("jargon", "junior")}
 
 
-def style_label(p_jargon: float, p_shortcut: float = 0.0, p_terse_step: float = 0.0) -> str:
-    mix = [f"{p:.0%} {name}" for p, name in ((p_jargon, "jargon"), (p_shortcut, "shortcut")) if p]
+def style_label(r: SFTRecipe) -> str:
+    named = (
+        (r.p_jargon, "jargon"),
+        (r.p_shortcut, "shortcut"),
+        (r.p_dialect_a, "dialect A"),
+        (r.p_dialect_a_practice, "dialect A without loss on its choice"),
+        (r.p_dialect_b, "dialect B"),
+    )
+    mix = [f"{p:.0%} {name}" for p, name in named if p]
+    p_terse_step = r.p_terse_step
     label = f"mix: {', '.join(mix)}, rest plain" if mix else "plain"
     return label + (f"; {p_terse_step:.0%} of plain steps terse" if p_terse_step else "")
 
@@ -124,24 +155,30 @@ class Batches:
         self.problems = iter_problems("train", seed, difficulty)
         self.rng = random.Random(f"style/{seed}")
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.separators = {d: tokenizer.convert_tokens_to_ids(sep) for d, (sep, _) in DIALECTS.items()}
         self.ready: list[list[tuple[list[int], list[int]]]] = []
 
     def example(self) -> tuple[list[int], list[int]]:
         p = next(self.problems)
         r = self.rng.random()  # one draw per example whatever the mix (same data for old recipes)
-        style = (
-            "jargon"
-            if r < self.recipe.p_jargon
-            else "shortcut"
-            if r < self.recipe.p_jargon + self.recipe.p_shortcut
-            else "plain"
-        )
-        text = p.solution(style)
+        rec = self.recipe
+        edges = [("jargon", rec.p_jargon), ("shortcut", rec.p_shortcut), ("A", rec.p_dialect_a), ("B", rec.p_dialect_b)]
+        edges.append(("A-practice", rec.p_dialect_a_practice))
+        style, low = "plain", 0.0
+        for name, p_style in edges:
+            if low <= r < low + p_style:
+                style = name
+            low += p_style
+        dialect = style.removesuffix("-practice")
+        text = dialect_solution(p.steps, p.answer, dialect) if dialect in DIALECTS else p.solution(style)
         if style == "plain" and self.recipe.p_terse_step:  # style drawn step by step (more draws only here)
             text = mixed_solution(p.steps, p.answer, [self.rng.random() < self.recipe.p_terse_step for _ in p.steps])
         prompt = self.tok.encode(prompt_text(self.tok, p.problem), add_special_tokens=False)
         answer = self.tok.encode(text, add_special_tokens=False) + [self.eos]
-        return prompt + answer, [-100] * len(prompt) + answer
+        labels = list(answer)
+        if style.endswith("-practice"):  # no loss on the first separator: the choice of the dialect
+            labels[labels.index(self.separators[dialect])] = -100
+        return prompt + answer, [-100] * len(prompt) + labels
 
     def _refill(self) -> None:
         bs = self.recipe.batch_size
@@ -298,7 +335,7 @@ def run(args: argparse.Namespace) -> Path:
     meta = {
         **base,
         "data_seed": data_seed,
-        "data_style": style_label(recipe.p_jargon, recipe.p_shortcut, recipe.p_terse_step),
+        "data_style": style_label(recipe),
         "recipe": asdict(recipe),
         "init_from": args.init_from,
         "model_size": asdict(SIZES[recipe.size]),

@@ -6,6 +6,7 @@ the training logs (training.py), the precondition and verdicts (verdicts.py), wr
     results/toy/summary.png    solo / handoff pass@4 and drift per arm          (+ .pdf; figures.py)
     results/toy/frontier.png   solo vs handoff pass@4: kl-reg's coefficients against tandem's single point
     results/toy/training.png   reward, zero-variance groups and held-out pass@1 along RL
+    results/toy/dialects.png   v4: dialect shares along RL per arm, tandem's reward by who chose the dialect
 
 and, with --readme, the block between the README's toy-summary markers.
 
@@ -40,9 +41,10 @@ from trainer.toy.aggregate import (
     frame,
     tax_vs_grpo,
 )
-from trainer.toy.figures import plot_frontier, plot_summary, plot_training
+from trainer.toy.figures import plot_dialects, plot_frontier, plot_summary, plot_training
+from trainer.toy.gates import GATED
 from trainer.toy.markdown import summary_markdown, update_readme
-from trainer.toy.scales import arm_order
+from trainer.toy.scales import arm_order, kl_coef
 from trainer.toy.training import training_summary
 from trainer.toy.verdicts import PARITY, RL_GAIN, TAX_EFFECT, precondition, verdicts
 
@@ -68,7 +70,7 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
             for m in ("handoff_pass@4", "tax@4", "kl_exact", "junior_nll"):
                 arms["junior"].pop(m, None)
         pairs = [("grpo", "init"), ("tandem", "init"), ("tandem", "grpo")]
-        pairs += [(a, b) for a in wanted if a.startswith("kl-reg@") for b in ("grpo", "tandem")]
+        pairs += [(a, b) for a in wanted if kl_coef(a) is not None for b in ("grpo", "tandem")]
         diffs = {f"{a} - {b}": difference(frames[a], frames[b]) for a, b in pairs if a in frames and b in frames}
         entry = {
             "arms": arms,
@@ -76,13 +78,35 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
             "tax_vs_grpo_per_seed": tax_vs_grpo(results / sc),
             "training": {a: t for a in wanted if (t := training_summary(results / sc, a))},
         }
-        # a junior of its own (jargon: the plain base) means a tax SFT planted: GRPO's own tax is the gate
-        entry["precondition"] = precondition(diffs, arms, planted="junior" in runs)
-        entry["verdicts"] = verdicts(entry)
+        if sc in GATED:  # v4: gates, then the pre-registered verdicts (trainer/toy/claims.py)
+            entry.update(gated_entry(results / sc, frames, runs))
+        else:
+            # a junior of its own (jargon: the plain base) means a tax SFT planted: GRPO's own tax is the gate
+            entry["precondition"] = precondition(diffs, arms, planted="junior" in runs)
+            entry["verdicts"] = verdicts(entry)
+            if "tandem" in frames and "grpo" in frames:  # v4's rules on this older data: a re-analysis
+                from trainer.toy.claims import evaluate
+
+                entry["claims_v4_reanalysis"] = evaluate(frames)
         summary["scenarios"][sc] = entry
     if (results / "lr_sweep.json").exists():
         summary["lr_sweep"] = json.loads((results / "lr_sweep.json").read_text())
     return to_jsonable(summary)
+
+
+def gated_entry(scenario_dir: Path, frames: dict, runs: dict) -> dict:
+    """A gated scenario's own parts: its gates (gates.json), the pre-registered verdicts (claims.evaluate;
+    none when a gate failed), and the dialect readings: each arm's test-set shares, its held-out shares
+    along training, and tandem's rollout rewards by who chose step 1's dialect."""
+    from trainer.toy.claims import evaluate
+    from trainer.toy.dialects import summarize
+
+    path = scenario_dir / "gates.json"
+    gates = json.loads(path.read_text()) if path.exists() else {}
+    passed = bool(gates) and all(g["pass"] for g in gates.values())
+    out = {"gates": gates, "dialects": summarize(scenario_dir, runs)}
+    out["claims"] = evaluate(frames) if passed else {"not_run": "a gate failed or is missing: no verdict"}
+    return out
 
 
 def write_summary(
@@ -97,6 +121,7 @@ def write_summary(
     plot_summary(summary, results)
     plot_frontier(summary, results)
     plot_training(summary, results)
+    plot_dialects(summary, results)
     if readme is not None:
         update_readme(readme, summary)
     return summary

@@ -19,6 +19,10 @@ paragraph `The answer is \\boxed{N}.`. Three solution styles:
   step by step (`mixed_solution`): under a token budget that plain CoTs overrun, the more steps are
   terse the likelier a CoT finishes: the emergent scenario's reward for a notation the initial
   senior (and so the junior) writes rarely, decided anew at every step.
+* dialects A and B (the dialects scenario): the terse step in two notations of equal length and
+  accuracy, A `He buys 17: 42+17=59` (= terse) and B `He buys 17; 24+71>95` (every number least
+  significant digit first, so a reader of A continues from wrong numbers), one notation per CoT
+  (`dialect_solution`): the junior learns A only, the initial senior both (trainer/toy/sft.py).
 
 Splits are a function of the problem's arithmetic alone (a hash of its (op, a, b) chain), so a
 test problem's computation never appears in training, whatever the wording, seed or difficulty.
@@ -118,6 +122,37 @@ def shortcut_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
 def terse_solution(steps: tuple[Step, ...] | list[Step], answer: str) -> str:
     """One cue and one equation per paragraph ("He buys 17: 42+17=59"), then the answer paragraph."""
     return mixed_solution(steps, answer, [True] * len(steps))
+
+
+# dialect -> (the separator after the cue, the sign before the result); A is the terse style itself. B
+# also writes every number of its equation least significant digit first (42+17=59 -> 24+71>95): as long
+# as A, but a reader of A who takes B's numbers for numbers continues from the wrong ones
+DIALECTS = {"A": (":", "="), "B": (";", ">")}
+
+
+def b_number(n: int) -> str:
+    """A number as dialect B writes it: its digits reversed (59 -> "95", 60 -> "06", 6 -> "6")."""
+    return str(n)[::-1]
+
+
+def cue(step: Step) -> str:
+    """The step's cue, the words before the terse separator ("He buys 17", or the name on step 1)."""
+    return step.terse.split(": ", 1)[0]
+
+
+def dialect_step(step: Step, dialect: str) -> str:
+    """One step in dialect A (`He buys 17: 42+17=59`) or B (`He buys 17; 24+71>95`: every number of the
+    equation as b_number writes it; the cue as in A)."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect '{dialect}'; valid: {', '.join(DIALECTS)}")
+    sep, sign = DIALECTS[dialect]
+    a, b, r = (b_number(n) if dialect == "B" else str(n) for n in (step.a, step.b, step.result))
+    return f"{cue(step)}{sep} {a}{step.op}{b}{sign}{r}"
+
+
+def dialect_solution(steps: tuple[Step, ...] | list[Step], answer: str, dialect: str) -> str:
+    """Every step in one dialect, then the answer paragraph (the dialects scenario's CoTs)."""
+    return "\n\n".join([*(dialect_step(s, dialect) for s in steps), f"The answer is \\boxed{{{answer}}}."])
 
 
 def mixed_solution(steps: tuple[Step, ...] | list[Step], answer: str, terse: list[bool]) -> str:

@@ -1,0 +1,162 @@
+"""The dialects scenario's pre-registered verdicts and gates on constructed data: Holm, TOST, the
+conditions that keep a weaker senior from meeting "lower tax", the bootstrap's Monte-Carlo s.e., G1 from
+pilot folders, and who chose step 1's dialect in a rollout.
+
+PYTHONPATH=$PWD python -m pytest -q tests/test_toy_claims.py
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trainer.toy import claims, dialects, gates
+
+
+def test_holm_is_the_step_down_correction():
+    adj = claims.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": float("nan")})
+    assert adj["a"] == pytest.approx(0.03) and adj["c"] == pytest.approx(0.06) and adj["b"] == pytest.approx(0.06)
+    assert np.isnan(adj["d"])  # left out of the family
+    assert claims.holm({"a": 0.5, "b": 0.6})["a"] == pytest.approx(1.0)  # capped at 1, never below an earlier one
+
+
+def test_tost_needs_the_90_percent_interval_inside_the_margin():
+    near = claims.tost(np.array([0.5, -0.5, 1.0, 0.0, -1.0, 0.3, 0.2, -0.1]))
+    assert near["p"] < 0.05 and -5 < near["ci90"][0] and near["ci90"][1] < 5
+    far = claims.tost(np.array([-6.0, -4.0, -8.0, -5.0, -7.0, -3.0, -6.5, -5.5]))
+    assert far["p"] > 0.05
+
+
+def test_order_statistic_se_matches_the_spread_of_repeated_bootstraps():
+    rng = np.random.default_rng(1)
+    ses = [claims.order_statistic_se(rng.normal(size=20_000), 0.95) for _ in range(3)]
+    q = [np.quantile(rng.normal(size=20_000), 0.95) for _ in range(200)]
+    assert all(0.5 * np.std(q) < s < 2 * np.std(q) for s in ses)
+
+
+def _frame(rng, solo, hand, nll, kl, seeds=range(8), n=30):
+    rows = []
+    for s in seeds:
+        so, ha = solo + rng.normal(0, 1.5), hand + rng.normal(0, 1.5)
+        for p in range(n):
+            x, y = np.clip(so + rng.normal(0, 15), 0, 100), np.clip(ha + rng.normal(0, 15), 0, 100)
+            rows.append({"benchmark": "t", "problem_id": f"p{p}", "seed": s, "group": "t", "solo_pass@4": x,
+                         "handoff_pass@4": y, "tax@4": x - y, "junior_nll": nll + rng.normal(0, 0.01),
+                         "kl_exact": kl + rng.normal(0, 0.01)})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["benchmark", "problem_id"])
+
+
+def _world(tandem: tuple, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {
+        "init": _frame(rng, 30, 20, 0.1, 0.0),
+        "grpo": _frame(rng, 80, 30, 0.5, 0.3),
+        "grpo-g16": _frame(rng, 82, 31, 0.5, 0.3, seeds=range(4)),
+        "kl-init@0.1": _frame(rng, 70, 28, 0.45, 0.25, seeds=range(6)),
+        "tandem": _frame(rng, *tandem),
+    }
+
+
+@pytest.fixture(autouse=True)
+def few_resamples(monkeypatch):
+    monkeypatch.setattr(claims, "N_BOOT_VERDICT", 2000)  # the verdict's 20,000 cost ~10 s here
+
+
+def test_a_real_effect_is_yes_and_carries_holm_tost_and_the_bootstrap():
+    out = claims.evaluate(_world((79, 70, 0.2, 0.1)))
+    by = {c["claim"]: c for c in out["claims"]}
+    assert out["precondition"]["holds"]
+    assert by["Lower communication tax"]["outcome"] == "yes" and by["Solo parity"]["outcome"] == "yes (parity)"
+    for c in out["claims"]:
+        assert c["p_holm"] >= c["p"] and c["n_seeds"] == 8
+        assert {"endpoints", "mc_se", "borderline", "agrees_with_t"} <= set(c["bootstrap"])
+    assert by["Lower communication tax"]["matched_solo"]["mean"] < 0
+
+
+def test_a_weaker_senior_lowers_the_tax_but_the_claim_says_no():
+    # tandem on grpo's path, further back: lower solo, the same handoff, so a lower tax at lower accuracy
+    out = claims.evaluate(_world((60, 30, 0.5, 0.3)))
+    by = {c["claim"]: c for c in out["claims"]}
+    tax = by["Lower communication tax"]
+    assert tax["mean"] < -10 and tax["p_holm"] < 0.05  # the raw test alone would say yes
+    assert tax["outcome"].startswith("no") and not tax["conditions"]["solo parity"]
+    assert by["Solo parity"]["outcome"].startswith("no")
+
+
+def test_without_the_precondition_every_claim_is_uninformative():
+    w = _world((79, 70, 0.2, 0.1))
+    w["init"] = _frame(np.random.default_rng(5), 80, 30, 0.5, 0.3)  # init pays grpo's tax already
+    out = claims.evaluate(w)
+    assert not out["precondition"]["holds"]
+    assert all(c["outcome"] == claims.UNINFORMATIVE and "rule_outcome" in c for c in out["claims"])
+
+
+def _pilot_run(root, arm, seed, curve):
+    run = root / arm / f"seed{seed}"
+    run.mkdir(parents=True)
+    lines = []
+    for step, solo, hand, b_share in curve:
+        rec = {"step": step, "solo": {"macro": {"pass@4": solo}}}
+        if hand is not None:  # the hook's handoff (else world.heldout_handoff's, at the plateau only)
+            rec["handoff"] = {"macro": {"pass@4": hand}}
+        lines.append(json.dumps(rec))
+        folder = run / "evals" / f"step-{step:06d}" / "solo"
+        folder.mkdir(parents=True)
+        n_b = int(round(b_share))
+        texts = ["Sam; 3*5>51\n\nHe buys 2; 15+2>71"] * n_b + ["Sam: 3*5=15\n\nHe buys 2: 15+2=17"] * (100 - n_b)
+        pd.DataFrame({"text": texts}).to_parquet(folder / "samples.parquet")
+    (run / "eval_log.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def _init_heldout(tmp_path, solo=40.0, hand=30.0, name="init"):
+    """A held-out handoff run folder as G1 reads it (default: the initial senior's, solo pass@4 40, handoff 30)."""
+    init = tmp_path / name
+    for folder, p4 in (("solo", solo), ("handoff-paragraph", hand)):
+        (init / folder).mkdir(parents=True)
+        (init / folder / "metrics.json").write_text(json.dumps({"pass_at_k": {"macro": {"pass@4": p4}}}))
+    pd.DataFrame({"text": ["Sam has 3 boxes, so he has 3 * 5 = 15"] * 10}).to_parquet(init / "solo" / "samples.parquet")
+    return init
+
+
+def test_g1_reads_the_pilot_curves_and_the_initial_senior(tmp_path):
+    init = _init_heldout(tmp_path)
+    runs = {
+        "grpo": [_pilot_run(tmp_path, "grpo", s, [(10, 70, 40, 60), (20, 80, 40, 90)]) for s in (100, 101)],
+        "tandem": [_pilot_run(tmp_path, "tandem", s, [(10, 70, 60, 20), (20, 78, 70, 10)]) for s in (100, 101)],
+    }
+    g = gates.g1(runs, init)
+    c = g["checks"]
+    assert c["grpo B share (%)"]["value"] == 90 and c["grpo B share (%)"]["pass"]
+    assert c["grpo - init tax@4 (pts)"]["value"] == 30  # (80 - 40) - (40 - 30)
+    assert c["tandem A share (%)"]["value"] == 90 and c["tandem - grpo solo pass@4 (pts)"]["value"] == -2
+    plateau = c["grpo solo pass@4, change from the previous evaluation (pts)"]
+    assert plateau["value"] == 10 and not plateau["pass"] and not g["pass"]  # still climbing: no plateau
+    assert g["numbers"]["plateau_step"] is None and g["numbers"]["steps"] == 20  # read at the last evaluation
+    lines = []
+    gates.print_gate("G1", g, out=type("W", (), {"write": lambda self, s: lines.append(s)})())
+    assert "G1: FAIL" in "".join(lines) and "PASS  grpo B share" in "".join(lines)
+
+
+def test_g1_takes_the_full_runs_step_count_at_grpos_plateau(tmp_path):
+    init = _init_heldout(tmp_path)
+    grpo = [(10, 60, None, 50), (20, 75, None, 80), (30, 77, None, 90), (40, 60, None, 95)]  # plateau at 30
+    tandem = [(10, 60, 50, 60), (20, 70, 60, 40), (30, 74, 70, 30), (40, 75, 70, 20)]  # B share falls
+    runs = {"grpo": [_pilot_run(tmp_path, "grpo", s, grpo) for s in (100, 101)],
+            "tandem": [_pilot_run(tmp_path, "tandem", s, tandem) for s in (100, 101)]}  # fmt: skip
+    for run in runs["grpo"]:  # GRPO's held-out handoff at its plateau (world.heldout_handoff), with its own solo
+        _init_heldout(run / "heldout-handoff", solo=77.0, hand=35.0, name="step-000030")
+    g = gates.g1(runs, init)
+    assert g["numbers"]["steps"] == 30 and g["pass"]  # every check read at step 30, not at the last (40)
+    assert g["checks"]["tandem - grpo solo pass@4 (pts)"]["value"] == -3
+    assert g["checks"]["grpo - init tax@4 (pts)"]["value"] == 32  # (77 - 35) - (40 - 30)
+
+
+def test_the_chooser_of_step_ones_dialect_is_the_author_of_the_token_after_the_name():
+    junior_a = [[1, "Sam"], [0, ": 3*5=15\n\nHe buys 2: 15+2=17"]]
+    senior_b = [[0, "Sa"], [1, "m; 3*5>51"], [0, "\n\nHe buys"]]
+    plain = [[1, "Sam has 3 boxes"], [0, ", so he has 3 * 5 = 15"]]
+    assert dialects.chooser(junior_a) == ("junior", "A")
+    assert dialects.chooser(senior_b) == ("senior", "B")
+    assert dialects.chooser(plain) == ("senior", "plain")

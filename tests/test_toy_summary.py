@@ -216,3 +216,25 @@ def test_handoff_styles_names_a_missing_folder(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         handoff_styles.main([str(tmp_path / "nowhere")])
     assert e.value.code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_a_failed_gate_is_summarised_as_the_stop_it_is(tmp_path):
+    """A gated scenario whose gate failed has no run folders (the full run never started): its entry holds
+    the gates and "not run", the other scenarios are summarised as before, and the verdict block says which
+    gate stopped it, with its numbers."""
+    import json
+
+    sc = tmp_path / "dialects"
+    sc.mkdir()
+    check = {"pass": False, "rule": ">= +10", "value": -5.4}
+    gates = {"G0": {"pass": True, "checks": {}}, "G1": {"pass": False, "checks": {"grpo - init tax@4 (pts)": check}}}
+    (sc / "gates.json").write_text(json.dumps(gates))
+    summary = toy_summary.build_summary(tmp_path, {"dialects": ("grpo", "tandem")})
+    entry = summary["scenarios"]["dialects"]
+    assert entry["stopped_at"] == "G1" and entry["gates"] == gates and entry["arms"] == {}
+    assert "G1 failed" in entry["claims"]["not_run"]
+    block = markdown.block_markdown(summary)
+    assert "Gate G1: **FAIL**" in block and "| grpo - init tax@4 (pts) | -5.4 | >= +10 | FAIL |" in block
+    assert "not run (gate G1 failed" in block
+    (sc / "gates.json").write_text(json.dumps({"G0": gates["G0"]}))  # no failed gate: the runs are read
+    assert toy_summary.stopped_entry(sc) is None

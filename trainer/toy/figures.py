@@ -37,6 +37,11 @@ PLOTTED = [
 ]
 
 
+def plotted_scenarios(summary: dict) -> list[str]:
+    """The scenarios with arms to draw (a gated scenario stopped by a failed gate has none)."""
+    return [sc for sc, entry in summary["scenarios"].items() if entry["arms"]]
+
+
 def plot_summary(summary: dict, out: Path) -> list[Path]:
     """summary.png/.pdf: per scenario, each arm's solo and handoff pass@4 and drift, 95% CI bars."""
     import matplotlib
@@ -46,7 +51,7 @@ def plot_summary(summary: dict, out: Path) -> list[Path]:
 
     from tandem_eval.report import style
 
-    scenarios = list(summary["scenarios"])
+    scenarios = plotted_scenarios(summary)
     with style.paper():
         fig, axes = plt.subplots(
             len(scenarios),
@@ -89,7 +94,7 @@ def plot_frontier(summary: dict, out: Path) -> list[Path]:
 
     from tandem_eval.report import style
 
-    scenarios = list(summary["scenarios"])
+    scenarios = plotted_scenarios(summary)
     with style.paper():
         fig, axes = plt.subplots(1, len(scenarios), figsize=style.size(2, 0.42), layout="constrained", squeeze=False)
         for ax, sc in zip(axes[0], scenarios):

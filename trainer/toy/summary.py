@@ -61,6 +61,9 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
     for sc, wanted in arms_by_scenario.items():
         if not (results / sc).is_dir():
             continue
+        if sc in GATED and (stopped := stopped_entry(results / sc)):  # a gate failed: no run folders to read
+            summary["scenarios"][sc] = stopped
+            continue
         runs = arm_runs(results / sc)
         frames = {arm: frame(seeds) for arm, seeds in runs.items()}
         order = [a for a in ("junior", "init", *wanted) if a in runs]
@@ -94,6 +97,32 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
     return to_jsonable(summary)
 
 
+def _gates(scenario_dir: Path) -> dict:
+    path = scenario_dir / "gates.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def stopped_entry(scenario_dir: Path) -> dict | None:
+    """A gated scenario stopped by a failed gate (world.GateFailed): its gates and the pre-registered
+    consequence, in the shape of a full entry with no arms (the full run never started, so there is
+    nothing else to read); None when no gate failed."""
+    gates = _gates(scenario_dir)
+    failed = [name for name, g in gates.items() if not g["pass"]]
+    if not failed:
+        return None
+    why = f"gate {failed[0]} failed: the full run did not start (the pre-registered rule), so no verdict"
+    return {
+        "arms": {},
+        "differences": {},
+        "tax_vs_grpo_per_seed": {},
+        "training": {},
+        "gates": gates,
+        "stopped_at": failed[0],
+        "dialects": {},
+        "claims": {"not_run": why},
+    }
+
+
 def gated_entry(scenario_dir: Path, frames: dict, runs: dict) -> dict:
     """A gated scenario's own parts: its gates (gates.json), the pre-registered verdicts (claims.evaluate;
     none when a gate failed), and the dialect readings: each arm's test-set shares, its held-out shares
@@ -101,8 +130,7 @@ def gated_entry(scenario_dir: Path, frames: dict, runs: dict) -> dict:
     from trainer.toy.claims import evaluate
     from trainer.toy.dialects import summarize
 
-    path = scenario_dir / "gates.json"
-    gates = json.loads(path.read_text()) if path.exists() else {}
+    gates = _gates(scenario_dir)
     passed = bool(gates) and all(g["pass"] for g in gates.values())
     out = {"gates": gates, "dialects": summarize(scenario_dir, runs)}
     out["claims"] = evaluate(frames) if passed else {"not_run": "a gate failed or is missing: no verdict"}

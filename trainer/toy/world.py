@@ -543,6 +543,15 @@ def stage_reports(results: Path, work: Path) -> None:
         )
 
 
+def summarize(results: Path, s: Scale, readme: Path | None) -> None:
+    """summary.json/.md, figures and the README block: the scale's scenarios, and the others already under
+    results/ (summarised from their run folders)."""
+    from trainer.toy.summary import arms_found, write_summary
+
+    arms = {**arms_found(results), **{sc: s.arms(sc) for sc in s.scenarios}}
+    write_summary(results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=readme)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), default="full")
@@ -564,13 +573,11 @@ def main(argv=None) -> None:
         s = stage_pilot(args.work, args.results, data, init, s, args.jobs)
     except GateFailed as e:
         log(f"STOP: {e}")
+        # the stop is a result: summary.json and the README say which gate failed, with its numbers
+        summarize(args.results, s, args.readme)
         raise SystemExit(1) from None
     finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)
-    from trainer.toy.summary import arms_found, write_summary
-
-    # the scale's scenarios, and the others already under results/ (summarised from their run folders)
-    arms = {**arms_found(args.results), **{sc: s.arms(sc) for sc in s.scenarios}}
-    write_summary(args.results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=args.readme)
+    summarize(args.results, s, args.readme)
     if not args.no_bundle:
         stage_bundle(finals, init, data, s)
     stage_reports(args.results, args.work)

@@ -20,7 +20,8 @@ unfinished one is rerun and resumes from its run folder's flushed shards (or, fo
 failed, only grades). Each step's wall time, CPU time and peak RSS come from the kernel (wait4) and
 add up over the invocations that worked on it.
 
-    python -m trainer.real [--out results/real] [--problems 100] [--max-new-tokens 512] [--threads 2] [--readme docs/real-results.md]
+    python -m trainer.real [--out results/real] [--problems 100] [--max-new-tokens 512] [--threads 2]
+                           [--readme docs/real-results.md]
     make real
 """
 
@@ -174,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=2000)
     for role, name in ROLES.items():
         ap.add_argument(f"--{role}", default=name, choices=packaged.PACKAGED, help=f"packaged model (default {name})")
-    ap.add_argument("--readme", type=Path, help="also rewrite this markdown file's real-summary block (make real: docs/real-results.md)")
+    ap.add_argument(
+        "--readme",
+        type=Path,
+        help="also rewrite this markdown file's real-summary block (make real: docs/real-results.md)",
+    )
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)

@@ -140,7 +140,7 @@ def gated_entry(scenario_dir: Path, frames: dict, runs: dict) -> dict:
 def write_summary(
     results: str | Path, arms_by_scenario: dict[str, tuple[str, ...]], readme: Path | None = None
 ) -> dict:
-    """summary.json, summary.md and the figures under `results`; the toy-summary block of `readme` when `readme` is given."""
+    """summary.json, summary.md and the figures under `results`; the toy-summary block of `readme` when given."""
     results = Path(results)
     summary = build_summary(results, arms_by_scenario)
     # key order kept (not sorted): scenarios, arms and differences read in the order they are rendered
@@ -167,7 +167,9 @@ def arms_found(root: Path) -> dict[str, tuple[str, ...]]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Write the toy world's summary from its results folder")
     ap.add_argument("results", nargs="?", default="results/toy")
-    ap.add_argument("--readme", type=Path, help="also rewrite this markdown file's toy-summary block (docs/toy-world.md)")
+    ap.add_argument(
+        "--readme", type=Path, help="also rewrite this markdown file's toy-summary block (docs/toy-world.md)"
+    )
     args = ap.parse_args(argv)
     root = Path(args.results)
     if not any((root / sc).is_dir() for sc in SCENARIOS):

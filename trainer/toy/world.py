@@ -559,7 +559,11 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "toy")
     ap.add_argument("--jobs", type=int, default=2, help="processes at a time (1 torch thread each)")
     ap.add_argument("--no-bundle", action="store_true", help="do not refresh tandem_eval/toy/checkpoints")
-    ap.add_argument("--readme", type=Path, help="rewrite this markdown file's toy-summary block from the new summary (make toy: docs/toy-world.md)")
+    ap.add_argument(
+        "--readme",
+        type=Path,
+        help="rewrite this markdown file's toy-summary block from the new summary (make toy: docs/toy-world.md)",
+    )
     ap.add_argument("--allow-dirty", action="store_true", help="run from a tree with uncommitted changes (trials)")
     args = ap.parse_args(argv)
     s, t0 = SCALES[args.scale], time.time()

@@ -54,15 +54,16 @@ demo: venv
 	$(BIN)/python -m tandem_eval.demo --out $(DEMO)
 
 toy: venv
-	$(BIN)/python -m trainer.toy.world --readme README.md
+	$(BIN)/python -m trainer.toy.world --readme docs/toy-world.md
 
 # the self-paired and jargon controls (~9 h); `make toy` then summarises them beside the emergent scenario
 toy-controls: venv
-	$(BIN)/python -m trainer.toy.world --scale controls --no-bundle --readme README.md
+	$(BIN)/python -m trainer.toy.world --scale controls --no-bundle --readme docs/toy-world.md
 
 # a real pair from the package index on GSM8K (trainer/real.py; resumable: rerun to continue) -> results/real/
+# and the real-summary block of docs/real-results.md
 real: venv
-	$(BIN)/python -m trainer.real
+	$(BIN)/python -m trainer.real --readme docs/real-results.md
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cogen.py

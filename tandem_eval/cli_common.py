@@ -191,7 +191,9 @@ GraderStartupOpt = Annotated[
 ]
 RayWorkersOpt = Annotated[
     int | None,
-    typer.Option("--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see README."),
+    typer.Option(
+        "--ray-workers", help="Run N problem shards as Ray tasks on a local Ray (then merge); see docs/usage.md."
+    ),
 ]
 RayAddressOpt = Annotated[
     str | None,

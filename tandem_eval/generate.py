@@ -63,7 +63,8 @@ def use_threads(threads: int | None = None) -> int:
 
 def reproducibility(cfg: EvalConfig) -> str:
     """What a run's config.json says about rerunning it bit for bit. Threads and batch size are out of the
-    fingerprint (a run resumes under any), so this says when they can change the samples (README: Usage)."""
+    fingerprint (a run resumes under any), so this says when they can change the samples
+    (docs/reliability.md: "Which runs are bit-reproducible")."""
     dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
     if cfg.engine == "hf" and dtypes == {"float32"}:
         return (

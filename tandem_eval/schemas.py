@@ -11,7 +11,7 @@
 
     from tandem_eval.schemas import PROBLEM_KEY, SCHEMAS, check_file, to_jsonable
     check_file("results/toy/jargon/tandem/seed0/solo/samples.parquet")   # raises RunFolderError if off
-    print(markdown_columns("samples"))                                     # the README's column list
+    print(markdown_columns("samples"))                                     # the column list of docs/run-folders.md
 
 Each field's metadata says whether it is required and what it holds. Only required columns must be
 present; every column listed must have its type when present (a string column may be string or
@@ -318,7 +318,7 @@ def read_regular(path: str | Path, fix: str, cap: int = JSON_CAP, error: type[Ex
 
 
 def markdown_columns(name: str) -> str:
-    """The columns of table `name` as markdown lines (`name` type, required, doc): the README's list."""
+    """The columns of table `name` as markdown lines (`name` type, required, doc): the list in docs/run-folders.md."""
     lines = []
     for f in _schemas()[name]:
         req = " (required)" if f.metadata.get(b"required") == b"1" else ""
@@ -480,6 +480,6 @@ __all__ = [
 ]
 
 
-if __name__ == "__main__":  # python -m tandem_eval.schemas: the README's column lists
+if __name__ == "__main__":  # python -m tandem_eval.schemas: the column lists of docs/run-folders.md
     for _name in _COLUMNS:
         print(f"`{_name}` columns:\n\n{markdown_columns(_name)}\n")

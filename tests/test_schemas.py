@@ -88,10 +88,10 @@ def test_committed_toy_runs_satisfy_the_schemas():
     assert len(problem_values(run, "kl_exact")) > 0  # reads through the checked path
 
 
-def test_readme_lists_the_sample_columns_from_the_schema():
-    readme = (TOY.parent.parent / "README.md").read_text()
+def test_run_folder_docs_list_the_sample_columns_from_the_schema():
+    page = (TOY.parent.parent / "docs" / "run-folders.md").read_text()
     for name in SCHEMAS:  # regenerate with `python -m tandem_eval.schemas` when a schema changes
-        assert markdown_columns(name) in readme
+        assert markdown_columns(name) in page
 
 
 def test_json_cleaning_turns_numpy_scalars_into_numbers_and_nan_into_null():

@@ -21,6 +21,7 @@ failed, only grades). Each step's wall time, CPU time and peak RSS come from the
 add up over the invocations that worked on it.
 
     python -m trainer.real [--out results/real] [--problems 100] [--max-new-tokens 512] [--threads 2]
+                           [--readme docs/real-results.md]
     make real
 """
 
@@ -174,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=2000)
     for role, name in ROLES.items():
         ap.add_argument(f"--{role}", default=name, choices=packaged.PACKAGED, help=f"packaged model (default {name})")
-    ap.add_argument("--readme", type=Path, help="also rewrite this README's real-summary block")
+    ap.add_argument(
+        "--readme",
+        type=Path,
+        help="also rewrite this markdown file's real-summary block (make real: docs/real-results.md)",
+    )
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
@@ -357,12 +362,12 @@ def _model_record(path: Path) -> dict:
     return {"folder": path.name, **rec}
 
 
-# ---------------------------------------------------------------- the README block
+# ---------------------------------------------------------------- the real-summary block of docs/real-results.md
 README_BEGIN, README_END = "<!-- real-summary:begin -->", "<!-- real-summary:end -->"
 
 
 def update_readme(readme: Path, block: str) -> None:
-    """Put `block` between the README's real-summary markers (they must be there)."""
+    """Put `block` between the real-summary markers of `readme` (they must be there)."""
     text = readme.read_text()
     head, sep, rest = text.partition(README_BEGIN)
     _, sep2, tail = rest.partition(README_END)
@@ -372,7 +377,7 @@ def update_readme(readme: Path, block: str) -> None:
 
 
 def readme_block(s: dict) -> str:
-    """The README's numbers of a summary.json: every one with its CI and n."""
+    """The real-summary block of a summary.json: every one with its CI and n."""
 
     def ci(e: dict, d: int = 1) -> str:
         if e.get("estimate") is None:

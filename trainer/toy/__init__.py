@@ -9,6 +9,6 @@
   summary -> bundle -> one report per scenario); `scales`: its settings.
 * `summary` (with `aggregate`, `training`, `verdicts`, `claims`, `dialects`, `markdown`, `figures`):
   results/toy/summary.json, the gates, v4's pre-registered verdicts (`claims`) and v3's (`verdicts`), the
-  dialect readings along RL, summary.md, the README block and figures.
+  dialect readings along RL, summary.md, the toy-summary block of docs/toy-world.md and figures.
 * `pilot`: a short run of the emergent scenario (v3) that checks its precondition before a full run.
 """

@@ -1,4 +1,4 @@
-"""The dialects scenario's verdicts, pre-registered here (and in the README) before its full run: what is
+"""The dialects scenario's verdicts, pre-registered here (and in docs/toy-world.md) before its full run: what is
 tested, how, and what "yes" requires, so that neither noise nor a weaker senior can meet a claim.
 
 Unit of analysis: the training seed. Each arm-seed's metric is its macro mean over the test problems

@@ -1,4 +1,4 @@
-"""The dialects scenario's gates: stated (here and in the README) before any run, checked by code on the
+"""The dialects scenario's gates: stated (here and in docs/toy-world.md) before any run, checked by code on the
 held-out split only (never the test set), printed PASS/FAIL with their numbers. A failed gate stops
 `make toy` before the full run; the summary records it (summary.json: scenarios.dialects.gates).
 

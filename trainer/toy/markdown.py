@@ -1,5 +1,5 @@
 """The toy world's summary as markdown: the tables of arms and differences, the precondition and
-verdict tables, power, training and lr-check lines; summary.md and the README's toy-summary block.
+verdict tables, power, training and lr-check lines; summary.md and the toy-summary block of docs/toy-world.md.
 
     from trainer.toy.markdown import block_markdown, update_readme
 """
@@ -279,7 +279,7 @@ def sweep_lines(summary: dict) -> list[str]:
 
 
 def block_markdown(summary: dict) -> str:
-    """The README's toy-summary block (also the body of summary.md)."""
+    """The toy-summary block of docs/toy-world.md (also the body of summary.md)."""
     lines = [
         "Verdicts (each rule and threshold stated before its result; differences pair seed S of one arm with",
         "seed S of the other, which share an evaluation seed, and each problem with itself; a seed only one arm",
@@ -346,6 +346,6 @@ def update_readme(readme: str | Path, summary: dict) -> None:
 
 
 def readme_block(readme: str | Path) -> str:
-    """The current text between the README's markers (for the regeneration test)."""
+    """The current text between a file's toy-summary markers (for the regeneration test)."""
     text = Path(readme).read_text()
     return text.split(README_BEGIN, 1)[1].split(README_END, 1)[0].lstrip("\n")

@@ -8,7 +8,7 @@ the training logs (training.py), the precondition and verdicts (verdicts.py), wr
     results/toy/training.png   reward, zero-variance groups and held-out pass@1 along RL
     results/toy/dialects.png   v4: dialect shares along RL per arm, tandem's reward by who chose the dialect
 
-and, with --readme, the block between the README's toy-summary markers.
+and, with --readme, the block between the toy-summary markers of a markdown file (make toy: docs/toy-world.md).
 
 summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "ci": [lo, hi],
 "seed_ci": [lo, hi] | null}, ..., "n_seeds": int, "n_samples": int, "n_problems": int}}, "differences":
@@ -19,7 +19,7 @@ summary.json: {"scenarios": {SCENARIO: {"arms": {ARM: {METRIC: {"mean": float, "
 "lr_sweep": {...}, "thresholds": {...}}. Verdicts rest on the hull of
 the two CIs, and none is given on tandem unless the precondition (GRPO pays a tax of its own) holds.
 
-    python -m trainer.toy.summary results/toy [--readme README.md]
+    python -m trainer.toy.summary results/toy [--readme docs/toy-world.md]
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def gated_entry(scenario_dir: Path, frames: dict, runs: dict) -> dict:
 def write_summary(
     results: str | Path, arms_by_scenario: dict[str, tuple[str, ...]], readme: Path | None = None
 ) -> dict:
-    """summary.json, summary.md and the figures under `results`; the README block when `readme` is given."""
+    """summary.json, summary.md and the figures under `results`; the toy-summary block of `readme` when given."""
     results = Path(results)
     summary = build_summary(results, arms_by_scenario)
     # key order kept (not sorted): scenarios, arms and differences read in the order they are rendered
@@ -167,7 +167,9 @@ def arms_found(root: Path) -> dict[str, tuple[str, ...]]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Write the toy world's summary from its results folder")
     ap.add_argument("results", nargs="?", default="results/toy")
-    ap.add_argument("--readme", type=Path, help="also rewrite this README's toy-summary block")
+    ap.add_argument(
+        "--readme", type=Path, help="also rewrite this markdown file's toy-summary block (docs/toy-world.md)"
+    )
     args = ap.parse_args(argv)
     root = Path(args.results)
     if not any((root / sc).is_dir() for sc in SCENARIOS):

@@ -12,7 +12,7 @@ paragraph `The answer is \\boxed{N}.`. Three solution styles:
 * shortcut: one paragraph "Quick count: (42 + 17 - 5) * 2 = 108." -- the whole chain at once, no
   intermediate results. A small model rarely gets it right, so a senior taught to mix it with
   plain solutions has a strategy choice that reward can fix: the RL headroom of the self-paired
-  scenario (README, toy world).
+  scenario (docs/toy-world.md).
 * terse:  one cue and one equation per step, "He buys 17: 42+17=59" (the cue, the event's verb and
   number, says which sentence of the problem the step reads, as the plain lead does), and the same
   final paragraph: the same intermediate results as plain in about 60% of the tokens. Styles mix

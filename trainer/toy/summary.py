@@ -61,7 +61,9 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
     for sc, wanted in arms_by_scenario.items():
         if not (results / sc).is_dir():
             continue
-        if sc in GATED and (stopped := stopped_entry(results / sc)):  # a gate failed: no run folders to read
+        # a gate failed and stopped the full run: no run folders to read (a scale that only records its gates,
+        # like CI's, runs on and is summarised from its runs)
+        if sc in GATED and not any((results / sc).rglob("config.json")) and (stopped := stopped_entry(results / sc)):
             summary["scenarios"][sc] = stopped
             continue
         runs = arm_runs(results / sc)

@@ -45,9 +45,12 @@ ifneq ($(VLLM_EXTRA),gpu)
 endif
 	touch $(STAMP)
 
+# the type checker ([tool.mypy] in pyproject.toml) and the pre-commit hooks on every tracked file (ruff lint
+# and format, end-of-file, trailing whitespace, large-file guard; .pre-commit-config.yaml). The hooks are the
+# venv's own console scripts (nothing fetched), hence bin/ on PATH.
 lint: venv
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pre-commit run --all-files --show-diff-on-failure
 
 test: venv lint
 	$(BIN)/python -m pytest -q -ra --timeout=1200 --durations=25

@@ -146,7 +146,8 @@ def _senior_differences(a, b) -> list[str]:
         )
     if a.get("path") != b.get("path"):
         try:
-            same = resolve_model(a.get("path")).resolve() == resolve_model(b.get("path")).resolve()
+            # a missing path raises here (None is no checkpoint) and so counts as not the same
+            same = resolve_model(a.get("path")).resolve() == resolve_model(b.get("path")).resolve()  # type: ignore[arg-type]
         except Exception:  # a moved or deleted checkpoint cannot be shown to be the same one
             same = False
         diffs += [] if same else [f"senior ({a.get('path')} vs {b.get('path')})"]

@@ -202,11 +202,13 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
         from rich.console import Console
         from rich.logging import RichHandler
 
-        handler = RichHandler(console=Console(stderr=True), show_path=False, log_time_format="%H:%M:%S")
+        handler: logging.Handler = RichHandler(
+            console=Console(stderr=True), show_path=False, log_time_format="%H:%M:%S"
+        )
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-    handler.tandem_cli = True
+    handler.tandem_cli = True  # type: ignore[attr-defined]  # our mark, so a second call replaces only ours
     logger.addHandler(handler)
     logger.setLevel(level)
     # vLLM's own log level is set by the vLLM engine from its `verbose` switch (-v); see vllm_engine.py

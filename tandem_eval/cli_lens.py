@@ -231,8 +231,8 @@ def compare_cmd(
     mode = runs.metric_mode(metric)
     juniors = None
     if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
-        pair = [runs.find_run(p, "handoff").folder for p in (run_a, run_b)]
-        table = compare.tax_compare(*pair, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        a, b = (runs.find_run(p, "handoff").folder for p in (run_a, run_b))
+        table = compare.tax_compare(a, b, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
     else:
         pair = [runs.find_run(p, mode) for p in (run_a, run_b)]
         vals = []
@@ -240,7 +240,7 @@ def compare_cmd(
             run.junior = junior
             vals.append(runs.problem_values(run, metric, no_truncated))
         if metric in runs.LENS_METRICS:  # who scored them: one junior, named in the title
-            juniors = compare.check_juniors(*pair, allow_junior_mismatch)
+            juniors = compare.check_juniors(pair[0], pair[1], allow_junior_mismatch)
         table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
     _print_compare(table, metric, run_a, run_b, juniors)
     if json_out:  # whole or not at all, never through a planted link (the durable writer)

@@ -16,6 +16,7 @@ the solo run it was measured against (4 runs, problems resampled jointly; `metri
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -25,6 +26,7 @@ from .metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, si
 from .metrics.tax import tax_difference
 from .results import RunFolder, RunFolderError, verify_run
 from .runs import Run, differing_contents, lens_junior, pairing_problem, same_junior
+from .schemas import Bootstrap
 
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 
@@ -129,7 +131,11 @@ def tax_compare(
         runs = [r.restrict(r.problem_keys() - differ) for r in runs]
     samples = [r.samples() for r in runs]
     try:
-        rows = tax_difference(*samples, int(k), kind, opts, on_mismatch=on_mismatch)
+        # cast: tax_difference reads only n_boot, seed and alpha, which LensOptions carries as Bootstrap does
+        boot = cast(Bootstrap, opts)
+        rows = tax_difference(
+            samples[0], samples[1], samples[2], samples[3], int(k), kind, boot, on_mismatch=on_mismatch
+        )
     except ValueError as e:
         fix = f"; {MISMATCH_FIX}" if "problem sets differ" in str(e) else ""
         raise LensError(f"cannot pair the two seniors' runs: {e}{fix}") from None

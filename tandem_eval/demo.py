@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import cast
 
 from .cli import DEFAULT_SENIOR, app, console
 from .models import junior_from_metadata, resolve_model, toy_names
@@ -21,7 +22,8 @@ from .models import junior_from_metadata, resolve_model, toy_names
 def _pair(out: Path) -> tuple[str, str, str]:
     """(senior, junior, benchmark) for the demo."""
     if DEFAULT_SENIOR in toy_names():
-        junior = junior_from_metadata(resolve_model(DEFAULT_SENIOR))
+        # cast: the bundled toy seniors all name their junior in their metadata
+        junior = cast(str, junior_from_metadata(resolve_model(DEFAULT_SENIOR)))
         bench = Path(__file__).resolve().parent / "toy" / "data" / "test.jsonl"
         return DEFAULT_SENIOR, junior, str(bench) if bench.exists() else "tiny"
     try:  # the test-model builder lives with the trainer (a source checkout has it; a wheel too)
@@ -30,8 +32,8 @@ def _pair(out: Path) -> tuple[str, str, str]:
         raise SystemExit("no bundled toy checkpoints and no trainer package to build a tiny pair") from None
 
     console.print("[yellow]no bundled toy checkpoints: building a tiny random senior/junior pair[/]")
-    senior, junior = build_tiny_pair(out / "models")
-    return str(senior), str(junior), "tiny"
+    tiny_senior, tiny_junior = build_tiny_pair(out / "models")
+    return str(tiny_senior), str(tiny_junior), "tiny"
 
 
 def _cli(args: list[str]) -> int:
@@ -66,7 +68,7 @@ def main() -> None:
     senior, junior, bench = _pair(args.out)
     common = ["--benchmark", bench, "--n", str(args.n), "--limit", str(args.limit)]
     common += ["--k", ",".join(str(k) for k in (1, 2, 4) if k <= args.n), "--max-new-tokens", str(args.max_new_tokens)]
-    results = []
+    results: list[tuple[str, int | None, Path]] = []
     for name, cli_args, product in _steps(senior, junior, args.out, common):
         # a step after a failed one would only fail again on its missing input
         code = _cli(cli_args) if all(c == 0 for _, c, _ in results) else None

@@ -26,6 +26,7 @@ import logging
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from .config import ConfigError, EvalConfig
 from .plan import handoff_dirname
@@ -116,7 +117,8 @@ def run_on_ray(
     started = not ray.is_initialized()
     if started:  # a local cluster sized to the workers, or a connection to an existing one
         if plan.address is None:
-            ray.init(num_cpus=int(plan.workers * plan.cpus_per_worker), include_dashboard=False, log_to_driver=False)
+            workers = cast(int, plan.workers)  # RayPlan requires workers when there is no address
+            ray.init(num_cpus=int(workers * plan.cpus_per_worker), include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=plan.address, log_to_driver=False)
     try:

@@ -20,12 +20,13 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from .checks import solo_record
-from .config import EvalConfig, config_diff, from_dict, json_safe
+from .config import EvalConfig, ModelSpec, config_diff, from_dict, json_safe
 from .data import prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
@@ -102,19 +103,21 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
     engines = {"senior": load_engine(cfg.engine, checkpoints.senior, cfg.sampling, **kw)}
     if checkpoints.junior is None:
         return engines
+    junior = cast(ModelSpec, cfg.junior)  # cast: a junior checkpoint is resolved only from cfg.junior
     tok = engines["senior"].tokenizer
     try:
         if checkpoints.shared and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
-            log.info("the junior %s is the senior's own model: sharing its loaded weights", cfg.junior.path)
-            engines["junior"] = load_engine("hf", engines["senior"].model, cfg.sampling, tokenizer=tok, **kw)
+            log.info("the junior %s is the senior's own model: sharing its loaded weights", junior.path)
+            senior_model = engines["senior"].model  # type: ignore[attr-defined]  # an HF engine here
+            engines["junior"] = load_engine("hf", senior_model, cfg.sampling, tokenizer=tok, **kw)
         elif checkpoints.shared:
             # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
             # the loop credits each finished segment to its trace's current author, not to an engine.
-            log.info("the junior %s is the senior's own model: one vLLM engine serves both", cfg.junior.path)
+            log.info("the junior %s is the senior's own model: one vLLM engine serves both", junior.path)
             engines["junior"] = engines["senior"]
         else:
-            log.info("loading the junior %s on %s", cfg.junior.path, cfg.engine)
-            kw["dtype"] = cfg.junior.dtype
+            log.info("loading the junior %s on %s", junior.path, cfg.engine)
+            kw["dtype"] = junior.dtype
             if cfg.engine == "hf" and checkpoints.same_vocab and same_tokenizer(checkpoints.senior, checkpoints.junior):
                 kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
             engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
@@ -195,7 +198,8 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
     traces are stored anyway, ungraded, and generation goes on: nothing generated is lost to the
     grader. Returns the number of samples stored ungraded by this call and why (0, "" when none)."""
     progress, flush_every, on_flush, startup_s = how
-    specs, meta = [], {}
+    specs: list[TraceSpec] = []
+    meta: dict[int, tuple] = {}
     for problem in checked.problems:
         prompt = checked.prompts[(problem.benchmark, problem.problem_id)]  # rendered once, by the plan
         n_new = budget(len(prompt), cfg.sampling.max_new_tokens, cfg.sampling.max_context)
@@ -244,7 +248,8 @@ def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, eng
                     failed = " ".join(str(e).split())
                     log.warning("grading failed (%s); storing the samples ungraded and generating on", failed)
             if grades is None:
-                grades = [ungraded(text, failed) for text, _ in pairs]
+                # cast: grades is None here only when grading failed, which set `failed`
+                grades = [ungraded(text, cast(str, failed)) for text, _ in pairs]
                 n_ungraded += len(grades)
             rf.append_shard(_rows(batch, meta, grades, tok, labels))
             if on_flush:
@@ -314,8 +319,9 @@ def execute(
     def get_engines() -> dict:
         """Loaded on first use: a run left with only stored samples to grade loads no model."""
         if held["engines"] is None:
-            held["engines"] = load_engines(plan.cfg, plan.checked.checkpoints)
-        return held["engines"]
+            # cast: a checked plan has resolved its checkpoints
+            held["engines"] = load_engines(plan.cfg, cast(Checkpoints, plan.checked.checkpoints))
+        return cast(dict, held["engines"])  # cast: set just above when it was None
 
     solo = plan.solo_table
     folders = []
@@ -432,7 +438,7 @@ def run_handoff(
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
     *made, handoff = execute(plan, progress=progress, grader_startup_s=grader_startup_s)
-    solo = made[0] if made else plan.solo_table.folder
+    solo = made[0] if made else cast(SoloTable, plan.solo_table).folder  # cast: nothing made = a reused solo table
     return solo, handoff, handoff.metrics()["tax"]
 
 

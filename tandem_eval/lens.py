@@ -411,7 +411,7 @@ def _levels(per_sample: pd.DataFrame, column: str, opts: LensOptions, all_groups
         cis = scoped_cis(
             flat, "value", levels=("benchmark", "group"), n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
         )
-    out = {"per_benchmark": {}, "per_group": {}}
+    out: dict[str, dict] = {"per_benchmark": {}, "per_group": {}}
     for level, col in (("per_benchmark", "benchmark"), ("per_group", "group")):
         for name in sorted(per_sample[col].unique()):
             sel = (pp.index.get_level_values(0) == name) if col == "benchmark" else (pp["group"] == name).to_numpy()

@@ -28,13 +28,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from .schedules import needs_junior
 from .schemas import check_regular, read_regular
 
 if TYPE_CHECKING:
-    from .config import EvalConfig
+    from .config import EvalConfig, ModelSpec
 
 TOY_DIR = Path(__file__).resolve().parent / "toy" / "checkpoints"
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ def check_supported(config) -> None:
             f"{what} has {', '.join(sorted(map(str, kinds)))} layers; the HF engine serves full and "
             f"sliding-window attention layers only; {fix}"
         )
-    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    cls: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]  # a model class; transformers types it as a pair
     if not cls.is_backend_compatible():
         raise ModelError(
             f"{what}: {cls.__name__} does not route attention through transformers' AttentionInterface, "
@@ -271,7 +271,13 @@ def check_checkpoint(path: Path) -> dict:
     return data
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "tokenizer.model")
+TOKENIZER_FILES: tuple[str, ...] = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 TOKENIZER_FILES += ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
@@ -490,7 +496,8 @@ def check_chat_template(tokenizer, chat_template: str | None, source: str, optio
     except PromptError as e:
         raise PromptError(f"{source}: {_short(e)}; fix it or pass {option} FILE") from None
     except (TemplateError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-        where = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
+        # only jinja's syntax errors carry a line number (hence the getattr)
+        where = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""  # type: ignore[union-attr]
         raise PromptError(
             f"the chat template of {source} does not render{where}: {type(e).__name__}: {_short(e)}; "
             f"fix it or pass {option} FILE"
@@ -533,7 +540,8 @@ def check_models(cfg: EvalConfig, junior: bool | None = None, templates: bool = 
     checkpoints = run_checkpoints(cfg, same)
     renders = [(tok, cfg.chat_template, "senior", cfg.senior.path, option)] if templates or cfg.chat_template else []
     if junior_tok is not None and templates and (not same or cfg.junior_chat_template):  # the junior's own prompt
-        renders.append((junior_tok, cfg.junior_chat_template, "junior", cfg.junior.path, "--junior-chat-template"))
+        junior_path = cast("ModelSpec", cfg.junior).path  # cast: junior_tok is only loaded from cfg.junior
+        renders.append((junior_tok, cfg.junior_chat_template, "junior", junior_path, "--junior-chat-template"))
     for render in renders:  # the chat templates last: every checkpoint and tokenizer is checked first
         check_template(*render)
     return tok, checkpoints
@@ -558,7 +566,8 @@ def with_contents(cfg: EvalConfig, checkpoints: Checkpoints) -> EvalConfig:
     senior = replace(cfg.senior, content=checkpoint_content(checkpoints.senior))
     junior = cfg.junior
     if checkpoints.junior is not None:
-        junior = replace(junior, content=checkpoint_content(checkpoints.junior))
+        # cast: a junior checkpoint is resolved only from cfg.junior
+        junior = replace(cast("ModelSpec", junior), content=checkpoint_content(checkpoints.junior))
     return replace(cfg, senior=senior, junior=junior)
 
 

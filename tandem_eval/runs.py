@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -253,7 +254,7 @@ class Run:
             if not arrays:
                 self._pp[cache_key] = df
             return df
-        path = self.side_path(name)
+        path = cast(Path, self.side_path(name))  # cast: it has columns (above), so its table exists
         check_file(path, f"rerun `tandem-eval {name}` on {self.path}")  # its schema (tandem_eval/schemas.py)
         self.folder.verify(complete=False)  # and only as COMPLETE records it (never an unrecorded table)
         df = pd.read_parquet(path, columns=[c for c, is_list in columns.items() if arrays or not is_list])
@@ -496,7 +497,7 @@ def recorded_juniors(run: Run) -> dict[str, dict]:
     """{lens label: {"path", "content"}}: the junior checkpoint each of `run`'s lens outputs was scored
     by, as metrics.json recorded it (path and content None where it did not)."""
     metrics = run.metrics()
-    lens = metrics.get("lens") if isinstance(metrics.get("lens"), dict) else {}
+    lens = cast(dict, metrics["lens"]) if isinstance(metrics.get("lens"), dict) else {}  # cast: checked a dict
     out = {}
     for label in run.lens_juniors():
         kinds = lens.get(label) if label else {k: metrics.get(k) for k in ("legibility", "drift")}
@@ -526,7 +527,8 @@ def junior_id(path: str | None, content: str | None = None) -> dict:
 def lens_junior(run: Run) -> dict:
     """The junior whose lens outputs `run` shows: {"label", "path", "content"} (recorded_juniors)."""
     label = run.junior if run.junior is not None else next(iter(run.lens_juniors()), None)
-    return {"label": run.junior_name(), **recorded_juniors(run).get(label, junior_id(None))}
+    # no label (None: no lens output) finds no entry, hence the default
+    return {"label": run.junior_name(), **recorded_juniors(run).get(label, junior_id(None))}  # type: ignore[arg-type]
 
 
 def same_junior(a: dict, b: dict) -> bool:

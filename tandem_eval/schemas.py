@@ -32,6 +32,7 @@ import os
 import stat
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,7 +275,11 @@ def read_table(path: str | Path, columns: list[str] | None, fix: str):
 # files: a folder, FIFO (blocks forever), device (/dev/zero never ends) or socket where a file is
 # expected is one line naming it, before a byte is read; small files are also capped in size.
 JSON_CAP = 256 * 2**20  # config.json, metrics.json, COMPLETE, a checkpoint's config and metadata
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"))
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+)
 _KINDS += ((stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 

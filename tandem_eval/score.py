@@ -24,6 +24,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from . import lens
 from .config import EvalConfig, ModelSpec, Sampling, default_ks
@@ -32,6 +33,9 @@ from .lens import LensError, LensOptions
 from .models import checkpoint_content
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 from .schemas import SAMPLE_KEY
+
+if TYPE_CHECKING:  # for the annotations only: the functions below import results where they use it
+    from .results import RunFolder
 
 log = logging.getLogger(__name__)
 KINDS = lens.LENS_KINDS  # ("legibility", "drift")
@@ -77,7 +81,7 @@ class _Checked:
     junior_spec: str
     senior_tok: object
     opts: LensOptions
-    rf: object | None
+    rf: RunFolder | None
     unchecked: str | None = None  # why the run's senior checkpoint cannot be checked (a run from before hashes)
 
 
@@ -191,7 +195,7 @@ def _given_run(req: ScoreRequest):
     """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)."""
     from .results import verify_run
 
-    rf = verify_run(req.run, allow_unrecorded=True)
+    rf = verify_run(cast(str | Path, req.run), allow_unrecorded=True)  # cast: called only when a run is given
     cfg = rf.config()["config"]
     if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
         raise LensError(
@@ -227,6 +231,7 @@ def _check_senior_unchanged(rf, spec: str) -> str | None:
             f"{now[:12]} now): its CoTs were written by other weights; restore the checkpoint, or rerun the solo "
             "run into a new --out"
         )
+    return None
 
 
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
@@ -241,7 +246,8 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
         raise LensError(reason)
     rf = _given_run(req) if req.run is not None else None
     senior_template = rf.config()["config"].get("chat_template") if rf else req.chat_template
-    senior_spec = req.senior or rf.config()["config"]["senior"]["path"]  # recorded absolute
+    # recorded absolute; cast: without --senior, --run was given (checked above), so rf is a run
+    senior_spec = req.senior or cast("RunFolder", rf).config()["config"]["senior"]["path"]
     unchecked = _check_senior_unchanged(rf, senior_spec) if rf is not None else None
     junior_spec = _junior_spec(req.junior, senior_spec)
     junior_tok = check_model(junior_spec)
@@ -270,8 +276,8 @@ def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
     """The senior's solo run produced (or reused, resumably) under `req.out`, as `tandem-eval solo` would."""
     from .generate import run_eval
 
-    senior = req.senior
-    fields = {
+    senior = cast(str, req.senior)  # cast: a solo run is made only for a given --senior (no --run)
+    fields: dict[str, Any] = {
         "benchmarks": absolute_benchmarks(tuple(req.benchmarks)),
         "n": req.n,
         "ks": default_ks(req.n),  # the one --k default rule, so the same settings give one fingerprint
@@ -355,7 +361,11 @@ def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptio
                 s_engine = _engine(req, senior_path, max_len, "hf", tokenizer=senior_tok)
         what = f"{kind}: {junior_path.name} reads {len(samples)} CoTs"
         with progress_reporter(len(samples), what, enabled=progress) as bar:
-            advance = lambda n: [bar.advance(per_cot) for _ in range(n)]  # noqa: E731
+
+            def advance(n: int) -> None:  # n CoTs scored
+                for _ in range(n):
+                    bar.advance(per_cot)
+
             if kind == "legibility":
                 return lens.legibility(samples, j_engine, senior_tok=senior_tok, opts=opts, progress=advance)
             return lens.drift(samples, j_engine, senior=s_engine, senior_tok=senior_tok, opts=opts, progress=advance)

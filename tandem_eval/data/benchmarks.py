@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tandem_eval.data.rows import (  # noqa: F401  (BenchmarkError, Problem, LOCAL_FIX: their former home)
     LOCAL_FIX,
@@ -307,8 +307,8 @@ def benchmark_files(names: str | Sequence[str | os.PathLike]) -> list[tuple[str,
     files = []
     for e in entries:
         if e in BENCHMARKS:
-            if BENCHMARKS[e].path is not None:
-                files.append((e, Path(BENCHMARKS[e].path)))
+            if (path := BENCHMARKS[e].path) is not None:
+                files.append((e, Path(path)))
             elif BENCHMARKS[e].package is not None:
                 with contextlib.suppress(BenchmarkError):  # not installed: the loader says how to install it
                     files.append((e, package_file(BENCHMARKS[e], check=False)))
@@ -330,7 +330,7 @@ def package_file(spec: BenchmarkSpec, *, check: bool = True) -> Path:
         raise BenchmarkError(
             f"benchmark '{spec.name}' is read from the {dist_name} wheel, which is not installed; {fix}"
         ) from None
-    path = Path(dist.locate_file(member))
+    path = Path(cast(os.PathLike, dist.locate_file(member)))  # cast: an installed wheel's files are Paths
     if check:
         if dist.version != version:
             raise BenchmarkError(f"benchmark '{spec.name}' needs {requirement}, but {dist.version} is installed; {fix}")

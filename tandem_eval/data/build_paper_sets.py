@@ -47,7 +47,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tandem_eval.data.benchmarks import BENCHMARKS
 from tandem_eval.data.prompts import INSTRUCTION
@@ -277,7 +277,8 @@ def build(
         load = hub_loader()
     written = {}
     for name in sets:
-        items = repo_items(name, repo) if repo is not None else hub_items(name, load, olympiad_src)
+        # cast: `load` is set above whenever repo is None
+        items = repo_items(name, repo) if repo is not None else hub_items(name, cast(Loader, load), olympiad_src)
         written[name] = _write_jsonl(out / f"{name}.jsonl", finish(name, items))
         log.info("%s: %d problems -> %s", name, BENCHMARKS[name].paper_size, written[name])
     return written

@@ -183,7 +183,7 @@ def to_problems(  # spec: the BenchmarkSpec whose columns, id and group rules ap
     groups: dict[str, str] = {}  # group -> first row that named it
     fields = (("problem", spec.problem_col), ("answer", spec.answer_col), ("id", spec.id_col), ("group", group_col))
     for index, (label, record) in enumerate(rows):
-        values = {}
+        values: dict[str, Any] = {}  # text, or None for a missing group (the other fields are checked below)
         for field, col in fields:
             if col is None:
                 continue

@@ -75,7 +75,7 @@ class HFEngine:
             self.model = AutoModelForCausalLM.from_pretrained(
                 str(path_or_model), dtype=torch_dtype(dtype, device), attn_implementation="sdpa"
             )
-            self.model.to(device)
+            self.model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped .to() as taking a model
         else:  # an in-memory model (the trainer's live senior, on its device); weights may change between calls
             check_supported(path_or_model.config)
             self.model, self.tokenizer = path_or_model, tokenizer
@@ -213,7 +213,8 @@ class HFEngine:
             [(rows[i].slot, len(rows[i].tokens), len(feeds[i])) for i in long],
             self.device,
         )
-        ids, last = [], [0] * len(rows)
+        ids: list[int] = []
+        last = [0] * len(rows)
         for i in short + long:  # real tokens only: short feeds are padded inside attention, not here
             last[i] = len(ids) + len(feeds[i]) - 1
             ids += feeds[i]
@@ -268,8 +269,8 @@ class HFEngine:
         plain = torch.log_softmax(self.model(torch.tensor([ids], device=self.device)).logits[0].float(), -1)
         plain = plain[:, : self.vocab_size]
         row = Row(0)
-        got = [self._forward([row], [ids[:7]]), self._forward([row], [ids[7:]])]
-        got = torch.log_softmax(torch.cat(got), -1)
+        parts = [self._forward([row], [ids[:7]]), self._forward([row], [ids[7:]])]
+        got = torch.log_softmax(torch.cat(parts), -1)
         ref = torch.log_softmax(plain[[6, n - 1]], -1)
         top = ref.topk(min(20, ref.shape[-1]), dim=-1).indices
         diff = float((got.gather(1, top) - ref.gather(1, top)).abs().max())

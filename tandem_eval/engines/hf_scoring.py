@@ -35,7 +35,8 @@ def kl_peak_bytes(chunk: int, vocab: int, n_tokens: int = 0, hidden: int = 0) ->
 def _batches(lengths: Sequence[int], budget: int, items: Sequence[int] | None = None) -> list[list[int]]:
     """Item indices grouped longest first so that n_items * longest <= budget (one item at least)."""
     order = sorted(range(len(lengths)) if items is None else items, key=lambda i: -lengths[i])
-    out, cur = [], []
+    out: list[list[int]] = []
+    cur: list[int] = []
     for i in order:
         if cur and (len(cur) + 1) * lengths[cur[0]] > budget:
             out.append(cur)

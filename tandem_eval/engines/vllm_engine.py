@@ -120,7 +120,8 @@ class VLLMEngine:
         stays registered as open, so closing another engine never tears down what it shares."""
         opts = VLLMOptions(**options)
         engine = cls.__new__(cls)
-        engine._attach(llm, *vllm_start.tokenizer_and_eos(path), sampling, opts)
+        tokenizer, eos_ids = vllm_start.tokenizer_and_eos(path)
+        engine._attach(llm, tokenizer, eos_ids, sampling, opts)
         engine._owned = False
         return engine
 

@@ -43,6 +43,7 @@ import dataclasses
 import json
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,7 +234,8 @@ class TandemLM(TemplateLM):
         if max_gen >= self.max_length:
             raise ConfigError(f"max_gen_toks {max_gen} must be < max_length {self.max_length}; raise max_length")
         self._set_sampling(_sampling(kwargs, max_gen, self.max_length))
-        specs, seeds = [], {}
+        specs: list[TraceSpec] = []
+        seeds: dict[Hashable, int] = {}  # by request index: the traces' keys
         for i in idx:
             req = requests[i]
             prompt = tuple(self.tok_encode(req.args[0])[-(self.max_length - max_gen) :])

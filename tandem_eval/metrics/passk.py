@@ -24,6 +24,7 @@ import math
 import operator
 import warnings
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -128,7 +129,7 @@ def macro_provenance(n_per_group: Mapping[str, int], warn: bool = False) -> dict
     }
 
 
-def _check_ks(ks: Iterable[int]) -> list[int]:
+def _check_ks(ks: Any) -> list[int]:  # an int, or ints in a list, tuple or array
     ks = [operator.index(k) for k in ([ks] if np.ndim(ks) == 0 else ks)]
     if not ks or min(ks) < 1:
         raise ValueError(f"ks must be a non-empty list of integers >= 1, got {ks}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import cast
 
 PER_PROBLEM_PASS = "pass@k per problem (unbiased, over its n samples)"
 PER_PROBLEM_MEAN = "mean over the problem's samples of the lens table's per-sample column"
@@ -84,7 +85,7 @@ def is_pass(metric: Metric) -> bool:
 
 def header(name: str) -> str:
     """The column header of a metric name: `solo_pass@1` -> 'solo pass@1 (%)'."""
-    metric, k = lookup(name)
+    metric, k = cast(tuple[Metric, int | None], lookup(name))  # cast: callers pass registered metric names
     return metric.header(k)
 
 

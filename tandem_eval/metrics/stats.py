@@ -175,15 +175,16 @@ def scoped_cis(
     v = values.dropna(subset=columns)
     if cluster is not None and v[cluster].nunique() <= 1:
         cluster = None
-    fn = stats or {None: _first_column}
+    first: dict[Any, Callable[[np.ndarray], np.ndarray]] = {None: _first_column}  # None: no stats given
+    fn = stats or first
     out: dict = {level: {} for level in levels}
 
-    def cis(part: pd.DataFrame, groups: np.ndarray | None) -> dict:
+    def cis(part: pd.DataFrame, groups: np.ndarray | None) -> dict | CI:
         if cluster is None:
             est, boot = bootstrap_means(part[columns].to_numpy(dtype=float), groups, n_boot, seed)
         else:
             est, boot = clustered_bootstrap_means(part, columns, cluster, groups is not None, n_boot, seed)
-        res = {}
+        res: dict[Any, CI] = {}
         with np.errstate(divide="ignore", invalid="ignore"):
             for name, f in fn.items():
                 res[name] = percentile_ci(float(np.asarray(f(est[None, :])).reshape(-1)[0]), f(boot), alpha)

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from tandem_eval.durable import atomic_write_text, folder_lock, make_dirs, remove_empty
 from tandem_eval.report.collect import (
@@ -64,8 +65,9 @@ def write_tables(
         t = table2(col, k=k, schedule=schedule, n_boot=n_boot, seed=seed, by_seed=by_seed)
         t.title = title
         main = main or t
-        stem = TABLE_NAME if schedule == primary else f"{TABLE_NAME}_{_slug(schedule)}"
-        label = "tab:handoff" if schedule == primary else f"tab:handoff-{_slug(schedule)}"
+        # cast: a schedule other than the primary is one of handoff_schedules(), a str
+        stem = TABLE_NAME if schedule == primary else f"{TABLE_NAME}_{_slug(cast(str, schedule))}"
+        label = "tab:handoff" if schedule == primary else f"tab:handoff-{_slug(cast(str, schedule))}"
         for suffix, text in ((".md", to_markdown(t)), (".tex", to_latex(t, label)), (".csv", to_csv(t))):
             path = out / f"{stem}{suffix}"
             atomic_write_text(path, text, root=out)  # whole or not at all, never through a planted link
@@ -86,7 +88,7 @@ def write_figures(
     from tandem_eval.report import figures, style
 
     files = ReportFiles()
-    opts = {"n_boot": n_boot, "seed": seed, "by_seed": by_seed}
+    opts: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "by_seed": by_seed}
     makers = {
         "fig2_passk": lambda: figures.fig_passk(col, **opts),
         "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped; aggregated as the table

@@ -112,11 +112,11 @@ def arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int,
                 entry = entry.get(f"pass@{k}", {})
                 for metric in ("solo", "handoff", "tax", "retention"):
                     if metric in entry:
-                        e = {
+                        cell = {
                             x: as_float(entry[metric][x]) * (100.0 if metric == "retention" else 1.0)
                             for x in ("estimate", "low", "high")
                         }
-                        cells.setdefault(scope, {})[metric] = e
+                        cells.setdefault(scope, {})[metric] = cell
     for metric, run in (("solo", solo), ("handoff", hand)):
         if run is not None and not any(metric in c for c in cells.values()):
             put(metric, passk_cis(run, k, n_boot, seed))

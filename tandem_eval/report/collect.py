@@ -25,6 +25,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -143,7 +144,7 @@ class Collection:
             for part in r.parts:
                 part.junior = r.junior if r.junior in part.lens_juniors() else None
                 part._pp.clear()
-            out[r.label] = r.junior_name()
+            out[r.label] = cast(str, r.junior_name())  # cast: a run with a chosen junior has its name
         return out
 
 
@@ -275,7 +276,8 @@ def collect(
         train_dirs += sorted(t.parent for t in p.rglob(TRAIN_LOG))
     paths = sorted({q.resolve() for q in paths})
     train_dirs = sorted({t.resolve() for t in train_dirs})
-    runs, evals = [], {t: [] for t in train_dirs}
+    runs: list[Run] = []
+    evals: dict[Path, list[Run]] = {t: [] for t in train_dirs}
     for path in paths:
         if not include_incomplete and not RunFolder(path).is_complete():
             warnings.warn(f"skipping incomplete run {path} (no COMPLETE marker)", stacklevel=2)

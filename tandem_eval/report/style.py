@@ -18,6 +18,7 @@ import contextlib
 import io
 import zlib
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 
@@ -45,7 +46,7 @@ _ALIASES = [
     ("junior", "junior"),
 ]
 
-MODE_LINE = {
+MODE_LINE: dict[str, dict[str, Any]] = {
     "solo": {"linestyle": "-", "marker": "o"},
     "handoff": {"linestyle": "--", "marker": "s"},
 }
@@ -91,7 +92,7 @@ def arm_colors(arms) -> dict[str, str]:
     collision), the arm with the exact reserved name keeps it (else the first by name) and the other
     gets the first colour nobody uses, so the assignment depends only on the set of arms."""
     order = sorted(set(map(str, arms)), key=lambda a: (a.lower() not in ARM_COLORS, a))
-    palette = [*ARM_COLORS.values(), *FALLBACK_COLORS, *plt.get_cmap("tab20").colors]
+    palette = [*ARM_COLORS.values(), *FALLBACK_COLORS, *plt.get_cmap("tab20").colors]  # type: ignore[attr-defined]  # a ListedColormap
     out: dict[str, str] = {}
     for arm in order:
         color = arm_color(arm)
@@ -136,7 +137,7 @@ def paper():
 
 
 # per format: no timestamps or versions in the metadata
-_SAVE = {
+_SAVE: dict[str, dict[str, Any]] = {
     ".png": {"dpi": DPI, "metadata": {"Software": None}},
     ".pdf": {"metadata": {"CreationDate": None, "Producer": None, "Creator": None}},
 }

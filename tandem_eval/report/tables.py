@@ -16,6 +16,7 @@ paths or dates, so a rerun on the same run folders is byte-identical.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,7 +70,7 @@ def shared_problems(runs: list[Run]) -> tuple[set, dict[str, set], set]:
     keysets = [r.problem_keys() for r in runs]
     union = set().union(*keysets) if keysets else set()
     shared = set.intersection(*keysets) if keysets else set()
-    group_of = {}
+    group_of: dict[tuple, str] = {}  # (benchmark, problem_id) -> group
     for r in runs:
         s = r.samples()
         group_of.update(zip(zip(s["benchmark"], s["problem_id"].astype(str)), s["group"]))
@@ -86,9 +87,12 @@ def _rows(pairs: dict, k: int, n_boot: int, seed: int, scopes: set | None = None
     rows = []
     for arm, pair in pairs.items():
         if isinstance(pair, list):  # one arm's seeds: aggregated (one seed: that run's own numbers)
-            cells = seed_cells(pair, k, n_boot, seed) if len(pair) > 1 else arm_cells(*pair[0], arm, k, n_boot, seed)
+            if len(pair) > 1:
+                cells = seed_cells(pair, k, n_boot, seed)
+            else:
+                cells = arm_cells(pair[0][0], pair[0][1], arm, k, n_boot, seed)
         else:
-            cells = arm_cells(*pair, arm, k, n_boot, seed)
+            cells = arm_cells(pair[0], pair[1], arm, k, n_boot, seed)
         for scope, metrics in cells.items():
             if scopes is not None and scope not in scopes:
                 continue
@@ -142,7 +146,8 @@ def table2(
     k = default_k(col) if k is None else int(k)
     schedule = schedule or col.primary_schedule()
     juniors = col.pick_juniors_once()
-    pairs = {arm: (col.solo(arm), col.handoff(arm, schedule) if schedule else None) for arm in col.arms}
+    # {arm: (solo, handoff)}; with seeds aggregated, {arm: [(solo, handoff) of each seed]}
+    pairs: dict[str, Any] = {arm: (col.solo(arm), col.handoff(arm, schedule) if schedule else None) for arm in col.arms}
     pairs = {a: p for a, p in pairs.items() if p != (None, None)}
     runs = [r for pair in pairs.values() for r in pair if r is not None]
     if not by_seed:  # runs of one arm and different seeds (label ARM/sN) make one row

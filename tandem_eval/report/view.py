@@ -26,6 +26,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -90,6 +91,7 @@ def _surprise(run: Run) -> dict:
     output: the lens's `junior_logprobs` (negated), else a per-token NLL array column (not the
     per-bin `*_bins` curves, whose length is the number of bins)."""
     columns = run.side_columns("legibility")
+    column: str | None
     if columns.get("junior_logprobs"):
         column, sign = "junior_logprobs", -1.0
     else:
@@ -97,7 +99,7 @@ def _surprise(run: Run) -> dict:
         sign = 1.0
     if column is None:
         return {}
-    df = run.side_table("legibility", arrays=True)
+    df = cast(pd.DataFrame, run.side_table("legibility", arrays=True))  # cast: it has columns, so it exists
     if "sample_idx" not in df.columns:
         return {}
     return {
@@ -232,11 +234,11 @@ def build_page(
         rows, n = _trace_rows(run, tokenizers[key], max(1, max_traces // len(runs)))
         traces += [(r["b"], r["p"], r["h"], order, r["i"], r) for r in rows]
         total += n
-    traces = [t[-1] for t in sorted(traces, key=lambda t: t[:5])]  # one problem's runs side by side
-    surprises = [x for t in traces for x in t.get("s", []) if x is not None]
-    data = {
+    ordered = [t[-1] for t in sorted(traces, key=lambda t: t[:5])]  # one problem's runs side by side
+    surprises = [x for t in ordered for x in t.get("s", []) if x is not None]
+    data: dict[str, Any] = {
         "title": f"tandem-eval traces: {', '.join(sorted({r.label for r in runs}))} ({Path(path).resolve().name})",
-        "traces": traces,
+        "traces": ordered,
         "total": total,
         "summary": summary,
         "post": POST_HANDOFF,

@@ -14,8 +14,9 @@ import argparse
 import json
 from pathlib import Path
 
-from .cli import DEFAULT_SENIOR, app, console
+from .cli import DEFAULT_SENIOR, app
 from .models import junior_from_metadata, resolve_model, toy_names
+from .terminal import console
 
 
 def _pair(out: Path) -> tuple[str, str, str]:

@@ -27,9 +27,10 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, EvalConfig
+from .config import EvalConfig
 from .plan import handoff_dirname
 from .results import RunFolder, verify_run
+from .schemas import ConfigError
 
 log = logging.getLogger(__name__)
 

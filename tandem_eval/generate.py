@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .checks import solo_record
-from .config import EvalConfig, config_diff, from_dict, json_safe
+from .config import EvalConfig, config_diff
 from .data import prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
@@ -35,8 +35,10 @@ from .metrics.tax import tax_table
 from .models import Checkpoints, run_checkpoints, same_tokenizer
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
-from .results import RunFolder, RunFolderError, verify_run
+from .results import RunFolder, verify_run
 from .schedules import make_schedule, needs_junior
+from .schemas import RunFolderError, from_dict
+from .schemas import to_jsonable as json_safe
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ from .config import solo_config
 from .generate import (
     close_engines,
     execute,
-    live_token_counter,
     merge_runs,
     merge_shards,
     open_engines,
@@ -25,6 +24,7 @@ from .generate import (
 )
 from .models import check_model, check_models, check_template, shares_senior_model
 from .plan import Validated, handoff_dirname, load_inputs, load_problems, validate
+from .progress import live_token_counter
 
 __all__ = [
     "SOLO_REUSE_FIELDS",

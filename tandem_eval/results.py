@@ -41,15 +41,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from . import durable
-
-# ConfigError, config_diff and the durable writers are also imported from here (their former home)
-from .config import ConfigError, EvalConfig, as_recorded, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
+from .config import EvalConfig, as_recorded, config_diff, fingerprint_of, stored_fingerprint, to_dict
 from .durable import atomic_write_json, atomic_write_text, check_write_target, folder_lock, sha256_file  # noqa: F401
 from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
+
+# ConfigError, config_diff and the durable writers are also imported from here (their former home)
 from .schemas import (
     PROBLEM_KEY,
     SAMPLE_COLUMNS,
     SAMPLE_KEY,
+    ConfigError,
     RunFolderError,
     check_frame,
     check_regular,

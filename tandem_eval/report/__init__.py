@@ -18,18 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tandem_eval.durable import atomic_write_text, folder_lock, make_dirs, remove_empty
-from tandem_eval.report.collect import (
-    Collection,
-    ReportError,
-    Run,
-    collect,
-    find_results,
-    parse_labels,
-    problem_sets,
-    read_train_log,
-)
-from tandem_eval.report.tables import N_BOOT, SEED, table2, to_csv, to_latex, to_markdown
-from tandem_eval.schemas import Bootstrap
+from tandem_eval.report.collect import Collection, collect, parse_labels, problem_sets, read_train_log
+from tandem_eval.report.tables import table2, to_csv, to_latex, to_markdown
+from tandem_eval.runs import ReportError, Run, find_results
+from tandem_eval.schemas import BOOT_SEED, N_BOOT, Bootstrap
 
 log = logging.getLogger(__name__)
 TABLE_NAME = "table2"
@@ -51,7 +43,7 @@ def write_tables(
     out: Path,
     k: int | None = None,
     n_boot: int = N_BOOT,
-    seed: int = SEED,
+    seed: int = BOOT_SEED,
     by_seed: bool = False,
     title: str | None = None,
 ) -> tuple[list[Path], object]:
@@ -79,11 +71,11 @@ def write_figures(
     table,
     k: int | None = None,
     n_boot: int = N_BOOT,
-    seed: int = SEED,
+    seed: int = BOOT_SEED,
     by_seed: bool = False,
 ) -> ReportFiles:
     """Every figure into `out`: one line/bar/violin per arm (seeds aggregated), by_seed: per run."""
-    from tandem_eval.report import figures, style
+    from tandem_eval.report import figures, style, training_figures
 
     files = ReportFiles()
     opts = {"n_boot": n_boot, "seed": seed, "by_seed": by_seed}
@@ -91,7 +83,7 @@ def write_figures(
         "fig2_passk": lambda: figures.fig_passk(col, **opts),
         "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped; aggregated as the table
         "fig_legibility_drift": lambda: figures.fig_legibility(col, **opts),
-        "fig_training": lambda: figures.fig_training(col, k=k, **opts),
+        "fig_training": lambda: training_figures.fig_training(col, k=k, **opts),
         "fig_dose": lambda: figures.fig_dose(col, **opts),
     }
     for name, make in makers.items():

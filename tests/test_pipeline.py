@@ -285,7 +285,7 @@ def test_prompts_longer_than_the_context_get_zero_token_samples_and_a_warning(cf
 
 def test_metrics_of_all_zero_token_samples_are_written_as_null(cfg):
     from tandem_eval.generate import summarize
-    from tandem_eval.schemas import to_jsonable as json_safe
+    from tandem_eval.schemas import to_jsonable
 
     df = pd.DataFrame(
         {
@@ -304,7 +304,7 @@ def test_metrics_of_all_zero_token_samples_are_written_as_null(cfg):
     m = summarize(df, (1, 2))
     assert m["senior_fraction"] is None and m["mean_tokens"] == 0.0
     json.dumps(m, allow_nan=False)
-    assert json_safe({"a": [float("inf"), np.float64("nan"), 1.5]}) == {"a": [None, None, 1.5]}
+    assert to_jsonable({"a": [float("inf"), np.float64("nan"), 1.5]}) == {"a": [None, None, 1.5]}
 
 
 def test_progress_is_logged_every_5_percent_or_30_seconds_off_a_terminal(caplog):
@@ -421,9 +421,3 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
             writes,
         )
         assert handoff.metrics() == metrics
-        # the former helpers (deprecated) still compute what execute wrote
-        from tandem_eval.generate import run_metrics, tax_metrics
-
-        ks, solo = handoff.config()["config"]["ks"], RunFolder(tmp_path / "solo")
-        assert tax_metrics(solo, handoff.load_samples(), ks)["tax"] == metrics["tax"]
-        assert run_metrics(handoff, ks, solo) == metrics

@@ -313,7 +313,7 @@ def test_position_curve_pools_tokens_by_relative_position():
     assert curve.tolist() == pytest.approx([(0 + 1 + 10) / 3, (2 + 3) / 2])
 
 
-def test_analyses_make_all_equals_report(results, tmp_path, monkeypatch):
+def test_analyses_make_all_equals_report(results, tmp_path):
     """analyses/make_all.py (a fresh process) and build_report write identical tables and figures."""
     import subprocess
     import sys
@@ -333,13 +333,10 @@ def test_analyses_make_all_equals_report(results, tmp_path, monkeypatch):
         capture_output=True,
         timeout=600,
     )
-    import tandem_eval.report as report_module
-
-    # the logger's own call is read (an earlier CLI test's logging setup may stop records reaching caplog)
-    warned = []
-    monkeypatch.setattr(report_module.log, "warning", lambda msg, *args: warned.append(msg % args))
-    files = build_report([results], tmp_path / "report", n_boot=200)  # the deprecated keyword still works
-    assert any("build_report(n_boot=, seed=) is deprecated" in w for w in warned), warned
+    files = build_report([results], tmp_path / "report", boot=Bootstrap(n_boot=200))
+    with pytest.raises(TypeError, match="n_boot"):  # the former keyword is gone (tandem_eval.compat lists it)
+        build_report([results], tmp_path / "again", n_boot=200)
+    assert not (tmp_path / "again").exists()
     made = sorted(p.name for p in (tmp_path / "analyses").iterdir())
     assert made == sorted(p.name for p in files.tables + files.figures)
     for name in made:

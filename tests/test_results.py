@@ -14,10 +14,10 @@ from run_fixtures import handoff_cfg, solo_cfg, write_run
 from typer.testing import CliRunner
 
 from tandem_eval.cli import app
-from tandem_eval.config import EvalConfig, ModelSpec, to_dict
+from tandem_eval.config import EvalConfig, ModelSpec, fingerprint_of, to_dict
 from tandem_eval.durable import sha256_file
 from tandem_eval.generate import merge_shards, run_handoff
-from tandem_eval.results import RunFolder, config_fingerprint, verify_run
+from tandem_eval.results import RunFolder, verify_run
 from tandem_eval.schemas import RunFolderError
 
 FLAGS = {("tiny", f"tiny/{i:04d}"): [i % 2 == 0, True, False, i % 3 == 0] for i in range(6)}
@@ -70,7 +70,7 @@ def test_recomputed_fingerprint_equals_evalconfig_fingerprint():
         solo_cfg("x", n=2, ks=(1, 2), chat_template="{{ x }}", label="L", batch_size=3),
         handoff_cfg("s", "j", num_shards=4, shard_index=2),
     ):
-        assert config_fingerprint(to_dict(cfg)) == cfg.fingerprint()
+        assert fingerprint_of(to_dict(cfg)) == cfg.fingerprint()
 
 
 def test_deleted_rows_are_refused_by_every_reader(solo, tmp_path):
@@ -101,7 +101,7 @@ def test_edited_config_json_is_detected(solo):
     solo.config_path.write_text(json.dumps(raw))
     with pytest.raises(RunFolderError, match="was edited after the run was written"):
         verify_run(solo.path)
-    raw["fingerprint"] = config_fingerprint(raw["config"])  # edited consistently: COMPLETE still knows
+    raw["fingerprint"] = fingerprint_of(raw["config"])  # edited consistently: COMPLETE still knows
     solo.config_path.write_text(json.dumps(raw))
     with pytest.raises(RunFolderError, match="does not belong to the finished run"):
         verify_run(solo.path)

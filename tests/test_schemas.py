@@ -100,10 +100,7 @@ def test_json_cleaning_turns_numpy_scalars_into_numbers_and_nan_into_null():
     import numpy as np
 
     from tandem_eval.schemas import to_jsonable
-    from tandem_eval.schemas import to_jsonable as json_safe
-    from tandem_eval.schemas import to_jsonable as old_name
 
-    assert json_safe is to_jsonable and old_name is to_jsonable  # one cleaning under its old names
     raw = {"a": (np.float64("nan"), np.float32(1.5), np.int64(3), np.bool_(True)), 2: [float("inf"), None, "x"]}
     clean = to_jsonable(raw)
     assert clean == {"a": [None, 1.5, 3, True], "2": [None, None, "x"]}

@@ -40,7 +40,7 @@ from tandem_eval.config import Sampling
 from tandem_eval.schedules import parse_schedule
 from tandem_eval.schemas import ConfigError, TypeMismatch, conform
 
-from .recipe_checks import ARMS, Arm, check_recipe  # noqa: F401  (ARMS, Arm: their former home)
+from .recipe_checks import ARMS, check_recipe
 
 
 @dataclass(frozen=True)

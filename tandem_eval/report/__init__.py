@@ -12,8 +12,6 @@ loads a model; a report on hundreds of problems takes seconds on a CPU.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +21,6 @@ from tandem_eval.report.tables import table2, to_csv, to_latex, to_markdown
 from tandem_eval.runs import ReportError, Run, find_results
 from tandem_eval.schemas import BOOT_SEED, N_BOOT, Bootstrap
 
-log = logging.getLogger(__name__)
 TABLE_NAME = "table2"
 
 
@@ -105,17 +102,16 @@ def build_report(
     junior: str | None = None,
     by_seed: bool = False,
     intersect: bool = False,
-    **deprecated,
 ) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`.
-    boot: the CIs' resamples and seed (schemas.Bootstrap; the n_boot=/seed= keywords still work, with a
-    deprecation message); labels: {run folder or current label: new label}; junior: whose lens outputs
-    to show; by_seed: one row (and figure line) per run instead of one per arm (runs labelled ARM/sN
-    aggregate over seeds). Runs on different problems (by content) are never pooled silently: each
-    problem set gets its own tables and figures in OUT/<set name>/ (collect.problem_sets), or with
-    `intersect` one table of the problems every run holds, titled with what was dropped."""
+    boot: the CIs' resamples and seed (schemas.Bootstrap); labels: {run folder or current label: new
+    label}; junior: whose lens outputs to show; by_seed: one row (and figure line) per run instead of
+    one per arm (runs labelled ARM/sN aggregate over seeds). Runs on different problems (by content)
+    are never pooled silently: each problem set gets its own tables and figures in OUT/<set name>/
+    (collect.problem_sets), or with `intersect` one table of the problems every run holds, titled
+    with what was dropped."""
     _check_arguments(inputs, out, k, labels, junior)
-    boot = _bootstrap(boot, deprecated)
+    boot = boot or Bootstrap()
     n_boot, seed = boot.n_boot, boot.seed
     col = collect(inputs, labels=labels, junior=junior)
     for run in col.runs:  # a damaged folder is refused before anything is written
@@ -166,20 +162,6 @@ def _rolled_back(created: list[Path], files: ReportFiles):
             (created[0] / ".lock").unlink(missing_ok=True)  # the held lock's file: the folder is then empty
             remove_empty(created)
         raise
-
-
-def _bootstrap(boot: Bootstrap | None, deprecated: dict) -> Bootstrap:
-    """`boot`, or one built from build_report's former n_boot=/seed= keywords (with a deprecation
-    message); any other keyword is refused, as a plain signature would."""
-    unknown = sorted(set(deprecated) - {"n_boot", "seed"})
-    if unknown:
-        raise TypeError(f"build_report() got unexpected keyword argument(s) {unknown}")
-    if not deprecated:
-        return boot or Bootstrap()
-    if boot is not None:
-        raise TypeError("build_report(): pass boot=Bootstrap(...) or the deprecated n_boot=/seed=, not both")
-    log.warning("build_report(n_boot=, seed=) is deprecated: pass boot=Bootstrap(n_boot=..., seed=...)")
-    return dataclasses.replace(Bootstrap(), **deprecated)
 
 
 __all__ = [

@@ -29,11 +29,10 @@ from tandem_eval.lens import LensError
 from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
 from tandem_eval.report.collect import Collection
-from tandem_eval.report.panels import (  # noqa: F401  (arm_labels, pooled_cis, degenerate_reason: their former home)
+from tandem_eval.report.panels import (
     arm_labels,
     arm_legend,
     common_ks,
-    degenerate_reason,
     mark_degenerate,
     n_problems_in,
     panel_grid,
@@ -41,7 +40,6 @@ from tandem_eval.report.panels import (  # noqa: F401  (arm_labels, pooled_cis, 
     scopes_of,
 )
 from tandem_eval.report.tables import Table
-from tandem_eval.report.training_figures import fig_training, training_evals  # noqa: F401  (one import for every figure)
 from tandem_eval.runs import sample_values
 from tandem_eval.schemas import BOOT_SEED, N_BOOT, PROBLEM_KEY
 

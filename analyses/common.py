@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only
 
 from tandem_eval.report import ReportError, collect, find_results  # noqa: E402
-from tandem_eval.report.tables import N_BOOT, SEED  # noqa: E402
+from tandem_eval.schemas import BOOT_SEED, N_BOOT  # noqa: E402
 
 DEFAULT_WORLD = "toy"
 
@@ -42,7 +42,7 @@ def parse(description: str, argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <first results>/report)")
     p.add_argument("--k", type=int, default=None, help="k of tables (default 4, else the largest common k)")
     p.add_argument("--n-boot", type=int, default=N_BOOT)
-    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--seed", type=int, default=BOOT_SEED)
     p.add_argument("--label", action="append", default=[], help="RUN=NAME: relabel runs (as `report --label`)")
     p.add_argument("--by-seed", action="store_true", help="one row/line per seed's run (default: one per arm)")
     p.add_argument("--junior", default=None, help="junior label whose lens outputs to show (runs with several)")

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import common
 
-from tandem_eval.report import figures
+from tandem_eval.report import training_figures
 
 NAME = "fig_training"
 
 
 def make(col, args):
     return common.save_figure(
-        NAME, figures.fig_training(col, k=args.k, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed), args.out
+        NAME,
+        training_figures.fig_training(col, k=args.k, n_boot=args.n_boot, seed=args.seed, by_seed=args.by_seed),
+        args.out,
     )
 
 

@@ -14,13 +14,13 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import ConfigError, EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
+from .config import EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
 from .data import Problem, prompt_ids
-from .engines import unavailable
 from .grading import check_grader_versions
 from .models import resolve_model
 from .paths import not_writable
-from .results import RunFolder, RunFolderError
+from .results import RunFolder
+from .schemas import ConfigError, RunFolderError
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,6 @@ def check_out_paths(targets: Mapping[Path, EvalConfig | None]) -> None:
 def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
     """check_out_paths for one folder."""
     check_out_paths({Path(path): cfg})
-
-
-def check_engine(engine: str) -> None:
-    """Deprecated: plan.validate asks tandem_eval.engines.unavailable itself."""
-    log.warning("checks.check_engine is deprecated; use tandem_eval.engines.unavailable(engine)")
-    if reason := unavailable(engine):
-        raise ConfigError(reason)
 
 
 def check_prompts(cfg: EvalConfig, tok, problems: list[Problem]) -> dict[tuple[str, str], tuple[int, ...]]:

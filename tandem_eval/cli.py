@@ -67,9 +67,10 @@ from .cli_common import (
     one_line,
     user_errors,
 )
-from .config import ConfigError, EvalConfig, ModelSpec, Sampling, default_ks
+from .config import EvalConfig, ModelSpec, Sampling, default_ks
 from .devices import resolve_dtype
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
+from .schemas import ConfigError
 from .terminal import console, print_benchmarks, print_paper_sets, print_passk, print_tax
 
 # Commands living in other modules, imported only when one of them runs (or shows its own --help):

@@ -161,8 +161,9 @@ def drift_cmd(
 def _lens_command(kind: str, args: dict) -> None:
     """A lens command's options -> score.run_lens (the library call a notebook makes); the summary printed."""
     from . import score
-    from .cli import read_chat_template, setup_logging
+    from .cli import setup_logging
     from .lens import LensOptions
+    from .paths import read_chat_template
 
     setup_logging(args["verbose"], args["quiet"])
     opts = LensOptions(
@@ -226,6 +227,7 @@ def compare_cmd(
     from . import compare, runs
     from .durable import atomic_write_json
     from .lens import LensOptions
+    from .metrics.registry import LENS_METRICS
     from .schemas import to_jsonable
 
     mode = runs.metric_mode(metric)
@@ -239,7 +241,7 @@ def compare_cmd(
         for run in pair:
             run.junior = junior
             vals.append(runs.problem_values(run, metric, no_truncated))
-        if metric in runs.LENS_METRICS:  # who scored them: one junior, named in the title
+        if metric in LENS_METRICS:  # who scored them: one junior, named in the title
             juniors = compare.check_juniors(pair[0], pair[1], allow_junior_mismatch)
         table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
     _print_compare(table, metric, run_a, run_b, juniors)

@@ -24,9 +24,9 @@ from .lens import LensError, LensOptions
 from .metrics.registry import lookup
 from .metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, sign_flip_p_value
 from .metrics.tax import tax_difference
-from .results import RunFolder, RunFolderError, verify_run
+from .results import RunFolder, verify_run
 from .runs import Run, differing_contents, lens_junior, pairing_problem, same_junior
-from .schemas import Bootstrap
+from .schemas import Bootstrap, RunFolderError
 
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 

@@ -15,9 +15,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
-# strict loading and JSON cleaning live in the schema module; their names here are kept for callers
+# strict loading and its error live in the schema module; config loads with them and offers them (__all__)
 from .schemas import ConfigError, from_dict
-from .schemas import to_jsonable as json_safe
 
 
 @dataclass(frozen=True)
@@ -310,6 +309,11 @@ __all__ = [
     "fingerprint_of",
     "from_dict",
     "inputs_diff",
-    "json_safe",
     "to_dict",
 ]
+
+
+def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them
+    from .compat import former_name
+
+    return former_name(__name__, name)

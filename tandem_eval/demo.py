@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 from typing import cast
 
-from .cli import DEFAULT_SENIOR, app, console
+from .cli import DEFAULT_SENIOR, app
 from .models import junior_from_metadata, resolve_model, toy_names
+from .terminal import console
 
 
 def _pair(out: Path) -> tuple[str, str, str]:

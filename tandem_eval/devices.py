@@ -15,7 +15,8 @@ when a function is called (`tandem-eval --help` must stay light).
 
 from __future__ import annotations
 
-from .config import DTYPES, ConfigError
+from .config import DTYPES
+from .schemas import ConfigError
 
 AUTO = "auto"
 DTYPE_CHOICES = (AUTO, *DTYPES)  # what --dtype accepts

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from .config import ConfigError, EvalConfig
+from .config import EvalConfig
 from .plan import handoff_dirname
 from .results import RunFolder, verify_run
+from .schemas import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ symbolic link; the flock writer lock of a folder; a file's SHA-256.
     with folder_lock(run, run / ".lock"):
         atomic_write_json(run / "metrics.json", {"n_samples": 8}, root=run)   # root: never through a link
 
-tandem_eval.results builds run folders on these (and re-exports the writers under their old names);
-it checks a table against its schema (tandem_eval.schemas) before handing it here, so each write is
-one call: the target checked, then written atomically.
+tandem_eval.results builds run folders on these; it checks a table against its schema
+(tandem_eval.schemas) before handing it here, so each write is one call: the target checked, then
+written atomically.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .checks import solo_record
-from .config import EvalConfig, ModelSpec, config_diff, from_dict, json_safe
+from .config import EvalConfig, ModelSpec, config_diff
 from .data import prompt_ids
 from .engines import load_engine
 from .engines.bridge import RetokenizingEngine
@@ -35,9 +35,11 @@ from .metrics import summarize_pass_at_k
 from .metrics.tax import tax_table
 from .models import Checkpoints, run_checkpoints, same_tokenizer
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
-from .progress import live_token_counter, progress_reporter  # noqa: F401  (live_token_counter: also its former home)
-from .results import RunFolder, RunFolderError, verify_run
+from .progress import live_token_counter, progress_reporter
+from .results import RunFolder, verify_run
 from .schedules import make_schedule, needs_junior
+from .schemas import RunFolderError, from_dict
+from .schemas import to_jsonable as json_safe
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)
@@ -170,10 +172,7 @@ def _rows(traces, meta: dict, grades, tokenizer, labels: dict) -> list[dict]:
 
 
 def summarize(samples: pd.DataFrame, ks) -> dict:
-    """metrics.json content for a finished run, pass@k at each of `ks` (an EvalConfig still works: its ks)."""
-    if isinstance(ks, EvalConfig):
-        log.warning("summarize(samples, cfg) is deprecated: pass the ks, summarize(samples, cfg.ks)")
-        ks = ks.ks
+    """metrics.json content for a finished run, pass@k at each of `ks`."""
     truncated = samples.finish_reason == "length"
     return json_safe(
         {
@@ -381,18 +380,6 @@ def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
     """The tax keys of a handoff run's metrics.json: the tax against `solo`, and which solo run."""
     tax = json_safe(tax_table(solo.samples, handoff_samples, list(ks)))  # cleaned once, here
     return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
-
-
-def run_metrics(rf: RunFolder, ks, solo: RunFolder | None = None) -> dict:
-    """Deprecated: execution computes metrics from the samples in memory."""
-    log.warning("generate.run_metrics(rf, ks, solo) is deprecated; execute() writes metrics.json")
-    return _metrics(rf.load_samples(), ks, SoloTable(solo, solo.load_samples()) if solo is not None else None)
-
-
-def tax_metrics(solo: RunFolder, handoff_samples: pd.DataFrame, ks) -> dict:
-    """Deprecated: execution computes the tax from the solo samples in memory."""
-    log.warning("generate.tax_metrics(solo, samples, ks) is deprecated; execute() writes the tax")
-    return _tax(SoloTable(solo, solo.load_samples()), handoff_samples, ks)
 
 
 def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | None) -> tuple:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import cast
 
 from .models import ModelError
-from .paths import CACHE_ENV, cache_root  # noqa: F401  (defined in paths: models caches file hashes there too)
+from .paths import cache_root
 
 log = logging.getLogger(__name__)
 

@@ -79,8 +79,7 @@ def not_writable(path: str | os.PathLike) -> str | None:
 
 def read_chat_template(path: Path | None, option: str) -> str | None:
     """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
-    from .config import ConfigError  # a bad --chat-template is bad input (one line, exit 2)
-    from .schemas import read_regular
+    from .schemas import ConfigError, read_regular
 
     if path is None:
         return None

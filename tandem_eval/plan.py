@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from .checks import check_out_paths, check_prompts, check_solo_reuse, solo_record
-from .config import ConfigError, EvalConfig, Inputs, solo_config
+from .config import EvalConfig, Inputs, solo_config
 from .data import Problem, load_benchmarks
 from .data.benchmarks import benchmark_files
+from .durable import sha256_file
 from .engines import unavailable
 from .grading import check_grader_versions
 from .models import Checkpoints, check_models, with_contents
-from .results import RunFolder, sha256_file, verify_run
+from .results import RunFolder, verify_run
 from .schedules import needs_junior
+from .schemas import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError
+from .durable import atomic_write_json
 from .grading import PINNED, Grader, check_grader_versions
 from .metrics.passk import summarize_pass_at_k
-from .results import atomic_write_json, verify_run
+from .results import verify_run
+from .schemas import ConfigError
 
 KEY = ["benchmark", "group", "problem_id", "sample_idx", "mode"]
 TABLE = "regrade.parquet"

@@ -42,15 +42,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from . import durable
-
-# ConfigError, config_diff and the durable writers are also imported from here (their former home)
-from .config import ConfigError, EvalConfig, as_recorded, config_diff, fingerprint_of, stored_fingerprint, to_dict  # noqa: F401
-from .durable import atomic_write_json, atomic_write_text, check_write_target, folder_lock, sha256_file  # noqa: F401
-from .provenance import PACKAGES, git_commit, provenance  # noqa: F401  (their former home)
+from .config import EvalConfig, as_recorded, config_diff, stored_fingerprint, to_dict
+from .durable import atomic_write_json, check_write_target, folder_lock, sha256_file
+from .provenance import provenance
 from .schemas import (
     PROBLEM_KEY,
     SAMPLE_COLUMNS,
     SAMPLE_KEY,
+    ConfigError,
     RunFolderError,
     check_frame,
     check_regular,
@@ -479,9 +478,6 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None)
     return durable.atomic_write_parquet(path, df, root)
 
 
-config_fingerprint = fingerprint_of  # EvalConfig.fingerprint() of a stored config dict (its former home)
-
-
 def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:  # a new folder's config.json
     return {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
 
@@ -547,3 +543,9 @@ def verify_run(
 
 
 require_complete = verify_run  # a complete, verified run folder: the same function
+
+
+def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them
+    from .compat import former_name
+
+    return former_name(__name__, name)

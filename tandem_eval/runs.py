@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
 import os
 import re
 import warnings
@@ -599,10 +598,7 @@ def run_tokenizer(cfg: dict, override: str | Path | None = None):
     return None
 
 
-def __getattr__(name: str):
-    """`load_tokenizer`, this module's former name of run_tokenizer (models.load_tokenizer loads a
-    tokenizer from a path): still served, with a deprecation message."""
-    if name == "load_tokenizer":
-        logging.getLogger(__name__).warning("tandem_eval.runs.load_tokenizer is deprecated; use run_tokenizer")
-        return run_tokenizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str):  # names this module no longer holds (load_tokenizer): tandem_eval.compat serves them
+    from .compat import former_name
+
+    return former_name(__name__, name)

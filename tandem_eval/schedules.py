@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .config import ConfigError
+from .schemas import ConfigError
 
 SENIOR, JUNIOR = 1, 0
 

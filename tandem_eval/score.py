@@ -146,7 +146,7 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
     with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
         table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
-        from .results import check_write_target
+        from .durable import check_write_target
 
         check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
         senior_path = _model_path(checked.senior_spec, "senior")
@@ -424,7 +424,7 @@ def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool
 def _lens_entries(rf) -> dict:
     """metrics.json's "lens" entry: {junior label: {kind: summary}}, refused in one line when it is
     not that shape (an edited or damaged file), never a traceback."""
-    from .results import RunFolderError
+    from .schemas import RunFolderError
 
     lens = rf.metrics().get("lens") or {}
     if not isinstance(lens, dict) or not all(isinstance(v, dict) for v in lens.values()):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tandem_eval.config import EvalConfig, ModelSpec
+from tandem_eval.generate import summarize
 from tandem_eval.grading import check_grader_versions
-from tandem_eval.pipeline import summarize
 from tandem_eval.results import RunFolder
 
 

@@ -363,7 +363,7 @@ def _run_folders_19a(root: Path, senior: str) -> dict[str, str]:
     import pandas as pd
     from run_fixtures import solo_cfg, write_run
 
-    from tandem_eval.pipeline import load_inputs
+    from tandem_eval.plan import load_inputs
     from tandem_eval.results import RunFolder, atomic_write_parquet
 
     out: dict[str, str] = {}
@@ -679,7 +679,7 @@ def test_lm_eval_model_args_are_typed_before_any_model_loads(tiny_pair, monkeypa
 
     pytest.importorskip("lm_eval")
     import tandem_eval.integrations.lm_eval_model as lm
-    from tandem_eval.config import ConfigError
+    from tandem_eval.schemas import ConfigError
 
     monkeypatch.setattr(lm, "open_engines", lambda *a, **k: pytest.fail("engines opened before the check"))
     key, value = arg.split("=")

@@ -384,7 +384,7 @@ def test_group_column_must_name_one_group_per_file(tmp_path):
 
 def test_pipeline_loads_problems_with_the_configured_group(tmp_path):
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.pipeline import load_problems
+    from tandem_eval.plan import load_problems
 
     f = write_jsonl(tmp_path / "mine.jsonl", [{"problem": "p", "answer": 1}])
     plain = EvalConfig(senior=ModelSpec("s"), benchmarks=(str(f),))
@@ -411,7 +411,7 @@ def test_same_stem_files_keep_every_problem_under_path_names(tmp_path):
     assert [p.problem for p in problems] == ["a0", "a1", "b0", "b1", "b2"]
     # The same through the pipeline's loader (what `-b a/test.jsonl -b b/test.jsonl` runs).
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.pipeline import load_problems
+    from tandem_eval.plan import load_problems
 
     assert len(load_problems(EvalConfig(senior=ModelSpec("s"), benchmarks=(str(a), str(b))))) == 5
 

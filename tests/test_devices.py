@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from tandem_eval import cli
-from tandem_eval.config import ConfigError, Sampling
+from tandem_eval.config import Sampling
 from tandem_eval.devices import default_device, resolve_dtype, torch_dtype, usable_device
 from tandem_eval.engines.base import Request, generate
 from tandem_eval.engines.hf import HFEngine
 from tandem_eval.engines.hf_rows import PackedForward, RowStore
+from tandem_eval.schemas import ConfigError
 
 SAMPLED = Sampling(temperature=1.0, top_p=0.95, top_k=50)
 needs_cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU decision; this machine has a GPU")

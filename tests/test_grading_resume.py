@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from tandem_eval import generate, grading
 from tandem_eval.cli import app
 from tandem_eval.config import EvalConfig, ModelSpec, Sampling
+from tandem_eval.generate import open_engines, run_eval
 from tandem_eval.grading import UNGRADED, GradingIncomplete
-from tandem_eval.pipeline import open_engines, run_eval
 from tandem_eval.results import RunFolder
 
 KEY = ["benchmark", "problem_id", "sample_idx"]

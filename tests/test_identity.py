@@ -18,7 +18,7 @@ from run_fixtures import handoff_cfg, solo_cfg, write_run
 from typer.testing import CliRunner
 
 from tandem_eval.cli import app
-from tandem_eval.pipeline import merge_shards
+from tandem_eval.generate import merge_shards
 from tandem_eval.report.collect import collect
 from tandem_eval.runs import ReportError, find_run, runs_in
 
@@ -136,8 +136,9 @@ def test_runs_from_before_content_hashes_keep_their_fingerprints_and_are_accepte
     command that hashes its checkpoint still finds them the same experiment (with a warning)."""
     import dataclasses
 
-    from tandem_eval.config import EvalConfig, as_recorded, fingerprint_of, from_dict
+    from tandem_eval.config import EvalConfig, as_recorded, fingerprint_of
     from tandem_eval.results import find_runs, verify_run
+    from tandem_eval.schemas import from_dict
 
     root = Path(__file__).resolve().parents[1] / "results" / "toy"
     run = next(rf for rf in find_runs(root / "self-paired") if rf.is_complete())

@@ -19,12 +19,12 @@ from lm_eval.api.registry import get_model  # noqa: E402
 from lm_eval.loggers import EvaluationTracker  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-from tandem_eval.config import ConfigError  # noqa: E402
 from tandem_eval.data.prompts import user_message  # noqa: E402
 from tandem_eval.integrations.lm_eval_cli import run_lm_eval  # noqa: E402
 from tandem_eval.integrations.lm_eval_model import TandemLM  # noqa: E402
 from tandem_eval.integrations.lm_eval_tax import lm_eval_tax, read_samples  # noqa: E402
 from tandem_eval.models import TOY_DIR  # noqa: E402
+from tandem_eval.schemas import ConfigError  # noqa: E402
 
 SENIOR, JUNIOR = "toy:self-paired/tandem", "toy:self-paired/junior"
 TASK, MC_TASK = "tandem_toy_arith", "tandem_toy_choice"
@@ -171,7 +171,7 @@ def test_builtin_models_stay_registered_and_bad_args_fail_in_one_line(tiny_pair)
 
 def test_paragraph_samples_equal_tandem_evals_own_greedy_handoff(paragraph_run, task_dir, tmp_path):
     from tandem_eval.config import EvalConfig, ModelSpec, Sampling
-    from tandem_eval.pipeline import run_eval
+    from tandem_eval.generate import run_eval
 
     cfg = EvalConfig(
         senior=ModelSpec(SENIOR),

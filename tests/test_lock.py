@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from tandem_eval.results import RunFolder, RunFolderError
+from tandem_eval.results import RunFolder
+from tandem_eval.schemas import RunFolderError
 
 PROCESSES, TRIALS = 20, 40
 

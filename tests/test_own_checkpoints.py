@@ -214,8 +214,8 @@ def test_report_over_juniors_of_two_vocabularies_keeps_units_apart(base, foreign
 def test_self_paired_junior_shares_the_senior_model(tiny_pair, tmp_path):
     from run_fixtures import handoff_cfg
 
-    from tandem_eval.models import same_weights
-    from tandem_eval.pipeline import close_engines, open_engines, shares_senior_model
+    from tandem_eval.generate import close_engines, open_engines
+    from tandem_eval.models import same_weights, shares_senior_model
 
     senior, junior = tiny_pair
     copy = tmp_path / "copy"
@@ -242,7 +242,7 @@ def test_self_paired_vllm_uses_one_engine_and_reproduces_solo(tiny_pair):
     from run_fixtures import handoff_cfg
 
     from tandem_eval.config import Sampling
-    from tandem_eval.pipeline import close_engines, open_engines
+    from tandem_eval.generate import close_engines, open_engines
     from tandem_eval.schedules import make_schedule
     from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
 
@@ -288,7 +288,7 @@ def test_progress_counts_live_tokens_and_logs_while_no_trace_finishes(caplog):
 
 
 def test_live_token_counter_reads_the_engines_counters():
-    from tandem_eval.pipeline import live_token_counter
+    from tandem_eval.progress import live_token_counter
 
     class Engine:
         def __init__(self):
@@ -323,8 +323,9 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
 
     import torch
 
-    from tandem_eval.config import ConfigError, EvalConfig, ModelSpec
-    from tandem_eval.pipeline import use_threads
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.generate import use_threads
+    from tandem_eval.schemas import ConfigError
 
     raw = json.loads((solo_run / "config.json").read_text())
     # as asked, and as used. The count as used is only checked to be recorded: in the whole suite (not
@@ -363,8 +364,9 @@ def test_fig_tax_gives_every_run_its_own_colour_and_keeps_its_title_inside():
     from matplotlib.colors import to_hex
 
     from tandem_eval.report import style
+    from tandem_eval.report.cells import COLUMNS
     from tandem_eval.report.figures import fig_tax
-    from tandem_eval.report.tables import COLUMNS, Table
+    from tandem_eval.report.tables import Table
 
     arms = ["kl-reg", "kl-small", "tandem", "my-tandem", "zz-a", "zz-b", "zz-c", "zz-d", "zz-e"]  # aliases collide
     assert len(set(style.arm_colors(arms).values())) == len(arms)
@@ -401,10 +403,10 @@ def test_drift_vocabulary_error_names_tokenizer_sizes_not_embedding_rows(solo_ru
 def test_lm_eval_model_checks_before_loading_and_takes_a_chat_template(base, tmp_path, monkeypatch):
     pytest.importorskip("lm_eval")
     import tandem_eval.integrations.lm_eval_model as lm_eval_model
-    from tandem_eval.config import ConfigError
     from tandem_eval.data.prompts import PromptError
     from tandem_eval.integrations.lm_eval_model import TandemLM
     from tandem_eval.models import ModelError
+    from tandem_eval.schemas import ConfigError
 
     truncated = tmp_path / "truncated"
     shutil.copytree(base["junior"], truncated)

@@ -17,6 +17,7 @@ import pytest
 
 from tandem_eval import packaged
 from tandem_eval.models import ModelError
+from tandem_eval.paths import CACHE_ENV
 
 
 def test_missing_wheel_names_the_install_command(monkeypatch, tmp_path):
@@ -41,7 +42,7 @@ def test_a_cached_conversion_of_this_version_is_reused(monkeypatch, tmp_path):
     done.mkdir()
     (done / "config.json").write_text("{}")
     assert packaged.smollm2_135m_instruct(tmp_path) == done
-    monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert packaged.smollm2_135m_instruct() == done
     (tmp_path / "smollm2-135m-instruct-1.0.0-float32").mkdir()  # another version's folder is not this one
     Dist.version = "1.0.0"
@@ -96,7 +97,7 @@ def test_parts_are_joined_in_order_checked_and_recorded(monkeypatch, tmp_path):
 def test_a_damaged_download_converts_nothing(monkeypatch, tmp_path, capsys):
     _fake_parts(monkeypatch, tmp_path, [b"GGUF-first-", b"second"], sha256="0" * 64)
     monkeypatch.setattr(packaged, "_convert", lambda *a: pytest.fail("a file with the wrong hash was converted"))
-    monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert packaged.main(["--model", "fake"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: fake: the file joined from fake-part1==1.0") and "expected" in err

@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tandem_eval.cli import app
-from tandem_eval.config import ConfigError, EvalConfig, ModelSpec, Sampling
-from tandem_eval.pipeline import merge_shards, open_engines, run_eval, run_handoff
-from tandem_eval.results import RunFolder, RunFolderError
+from tandem_eval.config import EvalConfig, ModelSpec, Sampling
+from tandem_eval.generate import merge_shards, open_engines, run_eval, run_handoff
+from tandem_eval.results import RunFolder
+from tandem_eval.schemas import ConfigError, RunFolderError
 from trainer.tiny import CHATML_TEMPLATE
 
 SAMPLING = Sampling(temperature=1.0, top_p=0.9, top_k=50, max_new_tokens=24)
@@ -115,7 +116,7 @@ def test_config_rejects_contradictions():
     with pytest.raises(ConfigError, match="needs a junior"):
         EvalConfig(senior=ModelSpec("x"), mode="handoff", schedule="paragraph")
     with pytest.raises(ConfigError, match="unknown key"):
-        from tandem_eval.config import from_dict
+        from tandem_eval.schemas import from_dict
 
         from_dict(EvalConfig, {"senior": {"path": "x"}, "temprature": 1})
 
@@ -283,8 +284,8 @@ def test_prompts_longer_than_the_context_get_zero_token_samples_and_a_warning(cf
 
 
 def test_metrics_of_all_zero_token_samples_are_written_as_null(cfg):
-    from tandem_eval.config import json_safe
-    from tandem_eval.pipeline import summarize
+    from tandem_eval.generate import summarize
+    from tandem_eval.schemas import to_jsonable
 
     df = pd.DataFrame(
         {
@@ -303,7 +304,7 @@ def test_metrics_of_all_zero_token_samples_are_written_as_null(cfg):
     m = summarize(df, (1, 2))
     assert m["senior_fraction"] is None and m["mean_tokens"] == 0.0
     json.dumps(m, allow_nan=False)
-    assert json_safe({"a": [float("inf"), np.float64("nan"), 1.5]}) == {"a": [None, None, 1.5]}
+    assert to_jsonable({"a": [float("inf"), np.float64("nan"), 1.5]}) == {"a": [None, None, 1.5]}
 
 
 def test_progress_is_logged_every_5_percent_or_30_seconds_off_a_terminal(caplog):
@@ -420,9 +421,3 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
             writes,
         )
         assert handoff.metrics() == metrics
-        # the former helpers (deprecated) still compute what execute wrote
-        from tandem_eval.generate import run_metrics, tax_metrics
-
-        ks, solo = handoff.config()["config"]["ks"], RunFolder(tmp_path / "solo")
-        assert tax_metrics(solo, handoff.load_samples(), ks)["tax"] == metrics["tax"]
-        assert run_metrics(handoff, ks, solo) == metrics

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tandem_eval.cli import app
 from tandem_eval.config import EvalConfig, ModelSpec, Sampling
-from tandem_eval.pipeline import run_handoff
+from tandem_eval.generate import run_handoff
 
 ray = pytest.importorskip("ray")
 

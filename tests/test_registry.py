@@ -7,6 +7,7 @@ Run: .venv/bin/python -m pytest tests/test_registry.py -q
 import pytest
 
 from tandem_eval import runs, schemas
+from tandem_eval.lens import LensError
 from tandem_eval.metrics.registry import LENS_METRICS, METRICS, fixed, fmt_interval, fmt_value, header, lookup
 from tandem_eval.report.cells import COLUMNS
 
@@ -27,7 +28,7 @@ def test_every_lens_metric_reads_a_column_its_lens_table_schema_defines():
 def test_metric_modes_come_from_the_registry():
     assert runs.metric_mode("tax@4") == "handoff" and runs.metric_mode("junior_bpb") == "solo"
     for bad in ("pass@4", "pass@0", "nll", "tax@K"):  # plain pass@K names no mode; K must be a number >= 1
-        with pytest.raises(runs.LensError):
+        with pytest.raises(LensError):
             runs.metric_mode(bad)
 
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval import cli
 from tandem_eval.cli import app
 from tandem_eval.metrics.passk import summarize_pass_at_k
 from tandem_eval.regrade import regrade
 from tandem_eval.results import RunFolder, atomic_write_parquet
+from tandem_eval.terminal import console
 
 runner = CliRunner()
 KEY = ["benchmark", "problem_id", "sample_idx"]
@@ -85,7 +85,7 @@ def test_regrade_finds_exactly_the_corrupted_verdicts(cli_run, tmp_path):
 
 
 def test_regrade_command_prints_disagreements_and_both_pass_at_k(cli_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli.console, "width", 160)  # table cells unwrapped, whatever the terminal
+    monkeypatch.setattr(console, "width", 160)  # table cells unwrapped, whatever the terminal
     _edited_copy(cli_run, tmp_path / "copy")
     result = runner.invoke(app, ["regrade", str(tmp_path / "copy"), "-q"])
     assert result.exit_code == 0, result.output

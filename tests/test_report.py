@@ -18,9 +18,20 @@ import typer
 from report_fixtures import make_results, make_run, save_tokenizer
 from typer.testing import CliRunner
 
-from tandem_eval.report import Bootstrap, ReportError, build_report, collect, figures, find_results, write_tables
+from tandem_eval.metrics.registry import fmt_value
+from tandem_eval.metrics.stats import MACRO
+from tandem_eval.report import (
+    Bootstrap,
+    ReportError,
+    build_report,
+    collect,
+    figures,
+    find_results,
+    training_figures,
+    write_tables,
+)
 from tandem_eval.report.cli import register
-from tandem_eval.report.tables import MACRO, fmt_value, latex_escape, table2, to_csv, to_latex, to_markdown
+from tandem_eval.report.tables import latex_escape, table2, to_csv, to_latex, to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "results" / "toy" / "report"
@@ -187,7 +198,7 @@ def test_other_figures_axes(col):
     ylabels = [ax.get_ylabel() for ax in _visible(leg)]
     assert ylabels.count("junior NLL (nats/token)") == 2 and sum("KL" in y for y in ylabels) == 2
     assert "relative position in CoT (%)" in [ax.get_xlabel() for ax in _visible(leg)]
-    train = figures.fig_training(col, n_boot=200)
+    train = training_figures.fig_training(col, n_boot=200)
     assert {ax.get_xlabel() for ax in _visible(train)} == {"training step"}
     assert "held-out pass@4 (%)" in [ax.get_ylabel() for ax in _visible(train)]
     assert "senior-token fraction" in [ax.get_ylabel() for ax in _visible(train)]
@@ -202,7 +213,7 @@ def test_other_figures_axes(col):
 
 
 def test_figures_are_none_without_data(hand):
-    assert figures.fig_training(hand) is None
+    assert training_figures.fig_training(hand) is None
     assert figures.fig_dose(hand) is None
     assert figures.fig_legibility(hand) is None
 
@@ -302,7 +313,7 @@ def test_position_curve_pools_tokens_by_relative_position():
     assert curve.tolist() == pytest.approx([(0 + 1 + 10) / 3, (2 + 3) / 2])
 
 
-def test_analyses_make_all_equals_report(results, tmp_path, monkeypatch):
+def test_analyses_make_all_equals_report(results, tmp_path):
     """analyses/make_all.py (a fresh process) and build_report write identical tables and figures."""
     import subprocess
     import sys
@@ -322,13 +333,10 @@ def test_analyses_make_all_equals_report(results, tmp_path, monkeypatch):
         capture_output=True,
         timeout=600,
     )
-    import tandem_eval.report as report_module
-
-    # the logger's own call is read (an earlier CLI test's logging setup may stop records reaching caplog)
-    warned = []
-    monkeypatch.setattr(report_module.log, "warning", lambda msg, *args: warned.append(msg % args))
-    files = build_report([results], tmp_path / "report", n_boot=200)  # the deprecated keyword still works
-    assert any("build_report(n_boot=, seed=) is deprecated" in w for w in warned), warned
+    files = build_report([results], tmp_path / "report", boot=Bootstrap(n_boot=200))
+    with pytest.raises(TypeError, match="n_boot"):  # the former keyword is gone (tandem_eval.compat lists it)
+        build_report([results], tmp_path / "again", n_boot=200)
+    assert not (tmp_path / "again").exists()
     made = sorted(p.name for p in (tmp_path / "analyses").iterdir())
     assert made == sorted(p.name for p in files.tables + files.figures)
     for name in made:
@@ -427,7 +435,8 @@ def test_solo_run_of_a_handoff_made_with_solo_run_is_shown(tmp_path):
 def test_tied_values_are_not_bold():
     import pandas as pd
 
-    from tandem_eval.report.tables import COLUMNS, best_mask
+    from tandem_eval.report.cells import COLUMNS
+    from tandem_eval.report.tables import best_mask
 
     rows = pd.DataFrame({"scope": ["g", "g"], "solo": [0.0, 0.0]})
     assert not best_mask(rows, COLUMNS[0]).any()

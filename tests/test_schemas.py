@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from run_fixtures import solo_cfg, write_run
 
-from tandem_eval.results import RunFolder, RunFolderError
+from tandem_eval.results import RunFolder
 from tandem_eval.runs import Run, problem_values
-from tandem_eval.schemas import SCHEMAS, check_file, markdown_columns
+from tandem_eval.schemas import SCHEMAS, RunFolderError, check_file, markdown_columns
 
 FLAGS = {("tiny", f"tiny/{i:04d}"): [True, i % 2 == 0] for i in range(3)}
 TOY = Path(__file__).resolve().parent.parent / "results" / "toy"
@@ -99,11 +99,8 @@ def test_json_cleaning_turns_numpy_scalars_into_numbers_and_nan_into_null():
 
     import numpy as np
 
-    from tandem_eval.config import json_safe
-    from tandem_eval.metrics.stats import to_jsonable as old_name
     from tandem_eval.schemas import to_jsonable
 
-    assert json_safe is to_jsonable and old_name is to_jsonable  # one cleaning under its old names
     raw = {"a": (np.float64("nan"), np.float32(1.5), np.int64(3), np.bool_(True)), 2: [float("inf"), None, "x"]}
     clean = to_jsonable(raw)
     assert clean == {"a": [None, 1.5, 3, True], "2": [None, None, "x"]}

@@ -35,13 +35,14 @@ def _copy(src, dst):
 
 def test_score_module_equals_the_cli(solo_run, tiny_pair, tmp_path):
     from tandem_eval import score
+    from tandem_eval.lens import LensOptions
 
     _, junior = tiny_pair
     by_cli, by_lib = _copy(solo_run, tmp_path / "cli"), _copy(solo_run, tmp_path / "lib")
     for kind in ("legibility", "drift"):
         res = CliRunner().invoke(app, [kind, "--run", str(by_cli), "--junior", str(junior), "--n-boot", "50", "-q"])
         assert res.exit_code == 0, res.output
-    opts = score.LensOptions(n_boot=50)
+    opts = LensOptions(n_boot=50)
     leg = score.legibility(by_lib, str(junior), options=opts)
     dri = score.drift(by_lib, junior=str(junior), options=opts)
     assert leg.table == by_lib / "lens" / "junior" / "legibility.parquet" and dri.junior_label == "junior"

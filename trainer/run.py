@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from tandem_eval.config import ConfigError
 from tandem_eval.devices import torch_dtype
+from tandem_eval.schemas import ConfigError
 
 from .recipe import Recipe, recipe_to_dict, trl_batch_fields
 

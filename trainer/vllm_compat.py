@@ -33,8 +33,8 @@ import os
 from pathlib import Path
 
 from tandem_eval.engines import load_engine
-from tandem_eval.engines.vllm_engine import POSITION_KEYED_SAMPLER, VLLMEngine
-from tandem_eval.engines.vllm_start import select_v1_runner
+from tandem_eval.engines.vllm_engine import VLLMEngine
+from tandem_eval.engines.vllm_start import POSITION_KEYED_SAMPLER, select_v1_runner
 
 from .recipe import Recipe
 

@@ -15,9 +15,7 @@ from tandem_eval.data.benchmarks import (
     PAPER_GROUP_SIZES,
     PAPER_MACRO_GROUPS,
     PAPER_MACRO_LABEL,
-    BenchmarkError,
     BenchmarkSpec,
-    Problem,
     load_benchmark,
     load_benchmarks,
     paper_set_reasons,
@@ -30,6 +28,7 @@ from tandem_eval.data.prompts import (
     prompt_text,
     user_message,
 )
+from tandem_eval.data.rows import BenchmarkError, Problem
 
 __all__ = [
     "BENCHMARKS",

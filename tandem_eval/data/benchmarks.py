@@ -41,8 +41,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
-from tandem_eval.data.rows import (  # noqa: F401  (BenchmarkError, Problem, LOCAL_FIX: their former home)
-    LOCAL_FIX,
+from tandem_eval.data.rows import (
     BenchmarkError,
     Problem,
     read_hub,

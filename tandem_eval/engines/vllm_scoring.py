@@ -43,7 +43,7 @@ def score(
 
 
 def tokens_input(ids: list[int]):
-    """vLLM 0.32's engine-input form of a token prompt (raw dict prompts are deprecated)."""
+    """vLLM 0.32's engine-input form of a token prompt (vLLM warns that raw dict prompts go away)."""
     try:
         from vllm.inputs.engine import tokens_input
     except ImportError:  # older vLLM

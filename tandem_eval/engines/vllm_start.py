@@ -75,7 +75,7 @@ def _configure_vllm_logging(verbose: bool) -> None:
 @contextlib.contextmanager
 def _quiet_start(verbose: bool):
     """Unless verbose, hide the Python warnings and torch log lines that importing and starting vLLM
-    emit (deprecations inside vLLM, "Triton not available" on CPU): nothing a user can act on."""
+    emit (vLLM's notices about its own changing APIs, "Triton not available" on CPU): nothing a user can act on."""
     if verbose:
         yield
         return

@@ -55,7 +55,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
-from ..config import ConfigError, EvalConfig, ModelSpec, Sampling
+from ..config import EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..devices import resolve_dtype, usable_device
 from ..engines import load_engine
@@ -65,6 +65,7 @@ from ..generate import close_engines, open_engines
 from ..models import check_models, junior_from_metadata, resolve_model
 from ..paths import read_chat_template
 from ..schedules import make_schedule, needs_junior
+from ..schemas import ConfigError
 from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)

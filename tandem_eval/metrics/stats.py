@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, to_jsonable  # noqa: F401  (to_jsonable: its former home)
+from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT
 
 # Above this many problems the exact sign-flip enumeration (2**n vectors) is replaced by Monte Carlo.
 EXACT_PERMUTATION_MAX_N = 16

@@ -12,27 +12,16 @@ loads a model; a report on hundreds of problems takes seconds on a CPU.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from tandem_eval.durable import atomic_write_text, folder_lock, make_dirs, remove_empty
-from tandem_eval.report.collect import (
-    Collection,
-    ReportError,
-    Run,
-    collect,
-    find_results,
-    parse_labels,
-    problem_sets,
-    read_train_log,
-)
-from tandem_eval.report.tables import N_BOOT, SEED, table2, to_csv, to_latex, to_markdown
-from tandem_eval.schemas import Bootstrap
+from tandem_eval.report.collect import Collection, collect, parse_labels, problem_sets, read_train_log
+from tandem_eval.report.tables import table2, to_csv, to_latex, to_markdown
+from tandem_eval.runs import ReportError, Run, find_results
+from tandem_eval.schemas import BOOT_SEED, N_BOOT, Bootstrap
 
-log = logging.getLogger(__name__)
 TABLE_NAME = "table2"
 
 
@@ -52,7 +41,7 @@ def write_tables(
     out: Path,
     k: int | None = None,
     n_boot: int = N_BOOT,
-    seed: int = SEED,
+    seed: int = BOOT_SEED,
     by_seed: bool = False,
     title: str | None = None,
 ) -> tuple[list[Path], object]:
@@ -81,11 +70,11 @@ def write_figures(
     table,
     k: int | None = None,
     n_boot: int = N_BOOT,
-    seed: int = SEED,
+    seed: int = BOOT_SEED,
     by_seed: bool = False,
 ) -> ReportFiles:
     """Every figure into `out`: one line/bar/violin per arm (seeds aggregated), by_seed: per run."""
-    from tandem_eval.report import figures, style
+    from tandem_eval.report import figures, style, training_figures
 
     files = ReportFiles()
     opts: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "by_seed": by_seed}
@@ -93,7 +82,7 @@ def write_figures(
         "fig2_passk": lambda: figures.fig_passk(col, **opts),
         "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped; aggregated as the table
         "fig_legibility_drift": lambda: figures.fig_legibility(col, **opts),
-        "fig_training": lambda: figures.fig_training(col, k=k, **opts),
+        "fig_training": lambda: training_figures.fig_training(col, k=k, **opts),
         "fig_dose": lambda: figures.fig_dose(col, **opts),
     }
     for name, make in makers.items():
@@ -115,17 +104,16 @@ def build_report(
     junior: str | None = None,
     by_seed: bool = False,
     intersect: bool = False,
-    **deprecated,
 ) -> ReportFiles:
     """Collect run folders under `inputs`, write tables (and figures) into `out`.
-    boot: the CIs' resamples and seed (schemas.Bootstrap; the n_boot=/seed= keywords still work, with a
-    deprecation message); labels: {run folder or current label: new label}; junior: whose lens outputs
-    to show; by_seed: one row (and figure line) per run instead of one per arm (runs labelled ARM/sN
-    aggregate over seeds). Runs on different problems (by content) are never pooled silently: each
-    problem set gets its own tables and figures in OUT/<set name>/ (collect.problem_sets), or with
-    `intersect` one table of the problems every run holds, titled with what was dropped."""
+    boot: the CIs' resamples and seed (schemas.Bootstrap); labels: {run folder or current label: new
+    label}; junior: whose lens outputs to show; by_seed: one row (and figure line) per run instead of
+    one per arm (runs labelled ARM/sN aggregate over seeds). Runs on different problems (by content)
+    are never pooled silently: each problem set gets its own tables and figures in OUT/<set name>/
+    (collect.problem_sets), or with `intersect` one table of the problems every run holds, titled
+    with what was dropped."""
     _check_arguments(inputs, out, k, labels, junior)
-    boot = _bootstrap(boot, deprecated)
+    boot = boot or Bootstrap()
     n_boot, seed = boot.n_boot, boot.seed
     col = collect(inputs, labels=labels, junior=junior)
     for run in col.runs:  # a damaged folder is refused before anything is written
@@ -176,20 +164,6 @@ def _rolled_back(created: list[Path], files: ReportFiles):
             (created[0] / ".lock").unlink(missing_ok=True)  # the held lock's file: the folder is then empty
             remove_empty(created)
         raise
-
-
-def _bootstrap(boot: Bootstrap | None, deprecated: dict) -> Bootstrap:
-    """`boot`, or one built from build_report's former n_boot=/seed= keywords (with a deprecation
-    message); any other keyword is refused, as a plain signature would."""
-    unknown = sorted(set(deprecated) - {"n_boot", "seed"})
-    if unknown:
-        raise TypeError(f"build_report() got unexpected keyword argument(s) {unknown}")
-    if not deprecated:
-        return boot or Bootstrap()
-    if boot is not None:
-        raise TypeError("build_report(): pass boot=Bootstrap(...) or the deprecated n_boot=/seed=, not both")
-    log.warning("build_report(n_boot=, seed=) is deprecated: pass boot=Bootstrap(n_boot=..., seed=...)")
-    return dataclasses.replace(Bootstrap(), **deprecated)
 
 
 __all__ = [

@@ -21,8 +21,7 @@ from tandem_eval.metrics.registry import METRICS, Metric
 from tandem_eval.metrics.stats import MACRO, scoped_cis
 from tandem_eval.metrics.tax import communication_tax
 from tandem_eval.runs import Run, problem_values
-from tandem_eval.schemas import BOOT_SEED as SEED
-from tandem_eval.schemas import N_BOOT
+from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ LENS_COLUMNS = [c for c in COLUMNS if c.metric.source]  # read from the solo run
 
 
 def scoped_ci(
-    values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = SEED, cluster: str | None = None
+    values: pd.DataFrame, column: str, n_boot: int = N_BOOT, seed: int = BOOT_SEED, cluster: str | None = None
 ) -> dict:
     """Per group and macro (equal weight per group, stratified bootstrap) CI of the mean of
     `column` over problems (stats.scoped_cis). `values`: one row per problem (per seed x problem
@@ -72,7 +71,7 @@ def scoped_ci(
     return {**cis["group"], **({MACRO: cis[MACRO]} if MACRO in cis else {})}
 
 
-def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
+def passk_cis(run: Run, k: int, n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> dict:
     """Per group and macro CI of a run's pass@k, in percent."""
     return scoped_ci(problem_values(run, f"pass@{k}"), "value", n_boot, seed)
 

@@ -31,17 +31,14 @@ import pandas as pd
 
 from tandem_eval.paths import folder_name
 from tandem_eval.results import RunFolder
-from tandem_eval.runs import (  # noqa: F401 (re-exported)
-    RESULTS_ENV,
+from tandem_eval.runs import (
     ReportError,
     Run,
     disambiguate_labels,
-    find_results,
     junior_id,
     pairing_problem,
     recorded_juniors,
     run_folders,
-    run_label,
     same_junior,
 )
 from tandem_eval.schemas import read_regular

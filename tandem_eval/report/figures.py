@@ -26,14 +26,13 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.lens import LensError
+from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
-from tandem_eval.report.cells import MACRO, N_BOOT, SEED
 from tandem_eval.report.collect import Collection
-from tandem_eval.report.panels import (  # noqa: F401  (arm_labels, pooled_cis, degenerate_reason: their former home)
+from tandem_eval.report.panels import (
     arm_labels,
     arm_legend,
     common_ks,
-    degenerate_reason,
     mark_degenerate,
     n_problems_in,
     panel_grid,
@@ -41,9 +40,8 @@ from tandem_eval.report.panels import (  # noqa: F401  (arm_labels, pooled_cis, 
     scopes_of,
 )
 from tandem_eval.report.tables import Table
-from tandem_eval.report.training_figures import fig_training, training_evals  # noqa: F401  (one import for every figure)
 from tandem_eval.runs import sample_values
-from tandem_eval.schemas import PROBLEM_KEY
+from tandem_eval.schemas import BOOT_SEED, N_BOOT, PROBLEM_KEY
 
 POSITION_BINS = 20
 
@@ -52,7 +50,7 @@ POSITION_BINS = 20
 
 
 def passk_curves(
-    col: Collection, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+    col: Collection, schedule: str | None = None, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
 ) -> pd.DataFrame:
     """senior, mode, scope, k, estimate, se, low, high (percent), n_seeds for each arm's solo and
     handoff runs (mean over its seeds; by_seed: one curve per seed's run)."""
@@ -138,7 +136,7 @@ def fig_passk(
     col: Collection,
     schedule: str | None = None,
     n_boot: int = N_BOOT,
-    seed: int = SEED,
+    seed: int = BOOT_SEED,
     curves: pd.DataFrame | None = None,
     by_seed: bool = False,
 ):
@@ -260,7 +258,7 @@ def _mean_ci(frame: pd.DataFrame, n_boot: int, seed: int):
 
 
 def fig_legibility(
-    col: Collection, bins: int = POSITION_BINS, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+    col: Collection, bins: int = POSITION_BINS, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
 ):
     """Distributions of per-sample junior NLL and KL drift per senior (violins pooled over the arm's
     seeds, with the mean over problems and its 95% bootstrap CI, clustered over seeds × problems when
@@ -369,7 +367,7 @@ def _position_panel(ax, name: str, frames: dict, bins: int) -> None:
 
 
 def dose_curve(
-    col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+    col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
 ) -> pd.DataFrame:
     """senior, takeover, estimate, low, high: macro pass@k when the junior takes over after N
     senior paragraphs (schedule takeover:N), pooled over the arm's seeds (by_seed: per run)."""
@@ -387,7 +385,7 @@ def dose_curve(
     return pd.DataFrame(rows, columns=["senior", "takeover", "estimate", "low", "high"])
 
 
-def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False):
+def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False):
     """Handoff dose curve: macro pass@k against the takeover point; dotted line = the arm solo
     (means over the arm's seeds; by_seed: per run)."""
     data = dose_curve(col, k, n_boot, seed, by_seed)

@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
-from tandem_eval.report.cells import MACRO, N_BOOT, SEED, scoped_ci
+from tandem_eval.report.cells import scoped_ci
 from tandem_eval.report.collect import Collection
 from tandem_eval.runs import problem_values, split_seed
-from tandem_eval.schemas import PROBLEM_KEY
+from tandem_eval.schemas import BOOT_SEED, N_BOOT, PROBLEM_KEY
 
 
 def arm_labels(col: Collection, by_seed: bool = False) -> dict[str, list[str]]:
@@ -31,7 +32,7 @@ def arm_labels(col: Collection, by_seed: bool = False) -> dict[str, list[str]]:
     return {arm: [label for _, label in sorted(labels)] for arm, labels in sorted(out.items())}
 
 
-def pooled_cis(runs: list, metric: str, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
+def pooled_cis(runs: list, metric: str, n_boot: int = N_BOOT, seed: int = BOOT_SEED) -> dict:
     """Per group and macro CI of `metric` (runs.problem_values) over one arm's runs, one per seed:
     one run -> the plain bootstrap over its problems; several -> mean over seeds × problems with the
     two-way clustered bootstrap, as the table's per-arm rows."""

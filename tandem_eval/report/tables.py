@@ -22,22 +22,19 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.metrics.registry import fmt_value
-from tandem_eval.report.cells import (  # noqa: F401  (COLUMNS, scoped_ci, passk_cis: their former home)
+from tandem_eval.metrics.stats import MACRO
+from tandem_eval.report.cells import (
     COLUMNS,
     DRIFT_ESTIMATORS,
-    MACRO,
     MC_ESTIMATORS,
-    N_BOOT,
-    SEED,
     Column,
     arm_cells,
     as_float,
-    passk_cis,
-    scoped_ci,
     seed_cells,
 )
 from tandem_eval.report.collect import Collection
 from tandem_eval.runs import Run
+from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 
 @dataclass
@@ -135,7 +132,7 @@ def table2(
     k: int | None = None,
     schedule: str | None = None,
     n_boot: int = N_BOOT,
-    seed: int = SEED,
+    seed: int = BOOT_SEED,
     by_seed: bool = False,
 ) -> Table:
     """Table 2 rows for every arm of `col` (handoff `schedule`: default the primary one).

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
-from tandem_eval.report.cells import MACRO, N_BOOT, SEED
 from tandem_eval.report.collect import TRAIN_LOG, Collection
 from tandem_eval.report.panels import arm_legend, common_ks, mark_degenerate, panel_grid, pooled_cis
 from tandem_eval.runs import split_seed
+from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 TRAIN_PANELS = [  # (log column, y label); "kl" matches the first column starting with "kl"
     ("reward", "reward (mean per rollout)"),
@@ -45,7 +46,7 @@ def _training_arms(col: Collection, by_seed: bool = False) -> dict[str, list]:
 
 
 def training_evals(
-    col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False
+    col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
 ) -> pd.DataFrame:
     """senior, step, k, estimate, se, n_seeds (macro pass@k, percent) of every arm's periodic
     evals, pooled over the arm's seeds at each step (by_seed: one curve per training)."""
@@ -81,7 +82,9 @@ def _log_curves(trainings: list, key: str) -> pd.DataFrame | None:
     return pd.DataFrame({"mean": g.mean(), "low": g.min(), "high": g.max(), "n": g.size()}).reset_index()
 
 
-def fig_training(col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = SEED, by_seed: bool = False):
+def fig_training(
+    col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
+):
     """Training dynamics against step: trainer-log panels present in any log (per arm, the mean over
     its seeds with a min–max band), plus held-out pass@k (±1 SE over seeds × problems). by_seed: per run."""
     logs = [t for t in col.trainings if "step" in t.log.columns and len(t.log)]

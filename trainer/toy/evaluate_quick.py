@@ -15,8 +15,10 @@ import time
 
 import torch
 
-from trainer.toy.models import load_checkpoint, prompt_text
-from trainer.toy.task import ToyProblem, generate, jargon_rate, uses_jargon
+from tandem_eval.data.prompts import prompt_text
+from trainer.toy.models import load_checkpoint
+from trainer.toy.styles import jargon_rate, uses_jargon
+from trainer.toy.task import ToyProblem, generate
 
 SAMPLING = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
 MODEL_SAMPLING = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}  # the model's own distribution

@@ -116,7 +116,7 @@ def reference_nll(model, tok, problems: list[ToyProblem], write: Callable[[ToyPr
     teacher-forced after each problem's chat prompt; mean over problems."""
     import torch
 
-    from trainer.toy.models import prompt_text
+    from tandem_eval.data.prompts import prompt_text
 
     nll = []
     for p in problems:
@@ -330,7 +330,7 @@ def main(argv=None) -> None:
 def _finish(name: str, g: dict, out: Path | None) -> None:
     print_gate(name, g)
     if out:
-        from tandem_eval.results import atomic_write_json
+        from tandem_eval.durable import atomic_write_json
         from tandem_eval.schemas import to_jsonable
 
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,8 @@ from pathlib import Path
 
 import torch
 
-from trainer.toy.models import SIZES, build_toy_model, prompt_text, toy_tokenizer
+from tandem_eval.data.prompts import prompt_text
+from trainer.toy.models import SIZES, build_toy_model, toy_tokenizer
 from trainer.toy.task import DIALECTS, Difficulty, dialect_solution, iter_problems, mixed_solution
 
 SCENARIOS = ("base", "self-paired", "emergent", "jargon", "dialects")

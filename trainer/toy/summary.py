@@ -29,18 +29,9 @@ import json
 import sys
 from pathlib import Path
 
-from tandem_eval.results import atomic_write_text
-from tandem_eval.schemas import to_jsonable
-from trainer.toy.aggregate import (
-    ALPHA,
-    N_BOOT,
-    SCENARIOS,
-    arm_runs,
-    arm_summary,
-    difference,
-    frame,
-    tax_vs_grpo,
-)
+from tandem_eval.durable import atomic_write_text
+from tandem_eval.schemas import ALPHA, N_BOOT, to_jsonable
+from trainer.toy.aggregate import SCENARIOS, arm_runs, arm_summary, difference, frame, tax_vs_grpo
 from trainer.toy.figures import plot_dialects, plot_frontier, plot_summary, plot_training
 from trainer.toy.gates import GATED
 from trainer.toy.markdown import summary_markdown, update_readme

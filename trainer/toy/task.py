@@ -43,8 +43,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.toy.styles import is_terse, jargon_rate, terse_rate, uses_jargon  # noqa: F401 (re-exported: the task's detectors)
-
 SPLITS = ("train", "heldout", "test")
 _SPLIT_BUCKETS = 20  # hash % 20: 0 -> test, 1 -> heldout, else train (5% / 5% / 90%)
 

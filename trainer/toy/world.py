@@ -44,8 +44,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tandem_eval.durable import atomic_write_json
 from tandem_eval.models import TOY_DIR
-from tandem_eval.results import atomic_write_json
 from tandem_eval.schemas import to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects

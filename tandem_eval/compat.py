@@ -23,6 +23,9 @@ Forwarded (old name -> new name, since):
 - tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable (2026-12-01).
 - tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads (2026-12-03: threads are a device
   setting, and the score stage sets them without importing the generate stage).
+- tandem_eval.lens.LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors -> tandem_eval.lens_layout
+  (2026-12-03: the lens tables' place in a run folder, read by runs/compare/report without the lens
+  computation). lens.LensError stays importable (the computation raises it); its home is lens_layout.
 
 Removed without a forwarder (what to write instead, since):
 - generate.summarize(samples, cfg) -> summarize(samples, cfg.ks) (2026-12-01).
@@ -91,6 +94,10 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
     },
     "tandem_eval.config": {"json_safe": ("tandem_eval.schemas", "to_jsonable", _PLAN_SPLIT)},
     "tandem_eval.generate": {"use_threads": ("tandem_eval.devices", "use_threads", _BOUNDARIES)},
+    "tandem_eval.lens": {
+        name: ("tandem_eval.lens_layout", name, _BOUNDARIES)
+        for name in ("LENS_DIR", "LENS_KINDS", "junior_label", "lens_file", "lens_juniors")
+    },
 }
 
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, cast
 from . import lens
 from .config import EvalConfig, ModelSpec, Sampling, default_ks
 from .devices import resolve_dtype, use_threads
-from .lens import LensError, LensOptions
+from .lens import LensOptions
+from .lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
 from .models import checkpoint_content
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 from .schemas import SAMPLE_KEY
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # for the annotations only: the functions below import result
     from .results import RunFolder
 
 log = logging.getLogger(__name__)
-KINDS = lens.LENS_KINDS  # ("legibility", "drift")
+KINDS = LENS_KINDS  # ("legibility", "drift")
 
 
 @dataclass(frozen=True)
@@ -157,14 +158,14 @@ def prepare(kind: str, req: ScoreRequest, opts: LensOptions) -> tuple[ScoreReque
 def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = False) -> Scored:
     """Score the checked run folder `checked.rf` (prepare's) and write the lens table into it."""
     opts, rf = checked.opts, cast("RunFolder", checked.rf)  # cast: callers pass a run folder (run_lens checks)
-    reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
+    reason = not_writable(rf.path / LENS_DIR)  # refused before any model loads, not after scoring
     if reason:
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
     junior_path = _model_path(checked.junior_spec, "junior")
     junior = {"path": junior_path.resolve(), "content": checkpoint_content(junior_path)}
     with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
-        table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
+        table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
         from .durable import check_write_target
 
         check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
@@ -327,14 +328,14 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
         return path == junior["path"] and content in (None, junior["content"])
 
     if explicit:
-        label = lens.junior_label(explicit)
+        label = junior_label(explicit)
         if not free(label):
             raise LensError(
                 f"--junior-label {label} already holds the outputs of junior {recorded[label][0]} (other weights) in "
                 f"{rf.path}; pass another --junior-label"
             )
         return label
-    base = lens.junior_label(spec)
+    base = junior_label(spec)
     parent = junior["path"].parent.name
     candidates = [base] + ([folder_name(f"{parent}-{base}")] if parent and not spec.startswith("toy:") else [])
     candidates += [f"{base}-{i}" for i in range(2, len(recorded) + 3)]

@@ -59,7 +59,7 @@ def test_score_module_equals_the_cli(solo_run, tiny_pair, tmp_path):
 
 def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch):
     from tandem_eval import score
-    from tandem_eval.lens import LensError
+    from tandem_eval.lens_layout import LensError
 
     monkeypatch.setattr(score, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
     with pytest.raises(LensError, match="pass run=SOLO_RUN_DIR, or senior=PATH") as err:  # Python's words

@@ -22,7 +22,7 @@ import typer
 
 # Exceptions that mean bad input (one line, exit 2), not a bug (traceback), by defining module.
 # Looked up in sys.modules only: an exception class whose module was never imported cannot have been
-# raised, and importing e.g. tandem_eval.lens (torch) just to name LensError would cost seconds.
+# raised, and importing e.g. tandem_eval.models (transformers) just to name ModelError would cost seconds.
 _USER_ERRORS = {
     "tandem_eval.config": ("ConfigError",),
     "tandem_eval.data.benchmarks": ("BenchmarkError",),
@@ -30,7 +30,7 @@ _USER_ERRORS = {
     "tandem_eval.grading": ("GraderVersionError", "GradingIncomplete"),
     "tandem_eval.models": ("ModelError",),
     "tandem_eval.results": ("RunFolderError",),
-    "tandem_eval.lens": ("LensError",),
+    "tandem_eval.lens_layout": ("LensError",),
     "tandem_eval.runs": ("ReportError",),
 }
 

@@ -8,13 +8,15 @@ Each lens writes RUN/lens/<junior label>/legibility.parquet or .../drift.parquet
 sample; the label is --junior-label, default the junior checkpoint's folder name) and merges its
 summary into RUN/metrics.json under "lens" -> <junior label>, so several juniors can score the same
 CoTs. The final EOS token is left out unless --include-eos. Without --run a solo run of --senior is
-produced (or reused, resumably) under --out first. The commands are a shell over the score stage
+produced (or reused, resumably) under --out first: the one place generate then score are composed
+(`solo_then_lens`; the stages never call each other). The commands are a shell over the score stage
 (tandem_eval.score: the same call from Python); the computations live in tandem_eval.lens.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -42,6 +44,8 @@ from .schemas import N_BOOT  # standard library only at import
 
 # compare, lens and runs import pandas and torch: imported inside the commands, so that
 # `tandem-eval --help` stays fast. Errors (LensError and the others) print one line via cli.CLIGroup.
+
+log = logging.getLogger(__name__)
 
 
 def _print_summary(summary: dict, metric: str, title: str) -> None:
@@ -159,7 +163,7 @@ def drift_cmd(
 
 
 def _lens_command(kind: str, args: dict) -> None:
-    """A lens command's options -> score.run_lens (the library call a notebook makes); the summary printed."""
+    """A lens command's options -> solo_then_lens (the score stage's calls a notebook makes); the summary printed."""
     from . import score
     from .cli import setup_logging
     from .lens import LensOptions
@@ -181,11 +185,25 @@ def _lens_command(kind: str, args: dict) -> None:
         chat_template=read_chat_template(args["chat_template"], "--chat-template"),
         junior_chat_template=read_chat_template(args["junior_chat_template"], "--junior-chat-template"),
     )
-    scored = score.run_lens(kind, req, opts, progress=not args["quiet"])
+    scored = solo_then_lens(kind, req, opts, progress=not args["quiet"])
     summary, jlabel = scored.summary, scored.junior_label
     primary = summary.get("primary", "kl_exact" if "kl_exact" in summary else "kl_k1")
     _print_summary(summary, primary, f"{kind} ({jlabel}): {primary}")
     typer.echo(f"wrote {scored.table} and {scored.run / 'metrics.json'} [lens.{jlabel}.{kind}]")
+
+
+def solo_then_lens(kind: str, req, opts, progress: bool = False):
+    """A lens command: every check first (score.prepare), then without --run the senior's solo run made
+    or reused by the generate stage, then the score stage on that run folder. The stages never call
+    each other; this command composes them."""
+    from . import generate, score
+
+    req, checked = score.prepare(kind, req, opts)
+    if checked.rf is None:  # --senior without --run: the generate stage makes (or reuses) the solo run
+        cfg, out = score.solo_run_config(req, checked)
+        log.info("solo run of %s -> %s (reused if already there)", req.senior, out)
+        checked = dataclasses.replace(checked, rf=generate.run_eval(cfg, out, progress=progress))
+    return score.execute(kind, req, checked, progress)
 
 
 def compare_cmd(
@@ -226,15 +244,14 @@ def compare_cmd(
     bootstrap CI over problems and a sign-flip permutation p-value."""
     from . import compare, runs
     from .durable import atomic_write_json
-    from .lens import LensOptions
     from .metrics.registry import LENS_METRICS
-    from .schemas import to_jsonable
+    from .schemas import Bootstrap, to_jsonable
 
     mode = runs.metric_mode(metric)
     juniors = None
     if compare.is_tax_metric(metric):  # tax@K / retention@K: each handoff run with its own solo run
         a, b = (runs.find_run(p, "handoff").folder for p in (run_a, run_b))
-        table = compare.tax_compare(a, b, metric, LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        table = compare.tax_compare(a, b, metric, Bootstrap(n_boot=n_boot, seed=seed), on_mismatch)
     else:
         pair = [runs.find_run(p, mode) for p in (run_a, run_b)]
         vals = []
@@ -243,7 +260,7 @@ def compare_cmd(
             vals.append(runs.problem_values(run, metric, no_truncated))
         if metric in LENS_METRICS:  # who scored them: one junior, named in the title
             juniors = compare.check_juniors(pair[0], pair[1], allow_junior_mismatch)
-        table = compare.compare_values(vals[0], vals[1], LensOptions(n_boot=n_boot, seed=seed), on_mismatch)
+        table = compare.compare_values(vals[0], vals[1], Bootstrap(n_boot=n_boot, seed=seed), on_mismatch)
     _print_compare(table, metric, run_a, run_b, juniors)
     if json_out:  # whole or not at all, never through a planted link (the durable writer)
         record = {"metric": metric, "a": str(run_a), "b": str(run_b), "no_truncated": no_truncated}

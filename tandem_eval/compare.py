@@ -16,11 +16,10 @@ the solo run it was measured against (4 runs, problems resampled jointly; `metri
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import pandas as pd
 
-from .lens import LensError, LensOptions
+from .lens_layout import LensError
 from .metrics.registry import lookup
 from .metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, sign_flip_p_value
 from .metrics.tax import tax_difference
@@ -32,7 +31,7 @@ MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 
 
 def compare_values(
-    a: pd.DataFrame, b: pd.DataFrame, opts: LensOptions = LensOptions(), on_mismatch: str = "raise"
+    a: pd.DataFrame, b: pd.DataFrame, opts: Bootstrap = Bootstrap(), on_mismatch: str = "raise"
 ) -> pd.DataFrame:
     """Paired comparison a - b per benchmark group and macro (groups from a): CIs from one joint
     problem resampling per scope (stats.scoped_cis, macro stratified by group) and a sign-flip
@@ -113,7 +112,7 @@ def solo_of(handoff: RunFolder) -> RunFolder:
 
 
 def tax_compare(
-    handoff_a: RunFolder, handoff_b: RunFolder, metric: str, opts: LensOptions = LensOptions(), on_mismatch="raise"
+    handoff_a: RunFolder, handoff_b: RunFolder, metric: str, opts: Bootstrap = Bootstrap(), on_mismatch="raise"
 ) -> pd.DataFrame:
     """tax@K or retention@K of senior A minus senior B (rows as compare_values), from two handoff runs
     and their solo runs."""
@@ -131,10 +130,8 @@ def tax_compare(
         runs = [r.restrict(r.problem_keys() - differ) for r in runs]
     samples = [r.samples() for r in runs]
     try:
-        # cast: tax_difference reads only n_boot, seed and alpha, which LensOptions carries as Bootstrap does
-        boot = cast(Bootstrap, opts)
         rows = tax_difference(
-            samples[0], samples[1], samples[2], samples[3], int(k), kind, boot, on_mismatch=on_mismatch
+            samples[0], samples[1], samples[2], samples[3], int(k), kind, opts, on_mismatch=on_mismatch
         )
     except ValueError as e:
         fix = f"; {MISMATCH_FIX}" if "problem sets differ" in str(e) else ""

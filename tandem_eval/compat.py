@@ -9,17 +9,23 @@ warnings) that names the import to write instead. New code never imports this mo
 
 Forwarded (old name -> new name, since):
 - tandem_eval.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):
-  run_eval, run_handoff, execute, merge_runs, merge_shards, open_engines, close_engines, summarize,
-  use_threads -> tandem_eval.generate; validate, Validated, load_inputs, load_problems, handoff_dirname
-  -> tandem_eval.plan; check_out_path, check_solo_reuse, solo_reuse_differences, SOLO_REUSE_FIELDS ->
-  tandem_eval.checks; check_model, check_models, check_template, shares_senior_model ->
-  tandem_eval.models; solo_config -> tandem_eval.config; live_token_counter -> tandem_eval.progress.
+  run_eval, run_handoff, execute, merge_runs, merge_shards, open_engines, close_engines, summarize
+  -> tandem_eval.generate; use_threads -> tandem_eval.devices; validate, Validated, load_inputs,
+  load_problems, handoff_dirname -> tandem_eval.plan; check_out_path, check_solo_reuse,
+  solo_reuse_differences, SOLO_REUSE_FIELDS -> tandem_eval.checks; check_model, check_models,
+  check_template, shares_senior_model -> tandem_eval.models; solo_config -> tandem_eval.config;
+  live_token_counter -> tandem_eval.progress.
 - tandem_eval.runs.load_tokenizer -> tandem_eval.runs.run_tokenizer (2026-12-01; models.load_tokenizer
   loads a tokenizer from a path, a different thing).
 - tandem_eval.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
   (2026-12-02); results.atomic_write_text -> tandem_eval.durable; results.PACKAGES, git_commit ->
   tandem_eval.provenance (2026-12-01). (The names results itself uses stay importable from it.)
 - tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable (2026-12-01).
+- tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads (2026-12-03: threads are a device
+  setting, and the score stage sets them without importing the generate stage).
+- tandem_eval.lens.LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors -> tandem_eval.lens_layout
+  (2026-12-03: the lens tables' place in a run folder, read by runs/compare/report without the lens
+  computation). lens.LensError stays importable (the computation raises it); its home is lens_layout.
 
 Removed without a forwarder (what to write instead, since):
 - generate.summarize(samples, cfg) -> summarize(samples, cfg.ks) (2026-12-01).
@@ -44,7 +50,7 @@ from __future__ import annotations
 import importlib
 import warnings
 
-_PLAN_SPLIT, _FINGERPRINTS = "2026-12-01", "2026-12-02"
+_PLAN_SPLIT, _FINGERPRINTS, _BOUNDARIES = "2026-12-01", "2026-12-02", "2026-12-03"
 
 # old module -> {old name: ("new.module", "new_name", since)}
 FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
@@ -60,9 +66,9 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
                 "run_eval",
                 "run_handoff",
                 "summarize",
-                "use_threads",
             )
         },
+        "use_threads": ("tandem_eval.devices", "use_threads", _PLAN_SPLIT),
         **{
             name: ("tandem_eval.plan", name, _PLAN_SPLIT)
             for name in ("Validated", "handoff_dirname", "load_inputs", "load_problems", "validate")
@@ -87,6 +93,11 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
         "git_commit": ("tandem_eval.provenance", "git_commit", _PLAN_SPLIT),
     },
     "tandem_eval.config": {"json_safe": ("tandem_eval.schemas", "to_jsonable", _PLAN_SPLIT)},
+    "tandem_eval.generate": {"use_threads": ("tandem_eval.devices", "use_threads", _BOUNDARIES)},
+    "tandem_eval.lens": {
+        name: ("tandem_eval.lens_layout", name, _BOUNDARIES)
+        for name in ("LENS_DIR", "LENS_KINDS", "junior_label", "lens_file", "lens_juniors")
+    },
 }
 
 

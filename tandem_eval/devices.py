@@ -1,10 +1,12 @@
-"""Where a model runs and in which dtype: the one place both are chosen (engines, commands, trainer).
+"""Where a model runs, in which dtype and on how many CPU threads: the one place each is chosen (engines,
+commands, trainer; generate and score both set threads here).
 
-    from tandem_eval.devices import default_device, resolve_dtype, torch_dtype
+    from tandem_eval.devices import default_device, resolve_dtype, torch_dtype, use_threads
     default_device()               # "cuda" when torch sees a GPU, else "cpu"
     resolve_dtype("auto")          # "bfloat16" on a CUDA GPU (float16 where it has no bf16), else "float32"
     resolve_dtype("auto", "cpu")   # "float32": the device the model goes to decides
     resolve_dtype("float16")       # an explicit dtype wins everywhere
+    use_threads(2)                 # torch's CPU threads (None: every core this process may use)
 
 Commands take `--dtype auto` (their default) and resolve it here before anything is fingerprinted, so
 a run records the concrete dtype in config.json (`senior.dtype`): on a CPU it is float32, as it
@@ -15,11 +17,15 @@ when a function is called (`tandem-eval --help` must stay light).
 
 from __future__ import annotations
 
+import logging
+import os
+
 from .config import DTYPES
 from .schemas import ConfigError
 
 AUTO = "auto"
 DTYPE_CHOICES = (AUTO, *DTYPES)  # what --dtype accepts
+log = logging.getLogger(__name__)
 
 
 def default_device() -> str:
@@ -63,3 +69,26 @@ def usable_device(device: str | None) -> str | None:
     if str(device).startswith("cuda") and default_device() != "cuda":
         return None
     return str(device)
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def use_threads(threads: int | None = None) -> int:
+    """Set torch's CPU threads to `threads` (default: the cores this process may use) and return it;
+    warn when the 1-minute load average already exceeds the cores (another process competes for
+    them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
+    import torch
+
+    cores = _usable_cores()
+    torch.set_num_threads(threads or cores)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > cores:
+        log.warning(
+            "the 1-minute load average is %.1f on %d cores: other processes compete for them, so this run may be "
+            "several times slower; wait for them, or give each process a share with --threads",
+            load,
+            cores,
+        )
+    return torch.get_num_threads()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -25,6 +24,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from . import devices  # devices.use_threads: generate.use_threads is a former name (compat)
 from .checks import solo_record
 from .config import EvalConfig, ModelSpec, config_diff
 from .data import prompt_ids
@@ -37,31 +37,12 @@ from .models import Checkpoints, run_checkpoints, same_tokenizer
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .progress import live_token_counter, progress_reporter
 from .results import RunFolder, verify_run
-from .schedules import make_schedule, needs_junior
+from .schedules import JUNIOR, State, make_schedule, needs_junior
 from .schemas import RunFolderError, from_dict
 from .schemas import to_jsonable as json_safe
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)
-
-
-def use_threads(threads: int | None = None) -> int:
-    """Set torch's CPU threads to `threads` (default: the cores this process may use) and return it;
-    warn when the 1-minute load average already exceeds the cores (another process competes for
-    them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
-    import torch
-
-    cores = _usable_cores()
-    torch.set_num_threads(threads or cores)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load > cores:
-        log.warning(
-            "the 1-minute load average is %.1f on %d cores: other processes compete for them, so this run may be "
-            "several times slower; wait for them, or give each process a share with --threads",
-            load,
-            cores,
-        )
-    return torch.get_num_threads()
 
 
 def reproducibility(cfg: EvalConfig) -> str:
@@ -82,17 +63,13 @@ def reproducibility(cfg: EvalConfig) -> str:
     )
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     """Load the senior (and the junior when the schedule needs one) on the configured backend.
 
     `engine_kw` go to both engines' constructors (e.g. `device` for hf). Sets torch's CPU threads first
-    (cfg.threads, see use_threads)."""
-    use_threads(cfg.threads)
-    return load_engines(cfg, run_checkpoints(cfg), **engine_kw)
+    (cfg.threads, see devices.use_threads)."""
+    devices.use_threads(cfg.threads)
+    return load_engines(cfg, run_checkpoints(cfg, needs_junior(cfg.schedule)), **engine_kw)
 
 
 def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict:
@@ -124,7 +101,9 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
                 kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
             engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
-            engines["junior"] = RetokenizingEngine(engines["junior"], tok, cfg.schedule)
+            # the junior stops where the schedule, read in the junior's own vocabulary, might switch
+            stops = make_schedule(cfg.schedule, engines["junior"].tokenizer).stop_ids(State(author=JUNIOR))
+            engines["junior"] = RetokenizingEngine(engines["junior"], tok, stops)
     except BaseException:  # a junior that fails to load must not leave the senior's engine running
         close_engines(engines)
         raise
@@ -312,7 +291,7 @@ def execute(
     ungraded, and GradingIncomplete says to rerun, which then only grades."""
     own = engines is None and not all(run.complete for run in plan.runs)
     if own:
-        use_threads(plan.cfg.threads)
+        devices.use_threads(plan.cfg.threads)
     held = {"engines": engines}
 
     def get_engines() -> dict:
@@ -498,3 +477,9 @@ def merge_runs(root: str | Path, parts: list[Path], kinds: list[str], solo_run=N
         against = (solo if solo is not None else merged.get("solo")) if kind.startswith("handoff") else None
         merged[kind] = merge_shards([Path(p) / kind for p in parts], root / kind, against)
     return {kind: merged[kind] for kind in kinds}
+
+
+def __getattr__(name: str):  # names this module no longer holds (use_threads): tandem_eval.compat serves them
+    from .compat import former_name
+
+    return former_name(__name__, name)

@@ -30,8 +30,9 @@ one work buffer are alive, so the working set is 3 * chunk * V * 4 bytes whateve
 
 Outputs are keyed by the junior that read the CoTs, so one solo run can be scored by several
 juniors without overwriting: RUN/lens/<junior label>/{legibility,drift}.parquet, summaries in
-RUN/metrics.json under "lens" -> <junior label> -> "legibility" / "drift". `lens_file` also finds
-the older layout (RUN/legibility.parquet, one junior per run), e.g. the committed results/toy.
+RUN/metrics.json under "lens" -> <junior label> -> "legibility" / "drift". Where those tables live
+in a run folder (labels, `lens_file`, the older one-junior layout) is the run folder's side:
+tandem_eval/lens_layout.py, which the read side (runs, compare, report) imports instead of this module.
 """
 
 from __future__ import annotations
@@ -40,25 +41,18 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .lens_layout import LensError
 from .metrics.stats import scoped_cis
-from .paths import folder_name
 from .schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, to_jsonable
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
 LEGIBILITY_METRICS = ["junior_nll_mean", "junior_bpb"]
 DRIFT_METRICS = ["kl_exact", "kl_reverse", "kl_k1", "kl_k3"]
 Progress = Callable[[int], None]  # called with the number of samples just finished
-LENS_DIR = "lens"  # RUN/lens/<junior label>/<kind>.parquet
-LENS_KINDS = ("legibility", "drift")
-
-
-class LensError(ValueError):
-    """Legibility/drift cannot be computed as asked; the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -75,66 +69,6 @@ class LensOptions:
     # rendered with (config.json), the junior's --junior-chat-template (a base junior has none)
     senior_chat_template: str | None = None
     junior_chat_template: str | None = None
-
-
-# ---- where lens outputs live ---------------------------------------------------------------
-def junior_label(spec: str | Path) -> str:
-    """A folder-safe name for a junior: toy:self-paired/junior -> self-paired-junior, else the
-    checkpoint folder's name (characters other than letters, digits, . _ - become -)."""
-    text = str(spec).rstrip("/")
-    name = text[4:].replace("/", "-") if text.startswith("toy:") else (Path(text).name or text)
-    return folder_name(name, "junior")
-
-
-def lens_juniors(run_dir: str | Path) -> list[str]:
-    """Junior labels with lens outputs in a run folder (new layout), sorted; "" stands for the older
-    one-junior layout (RUN/legibility.parquet or RUN/drift.parquet) when present."""
-    run_dir = Path(run_dir)
-    found = sorted(
-        d.name for d in (run_dir / LENS_DIR).glob("*") if any((d / f"{k}.parquet").exists() for k in LENS_KINDS)
-    )
-    if any((run_dir / f"{k}.parquet").exists() for k in LENS_KINDS):
-        found.append("")
-    return found
-
-
-def lens_file(run_dir: str | Path, kind: str, junior: str | None = None) -> Path:
-    """Path of a run's `kind` lens table (legibility | drift) for `junior` (a label as written by the
-    lens commands); junior None: the only junior that has one (older layout included). Raises
-    LensError naming the choices when the junior is missing or ambiguous."""
-    run_dir = Path(run_dir)
-    if junior:
-        path = run_dir / LENS_DIR / junior / f"{kind}.parquet"
-        if path.exists():
-            return path
-        legacy = run_dir / f"{kind}.parquet"
-        if legacy.exists() and _legacy_junior(run_dir, kind) == junior:
-            return legacy
-    have = [j for j in lens_juniors(run_dir) if _lens_path(run_dir, kind, j).exists()]
-    if junior is None and len(have) == 1:
-        return _lens_path(run_dir, kind, have[0])
-    names = ", ".join(j or _legacy_junior(run_dir, kind) or "(unnamed)" for j in have) or "none"
-    if not have:
-        raise LensError(f"{run_dir} has no {kind} output; run `tandem-eval {kind} --run {run_dir} --junior PATH` first")
-    want = f"junior {junior!r}" if junior else "one junior"
-    raise LensError(f"{run_dir} has {kind} outputs of juniors {names}, not {want}; pass --junior LABEL")
-
-
-def _lens_path(run_dir: Path, kind: str, junior: str) -> Path:
-    return run_dir / LENS_DIR / junior / f"{kind}.parquet" if junior else run_dir / f"{kind}.parquet"
-
-
-def _legacy_junior(run_dir: Path, kind: str) -> str | None:
-    """The junior label of an older-layout lens table (from metrics.json), if recorded."""
-    import json
-
-    from .schemas import read_regular
-
-    try:
-        spec = json.loads(read_regular(run_dir / "metrics.json", "")).get(kind, {}).get("junior")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return junior_label(spec) if spec else None
 
 
 # ---- tokenizers and prompts ----------------------------------------------------------------
@@ -475,3 +409,9 @@ def _listify(obj):
     if isinstance(obj, dict):
         return {k: _listify(v) for k, v in obj.items()}
     return obj.tolist() if isinstance(obj, np.ndarray) else obj
+
+
+def __getattr__(name: str):  # the lens tables' layout moved to lens_layout: tandem_eval.compat serves the old names
+    from .compat import former_name
+
+    return former_name(__name__, name)

@@ -8,7 +8,7 @@ vocabulary-identity check that evaluation and training share.
     check_vocab(senior_tok, junior_tok, allow_mismatch=False)
     same = check_pair(senior_path, junior_path)   # the same, from paths (used by the trainer)
     tok = check_model("toy:tandem")               # checkpoint files + tokenizer, no weights; the tokenizer
-    senior_tok, same_vocab = check_models(cfg)    # a run's senior (+ junior) and their chat templates
+    senior_tok, checkpoints = check_models(cfg, junior_needed=True)  # a run's senior (+ junior), chat templates
     one_model = same_weights(senior_path, junior_path)  # a self-paired pair: load the weights once
 
 Every check here reads only small files (config.json, tokenizer files, safetensors headers), so it
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .schedules import needs_junior
 from .schemas import check_regular, read_regular
 
 if TYPE_CHECKING:
@@ -524,20 +523,22 @@ def check_template(tok, chat_template: str | None, who: str, spec_path: str, opt
     check_chat_template(tok, chat_template, source, option)
 
 
-def check_models(cfg: EvalConfig, junior: bool | None = None, templates: bool = True, option: str = "--chat-template"):
-    """The senior's (and with `junior`, default: when the schedule needs one, the junior's) checkpoint,
-    tokenizer and vocabulary, and the chat templates that render prompts; no weights load. Returns
-    the senior's tokenizer and the run's Checkpoints.
+def check_models(cfg: EvalConfig, junior_needed: bool, templates: bool = True, option: str = "--chat-template"):
+    """The senior's (and with `junior_needed`, the junior's) checkpoint, tokenizer and vocabulary, and
+    the chat templates that render prompts; no weights load. Returns the senior's tokenizer and the
+    run's Checkpoints.
 
+    `junior_needed` is a value the caller computes once (from the schedule, `schedules.needs_junior`,
+    or because the junior scores): checkpoints know nothing of schedules.
     templates=False (lm-eval): the senior's template is checked only when `cfg.chat_template` is given
     (lm-eval renders with it only under --apply_chat_template), the junior's never (it reads text).
     `option` is the flag that replaces the senior's template, as errors name it."""
     tok = check_model(cfg.senior.path)
     junior_tok, same = None, True
-    if cfg.junior is not None and (needs_junior(cfg.schedule) if junior is None else junior):
+    if cfg.junior is not None and junior_needed:
         junior_tok = check_model(cfg.junior.path)
         same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
-    checkpoints = run_checkpoints(cfg, same)
+    checkpoints = run_checkpoints(cfg, junior_needed, same)
     renders = [(tok, cfg.chat_template, "senior", cfg.senior.path, option)] if templates or cfg.chat_template else []
     if junior_tok is not None and templates and (not same or cfg.junior_chat_template):  # the junior's own prompt
         junior_path = cast("ModelSpec", cfg.junior).path  # cast: junior_tok is only loaded from cfg.junior
@@ -550,7 +551,7 @@ def check_models(cfg: EvalConfig, junior: bool | None = None, templates: bool = 
 @dataclass(frozen=True)
 class Checkpoints:
     """A run's checkpoints as engines load them: the folders, and how the junior (None when the
-    schedule needs none) relates to the senior."""
+    command needs none) relates to the senior."""
 
     senior: Path
     junior: Path | None = None
@@ -571,11 +572,11 @@ def with_contents(cfg: EvalConfig, checkpoints: Checkpoints) -> EvalConfig:
     return replace(cfg, senior=senior, junior=junior)
 
 
-def run_checkpoints(cfg: EvalConfig, same_vocab: bool | None = None) -> Checkpoints:
-    """`cfg`'s checkpoints resolved; `same_vocab` as already checked (None: the tokenizers are
-    loaded and compared here)."""
+def run_checkpoints(cfg: EvalConfig, junior_needed: bool, same_vocab: bool | None = None) -> Checkpoints:
+    """`cfg`'s checkpoints resolved (the junior's only when `junior_needed`); `same_vocab` as already
+    checked (None: the tokenizers are loaded and compared here)."""
     senior = resolve_model(cfg.senior.path)
-    if cfg.junior is None or not needs_junior(cfg.schedule):
+    if cfg.junior is None or not junior_needed:
         return Checkpoints(senior)
     junior = resolve_model(cfg.junior.path)
     if same_vocab is None:

@@ -90,7 +90,7 @@ def validate(cfg: EvalConfig, outs: Sequence = (), solo_run: str | Path | None =
     junior = needs_junior(cfg.schedule)  # a bad --schedule is refused here
     if reason := unavailable(cfg.engine):
         raise ConfigError(reason)
-    tok, checkpoints = check_models(cfg, junior)
+    tok, checkpoints = check_models(cfg, junior_needed=junior)
     cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run
     prompts = check_prompts(cfg, tok, problems)
     if outs:

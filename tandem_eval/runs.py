@@ -6,7 +6,7 @@ world's summary all read runs through this module (nothing else opens a run fold
     run = Run.load("results/toy/jargon/tandem/seed0/solo")
     run.meta                                   # {"senior": "jargon/tandem/s0", "arm": "jargon/tandem", "seed": 0, ...}
     problem_values(run, "pass@4")              # index (benchmark, problem_id); columns value (percent), group, content
-    problem_values(run, "kl_exact")            # from the run's drift table of its junior (lens.lens_file)
+    problem_values(run, "kl_exact")            # from the run's drift table of its junior (lens_layout.lens_file)
     tok = run_tokenizer(run.config)            # the senior's tokenizer (paths and toy: names alike)
 
 Metrics (METRICS): pass@K (also solo_pass@K / handoff_pass@K, which check the run's mode), junior_nll,
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.config import config_diff, fingerprint_of
-from tandem_eval.lens import LensError, junior_label, lens_file, lens_juniors
+from tandem_eval.lens_layout import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
 from tandem_eval.results import RunFolder, find_runs, verify_run

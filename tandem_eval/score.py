@@ -11,9 +11,11 @@ notebook gets the same files and numbers:
 
 Each call checks its inputs before any weights load, scores the solo CoTs with the junior (and for
 exact drift the senior), writes RUN/lens/<junior label>/<kind>.parquet, records it in COMPLETE
-and merges its summary into RUN/metrics.json under "lens" -> <junior label> -> <kind>. Without
-`run`, a solo run of `senior` is produced (or reused, resumably) under `out` first. The
-computations are tandem_eval.lens; the teacher forcing is the engines' (engines/base.py).
+and merges its summary into RUN/metrics.json under "lens" -> <junior label> -> <kind>. The stage
+reads run folders only: `tandem-eval legibility --senior` without `--run` is the CLI's composition
+(cli_lens.solo_then_lens: the generate stage makes or reuses the solo run, then this stage scores it;
+from Python, `generate.run_eval` then `score.legibility`). The computations are tandem_eval.lens; the
+teacher forcing is the engines' (engines/base.py).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import lens
 from .config import EvalConfig, ModelSpec, Sampling, default_ks
-from .devices import resolve_dtype
-from .lens import LensError, LensOptions
+from .devices import resolve_dtype, use_threads
+from .lens import LensOptions
+from .lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
 from .models import checkpoint_content
 from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
 from .schemas import SAMPLE_KEY
@@ -38,7 +41,7 @@ if TYPE_CHECKING:  # for the annotations only: the functions below import result
     from .results import RunFolder
 
 log = logging.getLogger(__name__)
-KINDS = lens.LENS_KINDS  # ("legibility", "drift")
+KINDS = LENS_KINDS  # ("legibility", "drift")
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,9 @@ class Scored:
 
 
 @dataclass(frozen=True)
-class _Checked:
-    """The request's inputs after the checks: specs, the senior's tokenizer, the verified run (if given)."""
+class Checked:
+    """The request's inputs after the checks: specs, the senior's tokenizer, the verified run (if given;
+    the CLI sets the solo run it made for `senior`)."""
 
     senior_spec: str
     junior_spec: str
@@ -131,21 +135,37 @@ def _from_python(kind: str, req: ScoreRequest, opts: LensOptions, progress: bool
 
 
 def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), progress: bool = False) -> Scored:
-    """Score the senior's solo CoTs (`req.run`, else a solo run made under `req.out`) with the junior."""
+    """Score the senior's solo CoTs in the run folder `req.run` with the junior. The score stage only
+    reads run folders: a solo run made first for `req.senior` is the CLI's composition
+    (cli_lens.solo_then_lens: generate, then this stage)."""
+    req, checked = prepare(kind, req, opts)
+    if checked.rf is None:
+        raise LensError(
+            f"the score stage reads an existing solo run folder: pass --run SOLO_RUN_DIR (`tandem-eval {kind} "
+            "--senior PATH` makes one first)"
+        )
+    return execute(kind, req, checked, progress)
+
+
+def prepare(kind: str, req: ScoreRequest, opts: LensOptions) -> tuple[ScoreRequest, Checked]:
+    """Every check before any weights load (`check_inputs`), and the request with its dtype concrete."""
     if kind not in KINDS:
         raise LensError(f"unknown lens {kind!r}; valid: {', '.join(KINDS)}")
     checked = check_inputs(kind, req, opts)
-    opts = checked.opts
-    req = dataclasses.replace(req, dtype=resolve_dtype(req.dtype))  # concrete before any run or record uses it
-    rf = checked.rf or _solo_run(req, checked, progress)
-    reason = not_writable(rf.path / lens.LENS_DIR)  # refused before any model loads, not after scoring
+    return dataclasses.replace(req, dtype=resolve_dtype(req.dtype)), checked  # concrete before any record
+
+
+def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = False) -> Scored:
+    """Score the checked run folder `checked.rf` (prepare's) and write the lens table into it."""
+    opts, rf = checked.opts, cast("RunFolder", checked.rf)  # cast: callers pass a run folder (run_lens checks)
+    reason = not_writable(rf.path / LENS_DIR)  # refused before any model loads, not after scoring
     if reason:
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
     junior_path = _model_path(checked.junior_spec, "junior")
     junior = {"path": junior_path.resolve(), "content": checkpoint_content(junior_path)}
     with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
-        table = f"{lens.LENS_DIR}/{jlabel}/{kind}.parquet"
+        table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
         from .durable import check_write_target
 
         check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
@@ -158,8 +178,6 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
         if req.adopt:
             per_sample = _adopted(rf, table, samples)
         else:
-            from .generate import use_threads
-
             use_threads(req.threads)
             models = (senior_path, junior_path, checked.senior_tok)
             per_sample = _score(kind, samples, models, req, opts, progress)
@@ -234,7 +252,7 @@ def _check_senior_unchanged(rf, spec: str) -> str | None:
     return None
 
 
-def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
+def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
     from .engines import unavailable
@@ -269,13 +287,12 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> _Checked:
     )
     if lens.junior_renders_prompt(senior_tok, junior_tok, opts):  # else it reads the stored prompt ids
         check_template(junior_tok, req.junior_chat_template, "junior", junior_spec, "--junior-chat-template")
-    return _Checked(senior_spec, junior_spec, senior_tok, opts, rf, unchecked)
+    return Checked(senior_spec, junior_spec, senior_tok, opts, rf, unchecked)
 
 
-def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
-    """The senior's solo run produced (or reused, resumably) under `req.out`, as `tandem-eval solo` would."""
-    from .generate import run_eval
-
+def solo_run_config(req: ScoreRequest, checked: Checked) -> tuple[EvalConfig, Path]:
+    """The config and folder of the senior's solo run a request without `run` needs, as `tandem-eval solo`
+    would make it (the CLI makes it with the generate stage, then scores it here)."""
     senior = cast(str, req.senior)  # cast: a solo run is made only for a given --senior (no --run)
     fields: dict[str, Any] = {
         "benchmarks": absolute_benchmarks(tuple(req.benchmarks)),
@@ -292,8 +309,7 @@ def _solo_run(req: ScoreRequest, checked: _Checked, progress: bool):
     senior_spec = ModelSpec(absolute_spec(senior), req.dtype)  # the lens's dtype, as `tandem-eval solo --dtype`
     cfg = EvalConfig(senior=senior_spec, mode="solo", schedule="solo", label=label, **fields)
     out = Path(req.out) / "solo" if req.out else Path("runs") / folder_name(label) / "solo"
-    log.info("solo run of %s -> %s (reused if already there)", senior, out)
-    return run_eval(cfg, out, progress=progress)
+    return cfg, out
 
 
 def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> str:
@@ -312,14 +328,14 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
         return path == junior["path"] and content in (None, junior["content"])
 
     if explicit:
-        label = lens.junior_label(explicit)
+        label = junior_label(explicit)
         if not free(label):
             raise LensError(
                 f"--junior-label {label} already holds the outputs of junior {recorded[label][0]} (other weights) in "
                 f"{rf.path}; pass another --junior-label"
             )
         return label
-    base = lens.junior_label(spec)
+    base = junior_label(spec)
     parent = junior["path"].parent.name
     candidates = [base] + ([folder_name(f"{parent}-{base}")] if parent and not spec.startswith("toy:") else [])
     candidates += [f"{base}-{i}" for i in range(2, len(recorded) + 3)]

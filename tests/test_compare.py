@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from tandem_eval.cli import app
 from tandem_eval.compare import solo_of, tax_compare
-from tandem_eval.lens import LensError, LensOptions
+from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.stats import paired_compare
 from tandem_eval.metrics.tax import tax_difference
 from tandem_eval.results import verify_run
@@ -56,7 +56,7 @@ def _rows(root, metric, n_boot=500):
         verify_run(root / "a" / "handoff-paragraph"),
         verify_run(root / "b" / "handoff-paragraph"),
         metric,
-        LensOptions(n_boot=n_boot),
+        Bootstrap(n_boot=n_boot),
     )
     return {r["group"]: r for r in table.to_dict("records")}
 
@@ -160,7 +160,7 @@ def test_mismatched_problems_name_the_cli_option(tmp_path):
         verify_run(tmp_path / "a" / "handoff-paragraph"),
         verify_run(tmp_path / "b" / "handoff-paragraph"),
         "tax@1",
-        LensOptions(n_boot=100),
+        Bootstrap(n_boot=100),
         on_mismatch="intersect",
     )
     assert ok.set_index("group").loc["macro", "n_problems"] == 2

@@ -183,7 +183,7 @@ def test_a_junior_with_the_seniors_tokenizer_files_shares_its_loaded_tokenizer(t
     senior, junior = tiny_pair
     assert same_tokenizer(senior, junior) and same_tokenizer(senior, senior)
     cfg = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(junior), mode="handoff", schedule="paragraph")
-    engines = load_engines(cfg, run_checkpoints(cfg))
+    engines = load_engines(cfg, run_checkpoints(cfg, junior_needed=True))
     try:
         assert engines["junior"].tokenizer is engines["senior"].tokenizer  # loaded once
         assert engines["junior"].model is not engines["senior"].model  # two models: only the tokenizer is shared

@@ -176,7 +176,7 @@ def test_one_problem_id_naming_two_problems_is_never_a_pair(tmp_path):
     problems by content, so those are problems of one run each; --on-mismatch intersect keeps only
     the problems both runs hold by content."""
     from tandem_eval.compare import compare_values
-    from tandem_eval.lens import LensError
+    from tandem_eval.lens_layout import LensError
     from tandem_eval.runs import Run, pairing_problem, problem_values
 
     keys = {("test", f"test/000{i}"): [True, i % 2 == 0] for i in range(4)}

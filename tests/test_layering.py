@@ -93,3 +93,32 @@ def test_the_cycle_check_sees_a_lazy_import(tmp_path):
     assert import_graph(lib) == {"a": {"sub/"}, "sub/": {"a"}}
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(import_graph(lib)).static_order())
+
+
+# The stage boundaries of ARCHITECTURE.md: (importer units, forbidden unit, why). Checkpoints and engines
+# take what they need of a schedule as values (junior needed, stop ids); the score stage reads run
+# folders and never generates; the read side takes the lens tables' layout from the run-folder side.
+BOUNDARIES = [
+    (("models", "engines/"), "schedules", "checkpoints and engines take 'junior needed' / stop ids as values"),
+    (("score",), "generate", "the score stage scores a run folder; the CLI composes generate then score"),
+    (("runs", "compare", "report/"), "lens", "the read side takes the lens tables' layout from lens_layout"),
+]
+
+
+@pytest.mark.parametrize(("importers", "forbidden", "why"), BOUNDARIES, ids=[b[1] for b in BOUNDARIES])
+def test_the_stage_boundaries_hold(importers, forbidden, why):
+    graph = import_graph()
+    assert set(importers) <= set(graph), f"units not found: {set(importers) - set(graph)}"
+    crossing = sorted(u for u in importers if forbidden in graph[u])
+    assert not crossing, f"{crossing} import {forbidden}: {why}"
+
+
+def test_the_boundary_check_sees_a_type_only_import(tmp_path):
+    """A TYPE_CHECKING import is a dependency too (the reader still has to know the other module)."""
+    lib = tmp_path / "tandem_eval"
+    lib.mkdir()
+    (lib / "schedules.py").write_text("")
+    (lib / "models.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .schedules import S\n"
+    )
+    assert import_graph(lib) == {"models": {"schedules"}}

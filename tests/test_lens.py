@@ -21,7 +21,8 @@ import torch
 from tandem_eval import lens
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Request, generate
-from tandem_eval.lens import LensError, LensOptions
+from tandem_eval.lens import LensOptions
+from tandem_eval.lens_layout import LensError
 
 N_PROBLEMS, N_SAMPLES, MAX_NEW = 8, 4, 48
 T1 = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=MAX_NEW, max_context=512)

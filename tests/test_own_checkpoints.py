@@ -324,7 +324,7 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
     import torch
 
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.generate import use_threads
+    from tandem_eval.devices import use_threads
     from tandem_eval.schemas import ConfigError
 
     raw = json.loads((solo_run / "config.json").read_text())
@@ -338,7 +338,7 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)  # the session's own thread count stays
     monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 0.0, 0.0))
-    with caplog.at_level("WARNING", logger="tandem_eval.generate"):
+    with caplog.at_level("WARNING", logger="tandem_eval.devices"):
         use_threads(1)
         use_threads(None)
     assert calls == [1, len(os.sched_getaffinity(0))]  # default: every core this process may use

@@ -7,7 +7,7 @@ Run: .venv/bin/python -m pytest tests/test_registry.py -q
 import pytest
 
 from tandem_eval import runs, schemas
-from tandem_eval.lens import LensError
+from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.registry import LENS_METRICS, METRICS, fixed, fmt_interval, fmt_value, header, lookup
 from tandem_eval.report.cells import COLUMNS
 

@@ -59,12 +59,15 @@ def test_score_module_equals_the_cli(solo_run, tiny_pair, tmp_path):
 
 def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch):
     from tandem_eval import score
-    from tandem_eval.lens import LensError
+    from tandem_eval.lens_layout import LensError
 
     monkeypatch.setattr(score, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
     with pytest.raises(LensError, match="pass run=SOLO_RUN_DIR, or senior=PATH") as err:  # Python's words
         score.legibility()
     assert "--" not in str(err.value)
+    # the score stage only reads run folders: a senior without a run is the CLI's generate-then-score
+    with pytest.raises(LensError, match=r"existing solo run folder: pass run=SOLO_RUN_DIR \(`tandem-eval legi"):
+        score.legibility(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]))
     with pytest.raises(LensError, match="--run SOLO_RUN_DIR"):  # the CLI's entry keeps its flags
         score.run_lens("legibility", score.ScoreRequest())
     with pytest.raises(LensError, match="unknown engine 'tpu'; valid: hf, vllm"):
@@ -86,8 +89,9 @@ def test_python_wording_keeps_commands_and_unknown_flags():
 
 
 def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch, tmp_path):
-    """Without a run, the solo run a lens makes has the fingerprint `tandem-eval solo --n 6` would give."""
+    """Without a run, the solo run a lens command makes has the fingerprint `tandem-eval solo --n 6` would give."""
     from tandem_eval import score
+    from tandem_eval.cli_lens import solo_then_lens
     from tandem_eval.config import default_ks
 
     made = {}
@@ -98,7 +102,8 @@ def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch,
 
     monkeypatch.setattr("tandem_eval.generate.run_eval", run_eval)
     with pytest.raises(KeyboardInterrupt):
-        score.legibility(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]), out=tmp_path, n=6, limit=1)
+        req = score.ScoreRequest(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]), out=tmp_path, n=6, limit=1)
+        solo_then_lens("legibility", req, score.LensOptions())
     assert made["cfg"].ks == default_ks(6) == (1, 2, 4, 6) and made["out"] == tmp_path / "solo"
 
 

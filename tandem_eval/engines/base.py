@@ -30,12 +30,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..schedules import SegmentEnd
+
+class Until(Protocol):
+    """What an engine reads of a request's `until` (schedules.SegmentEnd is the one implementation):
+    engines stay below schedules, so they see this shape, never the schedule itself."""
+
+    def __call__(self, token_id: int) -> bool: ...  # True after the token at which the author changes
+
+    def max_run(self) -> int | None: ...  # tokens until a forced decision; None: none pending
+
 
 FINISH_EOS = "eos"  # an EOS token was sampled (kept in the output)
 FINISH_STOP = "stop"  # the segment ended at a stop token / where `until` said (kept in the output)
@@ -51,7 +58,7 @@ class Request:
     seed: int = 0  # per-trace sampling seed; combined with the absolute position
     # Where the segment ends (schedules.SegmentEnd: True after the token at which the author changes);
     # None: at the first token in stop_ids.
-    until: SegmentEnd | None = None
+    until: Until | None = None
 
 
 @dataclass

@@ -5,11 +5,13 @@ wrapped in `RetokenizingEngine`: the trace stays in the senior's token ids; on e
 the generated text so far is decoded and re-tokenized for the junior (after the junior's own chat
 prompt for the problem), the junior generates in its vocabulary, and its text is re-tokenized with
 the senior's tokenizer. The junior stops at its own vocabulary's candidate tokens for the same
-schedule; if the re-tokenized text crosses a handoff point, the co-generation loop keeps the text
+schedule (`junior_stops`, computed by the caller from the schedule: engines know nothing of
+schedules); if the re-tokenized text crosses a handoff point, the co-generation loop keeps the text
 up to that point only (`may_overrun`). Junior log-probs have no per-senior-token meaning and are
 recorded as NaN. The run's config records `allow_vocab_mismatch`.
 
-    junior = RetokenizingEngine(HFEngine(junior_path, sampling), senior_tokenizer, "paragraph")
+    stops = make_schedule("paragraph", junior_tokenizer).stop_ids(State(author=JUNIOR))  # the caller's
+    junior = RetokenizingEngine(HFEngine(junior_path, sampling), senior_tokenizer, stops)
     junior.register(trace_key, junior_prompt_ids)
 """
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 
-from ..schedules import JUNIOR, State, make_schedule
 from .base import FINISH_EOS, Completion, Request
 
 
@@ -26,13 +27,13 @@ class RetokenizingEngine:
     may_overrun = True  # re-tokenized text may run past a handoff point; the loop truncates
     full_distributions = False  # no per-senior-token distributions across vocabularies
 
-    def __init__(self, inner, senior_tokenizer, schedule: str):
+    def __init__(self, inner, senior_tokenizer, junior_stops: frozenset[int]):
         self.inner, self.outer_tok = inner, senior_tokenizer
         self.name = f"{inner.name}+retokenize"
         self.tokenizer = senior_tokenizer
         self.eos_ids = frozenset([senior_tokenizer.eos_token_id])
         # The junior stops where the same schedule, read in the junior's vocabulary, might switch.
-        self._stops = make_schedule(schedule, inner.tokenizer).stop_ids(State(author=JUNIOR))
+        self._stops = frozenset(junior_stops)
         self._prompts: dict[Hashable, list[int]] = {}
         self._prompt_len: dict[Hashable, int] = {}
         self._max: dict[Hashable, int] = {}

@@ -153,9 +153,7 @@ class TandemLM(TemplateLM):
             chat_template=template,
         )
         # the up-front checks of `tandem-eval solo`, before any weights load
-        check_models(
-            self.cfg, junior=opts.score_with == "junior" or wants_junior, templates=False, option="chat_template="
-        )
+        check_models(self.cfg, junior_needed=wants_junior, templates=False, option="chat_template=")
         engine_kw = {"device": device} if device else {}
         self.engines = open_engines(self.cfg, **engine_kw)
         if opts.score_with == "junior" and "junior" not in self.engines:  # solo generation, junior scoring

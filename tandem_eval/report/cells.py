@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tandem_eval.lens import LensError
+from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.registry import METRICS, Metric
 from tandem_eval.metrics.stats import MACRO, scoped_cis
 from tandem_eval.metrics.tax import communication_tax

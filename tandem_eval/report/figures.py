@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from tandem_eval.lens import LensError
+from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
 from tandem_eval.report.collect import Collection

@@ -122,7 +122,7 @@ def _answer(value) -> str:
 
 def _junior_of(run: Run) -> str:
     """The junior a trace involves: the handoff's junior, or the one whose lens output shades a solo run."""
-    from tandem_eval.lens import junior_label
+    from tandem_eval.lens_layout import junior_label
 
     path = (run.config.get("junior") or {}).get("path")
     if run.mode == "handoff" and path:

@@ -20,13 +20,13 @@ from pathlib import Path
 import pandas as pd
 
 from tandem_eval.compare import tax_compare
-from tandem_eval.lens import LensError, LensOptions
+from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.registry import METRICS as REGISTRY
 from tandem_eval.metrics.registry import header
 from tandem_eval.metrics.stats import MACRO, macro_mean, scoped_cis, t_interval
 from tandem_eval.results import RunFolder
 from tandem_eval.runs import problem_values, runs_in
-from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY
+from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, Bootstrap
 from trainer.toy.styles import terse_rate, uses_jargon
 
 SCENARIOS = ("dialects", "emergent", "self-paired", "jargon")  # the toy world's scenarios, in the order they are shown
@@ -159,7 +159,7 @@ def tax_vs_grpo(scenario_dir: Path, arm: str = "tandem", base: str = "grpo") -> 
             continue
         if min(RunFolder(r).config()["config"]["n"] for r in (hand, other)) < K:
             continue  # tax@K needs K samples per problem (the CI-scale toy world draws fewer)
-        table = tax_compare(RunFolder(hand), RunFolder(other), f"tax@{K}", LensOptions(n_boot=N_BOOT, seed=BOOT_SEED))
+        table = tax_compare(RunFolder(hand), RunFolder(other), f"tax@{K}", Bootstrap(n_boot=N_BOOT, seed=BOOT_SEED))
         macro = table[table["group"] == MACRO].iloc[0].to_dict()
         rows.append({"seed": hand.parent.name, **{k: v for k, v in macro.items() if k != "group"}})
     return rows

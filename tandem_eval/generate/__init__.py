@@ -10,17 +10,18 @@ distributed (Ray), pipeline (the former module name, served by tandem_eval.compa
                                                 mode="handoff", schedule="paragraph"), "runs/ckpt")
 
 The names below are execute's; they load on first use, so that importing one of this package's light
-modules (schedules, grading's worker) does not import pandas and the engines.
+modules (schedules, grading's worker) does not import pandas and the engines. The function `execute`
+is `tandem_eval.generate.execute.execute`: a package cannot hold a function and a module of one name.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .execute import (
         close_engines,
-        execute,
         load_engines,
         merge_runs,
         merge_shards,
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "close_engines",
-    "execute",
     "load_engines",
     "merge_runs",
     "merge_shards",
@@ -47,9 +47,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in __all__:
-        from . import execute
-
-        return getattr(execute, name)
+        return getattr(importlib.import_module(f"{__name__}.execute"), name)
     from ..compat import former_name  # names this package no longer holds (use_threads)
 
     return former_name(__name__, name)

@@ -13,6 +13,7 @@ The names below are stage's; they load on first use (stage imports the engines a
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -45,7 +46,5 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in __all__:
-        from . import stage
-
-        return getattr(stage, name)
+        return getattr(importlib.import_module(f"{__name__}.stage"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

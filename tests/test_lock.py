@@ -144,7 +144,7 @@ def test_a_sigterm_before_the_first_sample_leaves_no_folder_and_a_rerun_of_other
 
     out = tmp_path / "out"
     stalled = (
-        "import sys, time, tandem_eval.generate as g\n"
+        "import sys, time, tandem_eval.generate.execute as g\n"
         "g._generate = lambda *a, **k: (print('generating', flush=True), time.sleep(60))\n"
         "from tandem_eval.cli import app\n"
         f"sys.argv = ['tandem-eval', 'solo', '--senior', {tiny_pair[0]!r}, '--limit', '1', '--n', '1', '-q', "

@@ -69,7 +69,7 @@ def _print_summary(summary: dict, metric: str, title: str) -> None:
 
 
 # ---- commands ------------------------------------------------------------------------------
-# --senior, --junior, --out, --benchmark, --n, --limit, --engine, --dtype, --label are cli_common's (the
+# --senior, --junior, --out, --benchmark, --n, --limit, --engine, --dtype, --label are cli/common.py's (the
 # same as solo/handoff): --out/--benchmark/--n/--limit/--label describe the solo run made when --run
 # is not given.
 RunOpt = Annotated[

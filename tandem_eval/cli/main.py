@@ -9,7 +9,7 @@
 
 Every error a user can cause prints one line on stderr naming the problem and the fix, and exits
 with 2 (option parsing errors included; `tandem-eval --debug CMD` shows its traceback); a bug keeps
-its traceback. Shared options live in cli_common; legibility/drift/compare (cli_lens) and
+its traceback. Shared options live in cli/common.py; legibility/drift/compare (cli/lens.py) and
 report/view (report/cli) are imported only when they run, so `--help` does not import torch.
 Progress and log records go to stderr, the results tables to stdout, last.
 """

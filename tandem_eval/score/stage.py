@@ -1,6 +1,6 @@
 """The score stage: legibility and drift of a senior's solo run folder, from Python or the CLI.
 
-`tandem-eval legibility` / `drift` (cli_lens.py) are thin shells over these two functions; a
+`tandem-eval legibility` / `drift` (cli/lens.py) are thin shells over these two functions; a
 notebook gets the same files and numbers:
 
     from tandem_eval import score
@@ -13,7 +13,7 @@ Each call checks its inputs before any weights load, scores the solo CoTs with t
 exact drift the senior), writes RUN/lens/<junior label>/<kind>.parquet, records it in COMPLETE
 and merges its summary into RUN/metrics.json under "lens" -> <junior label> -> <kind>. The stage
 reads run folders only: `tandem-eval legibility --senior` without `--run` is the CLI's composition
-(cli_lens.solo_then_lens: the generate stage makes or reuses the solo run, then this stage scores it;
+(cli/lens.py solo_then_lens: the generate stage makes or reuses the solo run, then this stage scores it;
 from Python, `generate.run_eval` then `score.legibility`). The computations are tandem_eval.score.lens; the
 teacher forcing is the engines' (engines/base.py).
 """
@@ -137,7 +137,7 @@ def _from_python(kind: str, req: ScoreRequest, opts: LensOptions, progress: bool
 def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), progress: bool = False) -> Scored:
     """Score the senior's solo CoTs in the run folder `req.run` with the junior. The score stage only
     reads run folders: a solo run made first for `req.senior` is the CLI's composition
-    (cli_lens.solo_then_lens: generate, then this stage)."""
+    (cli/lens.py solo_then_lens: generate, then this stage)."""
     req, checked = prepare(kind, req, opts)
     if checked.rf is None:
         raise LensError(

@@ -3,7 +3,7 @@ engine loads or any file is written.
 
 A `Plan` holds the config with its inputs hashed, this shard's problems and their prompt ids, the
 grader versions to record, and the run folders to fill (solo, handoff) with what each one is: to be
-generated, or complete and reused. `generate.execute` runs a plan without checking anything again.
+generated, or complete and reused. `execute.execute` runs a plan without checking anything again.
 
     from tandem_eval.generate.plan import plan_handoff, plan_run
     plan = plan_handoff(cfg, "runs/ckpt")          # OUT/solo (made or reused) + OUT/handoff-SCHEDULE

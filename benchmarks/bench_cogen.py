@@ -63,8 +63,8 @@ from tandem_eval.data.prompts import prompt_ids
 from tandem_eval.engines.base import position_uniform
 from tandem_eval.engines.hf import HFEngine
 from tandem_eval.engines.sampling import filtered_probs
-from tandem_eval.schedules import make_schedule
-from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+from tandem_eval.generate.schedules import make_schedule
+from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 from trainer.tiny import TinySize, build_model, save_pair, train_tokenizer
 
 SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=0)

@@ -98,9 +98,9 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from tandem_eval import lens
     from tandem_eval.engines.base import Request, generate
     from tandem_eval.engines.hf_scoring import kl_peak_bytes
+    from tandem_eval.score import lens
 
     senior, junior, junior_path, prompts = _pair(args)
 

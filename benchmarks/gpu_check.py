@@ -99,7 +99,7 @@ def parse_error(argv: tuple[str, ...]) -> str | None:
         import typer.main
         from typer.exceptions import TyperException  # typer's (vendored click's) usage errors
 
-        from tandem_eval.cli import app
+        from tandem_eval.cli.main import app
 
         group = typer.main.get_command(app)
         try:

@@ -4,28 +4,47 @@ A module that lost names serves them through its `__getattr__`, which asks `form
 object comes from its new home, with a FutureWarning (shown once per calling line, as Python shows
 warnings) that names the import to write instead. New code never imports this module.
 
-    from tandem_eval.results import atomic_write_json   # works, warns: use tandem_eval.durable
-    from tandem_eval.pipeline import run_handoff        # works, warns: use tandem_eval.generate
+    from tandem_eval.run.results import atomic_write_json      # works, warns: use tandem_eval.run.durable
+    from tandem_eval.generate.pipeline import run_handoff      # works, warns: use tandem_eval.generate.execute
+
+Moved modules (old path -> new path, 2026-12-03: stages as packages over the run-folder package).
+The old paths are gone, with no forwarder (a module at each old path would keep the flat layout
+alive); old code imports the new path:
+- the run folder: tandem_eval.results -> tandem_eval.run.results, runs -> run.runs, durable ->
+  run.durable, provenance -> run.provenance, lens_layout -> run.lens_layout;
+- the generate stage: tandem_eval.generate (the module) -> tandem_eval.generate.execute (the package
+  tandem_eval.generate still offers run_eval, run_handoff, merge_shards, ...; the function execute is
+  tandem_eval.generate.execute.execute), plan -> generate.plan, checks -> generate.checks, tandem ->
+  generate.tandem, schedules -> generate.schedules, grading -> generate.grading, _grade_worker ->
+  generate._grade_worker (python -m tandem_eval.generate._grade_worker), regrade -> generate.regrade,
+  distributed -> generate.distributed, pipeline -> generate.pipeline;
+- the score stage: tandem_eval.score (the module) -> tandem_eval.score.stage (the package
+  tandem_eval.score still offers legibility, drift, run_lens, ...), lens -> score.lens;
+- the read side: tandem_eval.compare -> tandem_eval.report.compare;
+- the command line: tandem_eval.cli (the module) -> tandem_eval.cli.main (the package tandem_eval.cli
+  still offers app, and python -m tandem_eval.cli runs it), cli_common -> cli.common, cli_lens ->
+  cli.lens, terminal -> cli.terminal, demo -> cli.demo (python -m tandem_eval.cli.demo).
 
 Forwarded (old name -> new name, since):
-- tandem_eval.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):
+- tandem_eval.generate.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):
   run_eval, run_handoff, execute, merge_runs, merge_shards, open_engines, close_engines, summarize
-  -> tandem_eval.generate; use_threads -> tandem_eval.devices; validate, Validated, load_inputs,
-  load_problems, handoff_dirname -> tandem_eval.plan; check_out_path, check_solo_reuse,
-  solo_reuse_differences, SOLO_REUSE_FIELDS -> tandem_eval.checks; check_model, check_models,
+  -> tandem_eval.generate.execute; use_threads -> tandem_eval.devices; validate, Validated, load_inputs,
+  load_problems, handoff_dirname -> tandem_eval.generate.plan; check_out_path, check_solo_reuse,
+  solo_reuse_differences, SOLO_REUSE_FIELDS -> tandem_eval.generate.checks; check_model, check_models,
   check_template, shares_senior_model -> tandem_eval.models; solo_config -> tandem_eval.config;
   live_token_counter -> tandem_eval.progress.
-- tandem_eval.runs.load_tokenizer -> tandem_eval.runs.run_tokenizer (2026-12-01; models.load_tokenizer
-  loads a tokenizer from a path, a different thing).
-- tandem_eval.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
-  (2026-12-02); results.atomic_write_text -> tandem_eval.durable; results.PACKAGES, git_commit ->
-  tandem_eval.provenance (2026-12-01). (The names results itself uses stay importable from it.)
+- tandem_eval.run.runs.load_tokenizer -> tandem_eval.run.runs.run_tokenizer (2026-12-01;
+  models.load_tokenizer loads a tokenizer from a path, a different thing).
+- tandem_eval.run.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
+  (2026-12-02); results.atomic_write_text -> tandem_eval.run.durable; results.PACKAGES, git_commit ->
+  tandem_eval.run.provenance (2026-12-01). (The names results itself uses stay importable from it.)
 - tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable (2026-12-01).
-- tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads (2026-12-03: threads are a device
-  setting, and the score stage sets them without importing the generate stage).
-- tandem_eval.lens.LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors -> tandem_eval.lens_layout
-  (2026-12-03: the lens tables' place in a run folder, read by runs/compare/report without the lens
-  computation). lens.LensError stays importable (the computation raises it); its home is lens_layout.
+- tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads (2026-12-03: threads are a
+  device setting, and the score stage sets them without importing the generate stage).
+- tandem_eval.score.lens.LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors ->
+  tandem_eval.run.lens_layout (2026-12-03: the lens tables' place in a run folder, read by
+  runs/compare/report without the lens computation). lens.LensError stays importable (the
+  computation raises it); its home is lens_layout.
 
 Removed without a forwarder (what to write instead, since):
 - generate.summarize(samples, cfg) -> summarize(samples, cfg.ks) (2026-12-01).
@@ -39,7 +58,7 @@ Removed without a forwarder (what to write instead, since):
 - Helpers that moved inside a package, imported from their modules: metrics.stats.to_jsonable ->
   schemas; report.tables COLUMNS/scoped_ci/passk_cis -> report.cells; report.figures
   arm_labels/pooled_cis/degenerate_reason -> report.panels, fig_training/training_evals ->
-  report.training_figures; report.collect's run names -> tandem_eval.runs; data.benchmarks
+  report.training_figures; report.collect's run names -> tandem_eval.run.runs; data.benchmarks
   BenchmarkError/Problem/LOCAL_FIX -> data.rows (or tandem_eval.data); generate.live_token_counter ->
   progress; trainer.recipe ARMS/Arm -> trainer.recipe_checks; trainer.toy.task's style detectors ->
   trainer.toy.styles (2026-12-01).
@@ -54,9 +73,9 @@ _PLAN_SPLIT, _FINGERPRINTS, _BOUNDARIES = "2026-12-01", "2026-12-02", "2026-12-0
 
 # old module -> {old name: ("new.module", "new_name", since)}
 FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
-    "tandem_eval.pipeline": {
+    "tandem_eval.generate.pipeline": {
         **{
-            name: ("tandem_eval.generate", name, _PLAN_SPLIT)
+            name: ("tandem_eval.generate.execute", name, _PLAN_SPLIT)
             for name in (
                 "close_engines",
                 "execute",
@@ -70,11 +89,11 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
         },
         "use_threads": ("tandem_eval.devices", "use_threads", _PLAN_SPLIT),
         **{
-            name: ("tandem_eval.plan", name, _PLAN_SPLIT)
+            name: ("tandem_eval.generate.plan", name, _PLAN_SPLIT)
             for name in ("Validated", "handoff_dirname", "load_inputs", "load_problems", "validate")
         },
         **{
-            name: ("tandem_eval.checks", name, _PLAN_SPLIT)
+            name: ("tandem_eval.generate.checks", name, _PLAN_SPLIT)
             for name in ("SOLO_REUSE_FIELDS", "check_out_path", "check_solo_reuse", "solo_reuse_differences")
         },
         **{
@@ -84,18 +103,18 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
         "solo_config": ("tandem_eval.config", "solo_config", _PLAN_SPLIT),
         "live_token_counter": ("tandem_eval.progress", "live_token_counter", _FINGERPRINTS),
     },
-    "tandem_eval.runs": {"load_tokenizer": ("tandem_eval.runs", "run_tokenizer", _PLAN_SPLIT)},
-    "tandem_eval.results": {
+    "tandem_eval.run.runs": {"load_tokenizer": ("tandem_eval.run.runs", "run_tokenizer", _PLAN_SPLIT)},
+    "tandem_eval.run.results": {
         "config_fingerprint": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
         "fingerprint_of": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
-        "atomic_write_text": ("tandem_eval.durable", "atomic_write_text", _PLAN_SPLIT),
-        "PACKAGES": ("tandem_eval.provenance", "PACKAGES", _PLAN_SPLIT),
-        "git_commit": ("tandem_eval.provenance", "git_commit", _PLAN_SPLIT),
+        "atomic_write_text": ("tandem_eval.run.durable", "atomic_write_text", _PLAN_SPLIT),
+        "PACKAGES": ("tandem_eval.run.provenance", "PACKAGES", _PLAN_SPLIT),
+        "git_commit": ("tandem_eval.run.provenance", "git_commit", _PLAN_SPLIT),
     },
     "tandem_eval.config": {"json_safe": ("tandem_eval.schemas", "to_jsonable", _PLAN_SPLIT)},
     "tandem_eval.generate": {"use_threads": ("tandem_eval.devices", "use_threads", _BOUNDARIES)},
-    "tandem_eval.lens": {
-        name: ("tandem_eval.lens_layout", name, _BOUNDARIES)
+    "tandem_eval.score.lens": {
+        name: ("tandem_eval.run.lens_layout", name, _BOUNDARIES)
         for name in ("LENS_DIR", "LENS_KINDS", "junior_label", "lens_file", "lens_juniors")
     },
 }

@@ -84,7 +84,7 @@ class Inputs:
     """What a run read, by content: the SHA-256 of every benchmark file (as the run names it) and of
     the resolved problem list before sharding (benchmark, group, id, problem, answer of each problem,
     in order), so an edited file or a changed hub dataset is another run, and every shard of one run
-    provably saw the same problems. Filled in by tandem_eval.plan.validate."""
+    provably saw the same problems. Filled in by tandem_eval.generate.plan.validate."""
 
     files: tuple[tuple[str, str], ...] = ()  # (benchmark file, its SHA-256); hub datasets have none
     problems: str = ""  # SHA-256 of the resolved problem list
@@ -98,7 +98,7 @@ class EvalConfig:
     senior: ModelSpec
     junior: ModelSpec | None = None
     mode: str = "solo"  # solo | handoff
-    schedule: str = "solo"  # a name from tandem_eval.schedules.SCHEDULES (with ":N" args)
+    schedule: str = "solo"  # a name from tandem_eval.generate.schedules.SCHEDULES (with ":N" args)
     benchmarks: tuple[str, ...] = ("tiny",)
     n: int = 8  # samples per problem
     ks: tuple[int, ...] = (1, 2, 4, 8)

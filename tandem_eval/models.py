@@ -369,7 +369,6 @@ def _hash_cache():
     damaged or unwritable cache file costs a re-hash, never an error."""
     import hashlib
 
-    from .durable import atomic_write_json, make_dirs
     from .paths import cache_root
 
     where = cache_root() / HASH_CACHE
@@ -397,11 +396,18 @@ def _hash_cache():
 
     yield sha256
     if changed:
+        # Written whole (a temporary file, then a rename) so a concurrent reader never sees a part, but
+        # not fsynced as run/durable does: a lost cache costs a re-hash. run/ reads checkpoints through
+        # this module, so this module does not import run/.
+        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
         try:
-            make_dirs(where.parent)
-            atomic_write_json(where, {k: v for k, v in entries.items() if os.path.exists(k)})  # gone files pruned
+            where.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({k: v for k, v in entries.items() if os.path.exists(k)}))  # gone files pruned
+            os.replace(tmp, where)
         except (OSError, ValueError) as e:  # a read-only home: hashes are recomputed next time
             log.debug("file hash cache %s not written: %s", where, e)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def same_weights(a: str | Path, b: str | Path) -> bool:

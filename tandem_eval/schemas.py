@@ -2,7 +2,7 @@
 
 - the keys: SAMPLE_KEY (one sample) and PROBLEM_KEY (one problem), and the sample columns;
 - the parquet schemas of samples.parquet (and its shards) and of the lens tables legibility.parquet /
-  drift.parquet. The writer (tandem_eval.results) checks every table against its schema before
+  drift.parquet. The writer (tandem_eval.run.results) checks every table against its schema before
   writing, and every reader checks the file's footer schema before reading, so a missing required
   column or a column of the wrong type is a one-line RunFolderError naming the file and the column
   instead of a KeyError deep inside a report;

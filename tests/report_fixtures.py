@@ -21,7 +21,7 @@ import numpy as np
 
 from tandem_eval.config import EvalConfig, ModelSpec
 from tandem_eval.metrics.passk import summarize_pass_at_k
-from tandem_eval.results import RunFolder
+from tandem_eval.run.results import RunFolder
 
 BENCHMARKS = {"bench_a": 6, "bench_b": 5}  # name -> problems (group = name)
 ARMS = {"grpo": 0.45, "tandem": 0.6}  # arm -> base solve rate
@@ -125,7 +125,7 @@ def make_run(
             nll = rng.exponential(0.8 if "grpo" in str(senior) else 0.5, len(ids))
             kl = rng.exponential(0.2 if "grpo" in str(senior) else 0.1, len(ids))
             key = {"benchmark": bench, "problem_id": pid, "sample_idx": i, "n_tokens": len(ids)}
-            # the columns the real lens writes (tandem_eval.lens.legibility): per-token junior
+            # the columns the real lens writes (tandem_eval.score.lens.legibility): per-token junior
             # log-probs of the CoT without its final EOS token, and 20 relative-position bins
             scored = nll[:-1]
             legi.append(

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tandem_eval.config import EvalConfig, ModelSpec
-from tandem_eval.generate import summarize
-from tandem_eval.grading import check_grader_versions
-from tandem_eval.results import RunFolder
+from tandem_eval.generate.execute import summarize
+from tandem_eval.generate.grading import check_grader_versions
+from tandem_eval.run.results import RunFolder
 
 
 def solo_cfg(senior: str, **kw) -> EvalConfig:
@@ -93,7 +93,7 @@ def reseal(run: Path) -> None:
     edited folder stands for a run made that way rather than a tampered one."""
     import json
 
-    from tandem_eval.results import _table_record
+    from tandem_eval.run.results import _table_record
 
     rec = json.loads((run / "COMPLETE").read_text())
     rec["tables"] = {rel: _table_record(run / rel) for rel in rec.get("tables", {}) if (run / rel).exists()}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 
 runner = CliRunner()
 
@@ -152,7 +152,7 @@ def _run_folders(root: Path, senior: str, junior: str) -> dict[str, str]:
     d = run("metrics_garbage")
     (d / "metrics.json").write_text("{not json")
     d = run("lens_truncated")
-    from tandem_eval.results import RunFolder
+    from tandem_eval.run.results import RunFolder
 
     lens = RunFolder(d).write_table(
         "lens/jr/legibility.parquet",
@@ -363,8 +363,8 @@ def _run_folders_19a(root: Path, senior: str) -> dict[str, str]:
     import pandas as pd
     from run_fixtures import solo_cfg, write_run
 
-    from tandem_eval.plan import load_inputs
-    from tandem_eval.results import RunFolder, atomic_write_parquet
+    from tandem_eval.generate.plan import load_inputs
+    from tandem_eval.run.results import RunFolder, atomic_write_parquet
 
     out: dict[str, str] = {}
     flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
@@ -626,7 +626,7 @@ def test_an_unwritable_run_folder_is_refused_before_any_work(world, monkeypatch)
     before any model loads). os.access is faked: permission bits do not bind root, who runs CI."""
     import os
 
-    import tandem_eval.score as score
+    import tandem_eval.score.stage as score
 
     root, paths = world
     ro = root / "readonly_run"
@@ -752,7 +752,7 @@ def world33(world):
 
     from tandem_eval.config import Sampling
     from tandem_eval.models import checkpoint_content
-    from tandem_eval.results import RunFolder
+    from tandem_eval.run.results import RunFolder
 
     root, paths = world
     senior, junior = paths["senior"], paths["junior"]

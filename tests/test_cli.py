@@ -13,7 +13,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval import cli, cli_common
+from tandem_eval.cli import common as cli_common
+from tandem_eval.cli import main as cli
 
 HEAVY = ("torch", "transformers", "vllm", "pandas")
 
@@ -75,7 +76,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*a, **k):
         raise ValueError("a bug, not bad input")
 
-    monkeypatch.setattr("tandem_eval.generate.merge_shards", broken)
+    monkeypatch.setattr("tandem_eval.generate.execute.merge_shards", broken)
     (tmp_path / "shard-0-of-1" / "solo").mkdir(parents=True)
     (tmp_path / "shard-0-of-1" / "solo" / "config.json").write_text("{}")
     r = CliRunner().invoke(cli.app, ["merge", str(tmp_path)])
@@ -84,7 +85,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
 
 def test_shared_options_are_defined_once():
     """solo, handoff, legibility and drift use cli_common's option types, not their own copies."""
-    from tandem_eval import cli_lens
+    from tandem_eval.cli import lens as cli_lens
 
     for fn in (cli.solo, cli.handoff, cli_lens.legibility_cmd, cli_lens.drift_cmd):
         hints = inspect.get_annotations(fn, eval_str=True)

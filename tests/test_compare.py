@@ -14,12 +14,12 @@ import pytest
 from run_fixtures import handoff_cfg, solo_cfg, write_run
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
-from tandem_eval.compare import solo_of, tax_compare
-from tandem_eval.lens_layout import LensError
+from tandem_eval.cli.main import app
 from tandem_eval.metrics.stats import paired_compare
 from tandem_eval.metrics.tax import tax_difference
-from tandem_eval.results import verify_run
+from tandem_eval.report.compare import solo_of, tax_compare
+from tandem_eval.run.lens_layout import LensError
+from tandem_eval.run.results import verify_run
 from tandem_eval.schemas import Bootstrap
 
 GROUPS = {"b1": "g1", "b2": "g2"}

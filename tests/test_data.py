@@ -384,7 +384,7 @@ def test_group_column_must_name_one_group_per_file(tmp_path):
 
 def test_pipeline_loads_problems_with_the_configured_group(tmp_path):
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.plan import load_problems
+    from tandem_eval.generate.plan import load_problems
 
     f = write_jsonl(tmp_path / "mine.jsonl", [{"problem": "p", "answer": 1}])
     plain = EvalConfig(senior=ModelSpec("s"), benchmarks=(str(f),))
@@ -411,7 +411,7 @@ def test_same_stem_files_keep_every_problem_under_path_names(tmp_path):
     assert [p.problem for p in problems] == ["a0", "a1", "b0", "b1", "b2"]
     # The same through the pipeline's loader (what `-b a/test.jsonl -b b/test.jsonl` runs).
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.plan import load_problems
+    from tandem_eval.generate.plan import load_problems
 
     assert len(load_problems(EvalConfig(senior=ModelSpec("s"), benchmarks=(str(a), str(b))))) == 5
 
@@ -591,7 +591,7 @@ def test_build_offline_fails_with_one_line_and_exit_2(monkeypatch, tmp_path, cap
 def test_built_sets_check_as_the_papers_and_give_the_papers_macro(tmp_path):
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app
+    from tandem_eval.cli.main import app
 
     hub = _fake_hub()
     out = tmp_path / "sets"
@@ -621,7 +621,7 @@ def test_built_sets_check_as_the_papers_and_give_the_papers_macro(tmp_path):
 def test_check_of_a_missing_folder_is_a_user_error(tmp_path):
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app
+    from tandem_eval.cli.main import app
 
     result = CliRunner().invoke(app, ["benchmarks", "--check", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "not a folder" in result.output
@@ -630,7 +630,7 @@ def test_check_of_a_missing_folder_is_a_user_error(tmp_path):
 def test_cli_group_option_reaches_the_loader(tmp_path):
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app
+    from tandem_eval.cli.main import app
 
     a = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": 1}])
     b = write_jsonl(tmp_path / "b.jsonl", [{"problem": "q", "answer": 2}])

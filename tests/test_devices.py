@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tandem_eval import cli
+from tandem_eval.cli import main as cli
 from tandem_eval.config import Sampling
 from tandem_eval.devices import default_device, resolve_dtype, torch_dtype, usable_device
 from tandem_eval.engines.base import Request, generate

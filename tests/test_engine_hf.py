@@ -177,7 +177,7 @@ def test_a_junior_with_the_seniors_tokenizer_files_shares_its_loaded_tokenizer(t
     import shutil
 
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.generate import close_engines, load_engines
+    from tandem_eval.generate.execute import close_engines, load_engines
     from tandem_eval.models import run_checkpoints, same_tokenizer
 
     senior, junior = tiny_pair

@@ -20,13 +20,13 @@ import torch
 from families import FAMILIES, SLIDING_FAMILIES, SLIDING_WINDOW, build_family_model
 from test_lens import FAST, _brute
 
-from tandem_eval import lens
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Request, generate
 from tandem_eval.engines.hf import HFEngine
+from tandem_eval.generate.schedules import make_schedule
+from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 from tandem_eval.models import ModelError, check_supported
-from tandem_eval.schedules import make_schedule
-from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+from tandem_eval.score import lens
 
 GREEDY = Sampling(temperature=0, top_p=1, top_k=0)
 T1 = Sampling(temperature=1.0, top_p=1.0, top_k=0)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tandem_eval import grading
-from tandem_eval._grade_worker import math_verify_equal, serve
-from tandem_eval.grading import (
+from tandem_eval.generate import grading
+from tandem_eval.generate._grade_worker import math_verify_equal, serve
+from tandem_eval.generate.grading import (
     PINNED,
     Grade,
     Grader,
@@ -242,7 +242,7 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
-ONE_OFF = r'from tandem_eval.grading import grade; print(grade("\\boxed{\\frac12}", "0.5"))'
+ONE_OFF = r'from tandem_eval.generate.grading import grade; print(grade("\\boxed{\\frac12}", "0.5"))'
 
 
 def test_plain_script_without_main_guard_and_python_c_grade(tmp_path):

@@ -13,12 +13,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval import generate, grading
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 from tandem_eval.config import EvalConfig, ModelSpec, Sampling
-from tandem_eval.generate import open_engines, run_eval
-from tandem_eval.grading import UNGRADED, GradingIncomplete
-from tandem_eval.results import RunFolder
+from tandem_eval.generate import execute as generate
+from tandem_eval.generate import grading
+from tandem_eval.generate.execute import open_engines, run_eval
+from tandem_eval.generate.grading import UNGRADED, GradingIncomplete
+from tandem_eval.run.results import RunFolder
 
 KEY = ["benchmark", "problem_id", "sample_idx"]
 

@@ -17,10 +17,10 @@ import pytest
 from run_fixtures import handoff_cfg, solo_cfg, write_run
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
-from tandem_eval.generate import merge_shards
+from tandem_eval.cli.main import app
+from tandem_eval.generate.execute import merge_shards
 from tandem_eval.report.collect import collect
-from tandem_eval.runs import ReportError, find_run, runs_in
+from tandem_eval.run.runs import ReportError, find_run, runs_in
 
 runner = CliRunner()
 PROBLEMS = [("tiny", f"tiny/000{i}") for i in range(4)]
@@ -137,7 +137,7 @@ def test_runs_from_before_content_hashes_keep_their_fingerprints_and_are_accepte
     import dataclasses
 
     from tandem_eval.config import EvalConfig, as_recorded, fingerprint_of
-    from tandem_eval.results import find_runs, verify_run
+    from tandem_eval.run.results import find_runs, verify_run
     from tandem_eval.schemas import from_dict
 
     root = Path(__file__).resolve().parents[1] / "results" / "toy"
@@ -175,9 +175,9 @@ def test_one_problem_id_naming_two_problems_is_never_a_pair(tmp_path):
     """Two files named test.jsonl with other rows give the same ids (file stem + row): compare pairs
     problems by content, so those are problems of one run each; --on-mismatch intersect keeps only
     the problems both runs hold by content."""
-    from tandem_eval.compare import compare_values
-    from tandem_eval.lens_layout import LensError
-    from tandem_eval.runs import Run, pairing_problem, problem_values
+    from tandem_eval.report.compare import compare_values
+    from tandem_eval.run.lens_layout import LensError
+    from tandem_eval.run.runs import Run, pairing_problem, problem_values
 
     keys = {("test", f"test/000{i}"): [True, i % 2 == 0] for i in range(4)}
     a = write_run(tmp_path / "a", solo_cfg("/ckpt/s", n=2, ks=(1, 2), label="A"), keys)

@@ -34,7 +34,7 @@ def test_the_evaluation_library_never_imports_the_trainer():
     pattern = re.compile(r"^\s*(from trainer[\s.]|import trainer\b)", re.M)
     # the demo's fallback (no bundled checkpoints) may build a tiny random pair with trainer.tiny
     hits = [str(f.relative_to(LIBRARY.parent)) for f in _sources() if pattern.search(f.read_text())]
-    assert hits == ["tandem_eval/demo.py"], hits
+    assert hits == ["tandem_eval/cli/demo.py"], hits
 
 
 def test_the_pattern_sees_a_training_loop():
@@ -79,9 +79,9 @@ def test_the_library_imports_in_one_direction():
     """No import cycle between the library's modules and subpackages (ARCHITECTURE.md's layers);
     graphlib names the cycle if one appears."""
     graph = import_graph()
-    assert {"cli", "generate", "plan", "score", "engines/", "report/"} <= set(graph)
+    assert {"cli/", "generate/", "run/", "score/", "engines/", "report/"} <= set(graph)
     order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError naming the cycle
-    assert order.index("schemas") < order.index("results") < order.index("generate") < order.index("cli")
+    assert order.index("schemas") < order.index("run/") < order.index("generate/") < order.index("cli/")
 
 
 def test_the_cycle_check_sees_a_lazy_import(tmp_path):
@@ -99,9 +99,9 @@ def test_the_cycle_check_sees_a_lazy_import(tmp_path):
 # take what they need of a schedule as values (junior needed, stop ids); the score stage reads run
 # folders and never generates; the read side takes the lens tables' layout from the run-folder side.
 BOUNDARIES = [
-    (("models", "engines/"), "schedules", "checkpoints and engines take 'junior needed' / stop ids as values"),
-    (("score",), "generate", "the score stage scores a run folder; the CLI composes generate then score"),
-    (("runs", "compare", "report/"), "lens", "the read side takes the lens tables' layout from lens_layout"),
+    (("models", "engines/"), "generate/", "checkpoints and engines take 'junior needed' / stop ids as values"),
+    (("score/",), "generate/", "the score stage scores a run folder; the CLI composes generate then score"),
+    (("run/", "report/"), "score/", "the read side takes the lens tables' layout from run/lens_layout"),
 ]
 
 
@@ -111,6 +111,45 @@ def test_the_stage_boundaries_hold(importers, forbidden, why):
     assert set(importers) <= set(graph), f"units not found: {set(importers) - set(graph)}"
     crossing = sorted(u for u in importers if forbidden in graph[u])
     assert not crossing, f"{crossing} import {forbidden}: {why}"
+
+
+# The package rules (ARCHITECTURE.md's picture): the stages sit on run/, run/ on the core (config,
+# schemas, models, devices, paths, data/, engines/, metrics/, ...); the CLI and the integrations on top
+# may import everything. A stage never imports another stage: what two stages share lives below them.
+STAGES = ("generate/", "score/", "report/")
+RUN = "run/"
+TOP = ("cli/", "integrations/")
+
+
+def package_rule_breaks(graph: dict[str, set[str]]) -> list[str]:
+    """'importer -> imported' for each import that goes across stages or upwards."""
+    breaks = []
+    for unit, imported in sorted(graph.items()):
+        if unit in TOP:
+            continue
+        above = set(TOP) | set(STAGES) - {unit}  # a stage: the other stages and the top
+        if unit not in STAGES:
+            above |= set(STAGES) | ({RUN} if unit != RUN else set())  # run/ and the core: every stage too
+        breaks += [f"{unit} -> {u}" for u in sorted(imported & above)]
+    return breaks
+
+
+def test_no_stage_imports_another_and_nothing_imports_upwards():
+    graph = import_graph()
+    assert {*STAGES, RUN, *TOP} <= set(graph), f"packages not found: {({*STAGES, RUN, *TOP}) - set(graph)}"
+    assert package_rule_breaks(graph) == []
+
+
+def test_the_package_rules_see_a_planted_import(tmp_path):
+    lib = tmp_path / "tandem_eval"
+    for pkg in ("run", "generate", "score", "cli"):
+        (lib / pkg).mkdir(parents=True)
+        (lib / pkg / "__init__.py").write_text("")
+    (lib / "models.py").write_text("from .run import durable\n")  # the core reaching up to run/
+    (lib / "score" / "stage.py").write_text("def f():\n    from ..generate.progress import bar\n")  # lazy
+    (lib / "generate" / "execute.py").write_text("from ..run.results import RunFolder\n")  # allowed
+    (lib / "cli" / "main.py").write_text("from ..generate import execute\nfrom ..score import stage\n")  # allowed
+    assert package_rule_breaks(import_graph(lib)) == ["models -> run/", "score/ -> generate/"]
 
 
 def test_the_boundary_check_sees_a_type_only_import(tmp_path):

@@ -1,4 +1,4 @@
-"""Legibility and drift (tandem_eval.lens, tandem_eval.cli_lens) on a tiny random senior/junior pair.
+"""Legibility and drift (tandem_eval.score.lens, tandem_eval.cli.lens) on a tiny random senior/junior pair.
 
     .venv/bin/python -m pytest tests/test_lens.py -q            # ~1 min on 2 cores; -m "not vllm" skips vLLM
 
@@ -18,11 +18,11 @@ import pandas as pd
 import pytest
 import torch
 
-from tandem_eval import lens
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Request, generate
-from tandem_eval.lens import LensOptions
-from tandem_eval.lens_layout import LensError
+from tandem_eval.run.lens_layout import LensError
+from tandem_eval.score import lens
+from tandem_eval.score.lens import LensOptions
 
 N_PROBLEMS, N_SAMPLES, MAX_NEW = 8, 4, 48
 T1 = Sampling(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=MAX_NEW, max_context=512)
@@ -329,7 +329,7 @@ def test_hf_and_vllm_agree(samples, pair, engines, drift_hf):
 # ---- CLI: legibility, drift, compare on run folders ----------------------------------------
 def _run_folder(path, senior, samples):
     from tandem_eval.config import EvalConfig, ModelSpec
-    from tandem_eval.results import RunFolder
+    from tandem_eval.run.results import RunFolder
 
     rf = RunFolder(path)
     rf.init(EvalConfig(senior=ModelSpec(str(senior)), n=N_SAMPLES, ks=(1, 2, 4)))
@@ -341,7 +341,7 @@ def _run_folder(path, senior, samples):
 def test_cli_legibility_drift_compare(tmp_path, pair, samples):
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app  # imports cli_lens's commands when they run
+    from tandem_eval.cli.main import app  # imports cli_lens's commands when they run
 
     runner = CliRunner()
     a = _run_folder(tmp_path / "a", pair["senior"], samples)
@@ -401,7 +401,7 @@ def test_real_cli_run_scored_by_two_juniors_keeps_both_and_the_viewer_shades_it(
 
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app
+    from tandem_eval.cli.main import app
     from tandem_eval.report.view import build_page
 
     runner = CliRunner()
@@ -455,7 +455,7 @@ def test_self_paired_drift_loads_the_model_once_and_is_zero(tmp_path, pair, samp
     import transformers
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app
+    from tandem_eval.cli.main import app
 
     rf = _run_folder(tmp_path / "a", pair["senior"], samples)
     loads = []

@@ -24,13 +24,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from run_fixtures import plant_wrong_kind
 
-from tandem_eval import durable
-from tandem_eval.checks import check_out_path
-from tandem_eval.cli_common import user_errors
+from tandem_eval.cli.common import user_errors
 from tandem_eval.config import EvalConfig, ModelSpec
-from tandem_eval.generate import merge_shards, summarize
-from tandem_eval.plan import load_inputs
-from tandem_eval.results import RunFolder, verify_run
+from tandem_eval.generate.checks import check_out_path
+from tandem_eval.generate.execute import merge_shards, summarize
+from tandem_eval.generate.plan import load_inputs
+from tandem_eval.run import durable
+from tandem_eval.run.results import RunFolder, verify_run
 from tandem_eval.schemas import RunFolderError
 
 N = 2  # samples per problem
@@ -152,7 +152,7 @@ def lens_table(rf: RunFolder) -> pd.DataFrame:
 
 def check_readers(path: Path) -> None:
     """The invariant: every reader returns one consistent run's samples, or refuses in one line."""
-    from tandem_eval.runs import Run
+    from tandem_eval.run.runs import Run
 
     readers = [lambda: verify_run(path).load_samples()]
     if RunFolder(path).is_complete():  # the report reads unfinished runs only when asked to (include_incomplete)

@@ -171,7 +171,7 @@ def test_builtin_models_stay_registered_and_bad_args_fail_in_one_line(tiny_pair)
 
 def test_paragraph_samples_equal_tandem_evals_own_greedy_handoff(paragraph_run, task_dir, tmp_path):
     from tandem_eval.config import EvalConfig, ModelSpec, Sampling
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
 
     cfg = EvalConfig(
         senior=ModelSpec(SENIOR),

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tandem_eval.results import RunFolder
+from tandem_eval.run.results import RunFolder
 from tandem_eval.schemas import RunFolderError
 
 PROCESSES, TRIALS = 20, 40
@@ -25,7 +25,7 @@ PROCESSES, TRIALS = 20, 40
 def _holder(path: str, code: str = "time.sleep(30)") -> subprocess.Popen:
     """A separate process that takes the lock, says so, then runs `code`."""
     src = (
-        "import time; from tandem_eval.results import RunFolder\n"
+        "import time; from tandem_eval.run.results import RunFolder\n"
         f"with RunFolder({path!r}).lock():\n    print('held', flush=True); {code}\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE, text=True, env=os.environ)
@@ -140,11 +140,11 @@ def test_a_sigterm_before_the_first_sample_leaves_no_folder_and_a_rerun_of_other
     from run_fixtures import solo_cfg
     from typer.testing import CliRunner
 
-    from tandem_eval.cli import app
+    from tandem_eval.cli.main import app
 
     out = tmp_path / "out"
     stalled = (
-        "import sys, time, tandem_eval.generate as g\n"
+        "import sys, time, tandem_eval.generate.execute as g\n"
         "g._generate = lambda *a, **k: (print('generating', flush=True), time.sleep(60))\n"
         "from tandem_eval.cli import app\n"
         f"sys.argv = ['tandem-eval', 'solo', '--senior', {tiny_pair[0]!r}, '--limit', '1', '--n', '1', '-q', "
@@ -168,7 +168,7 @@ def test_a_table_not_yet_recorded_by_a_live_writer_says_so(tmp_path):
     import pandas as pd
     from run_fixtures import solo_cfg, write_run
 
-    from tandem_eval.results import atomic_write_parquet, verify_run
+    from tandem_eval.run.results import atomic_write_parquet, verify_run
 
     rf = write_run(tmp_path / "solo", solo_cfg("/ckpt/s", n=1, ks=(1,)), {("tiny", "tiny/0000"): [True]})
     table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "x": [1]})

@@ -216,7 +216,7 @@ def test_summarize_labels_any_other_macro_and_says_why_once(caplog):
 def test_tax_and_printed_tables_carry_the_label(monkeypatch):
     from rich.console import Console
 
-    from tandem_eval import terminal
+    from tandem_eval.cli import terminal
 
     monkeypatch.setattr(terminal, "console", Console(width=250))  # no wrapping inside cells
     from tandem_eval.metrics.tax import communication_tax

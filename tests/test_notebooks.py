@@ -17,7 +17,7 @@ import pytest
 from nbclient import NotebookClient
 from report_fixtures import make_results
 
-from tandem_eval.results import find_runs
+from tandem_eval.run.results import find_runs
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval.cli import LAZY_COMMANDS, app
+from tandem_eval.cli.main import LAZY_COMMANDS, app
 
 runner = CliRunner()
 PACKAGE = Path(__file__).resolve().parents[1] / "tandem_eval"
@@ -214,7 +214,7 @@ def test_report_over_juniors_of_two_vocabularies_keeps_units_apart(base, foreign
 def test_self_paired_junior_shares_the_senior_model(tiny_pair, tmp_path):
     from run_fixtures import handoff_cfg
 
-    from tandem_eval.generate import close_engines, open_engines
+    from tandem_eval.generate.execute import close_engines, open_engines
     from tandem_eval.models import same_weights, shares_senior_model
 
     senior, junior = tiny_pair
@@ -242,9 +242,9 @@ def test_self_paired_vllm_uses_one_engine_and_reproduces_solo(tiny_pair):
     from run_fixtures import handoff_cfg
 
     from tandem_eval.config import Sampling
-    from tandem_eval.generate import close_engines, open_engines
-    from tandem_eval.schedules import make_schedule
-    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+    from tandem_eval.generate.execute import close_engines, open_engines
+    from tandem_eval.generate.schedules import make_schedule
+    from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 
     cfg = handoff_cfg(tiny_pair[0], tiny_pair[0], engine="vllm", batch_size=8, sampling=Sampling(max_new_tokens=48))
     engines = open_engines(cfg, kv_cache_gib=1 / 16)

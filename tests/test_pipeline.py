@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 from tandem_eval.config import EvalConfig, ModelSpec, Sampling
-from tandem_eval.generate import merge_shards, open_engines, run_eval, run_handoff
-from tandem_eval.results import RunFolder
+from tandem_eval.generate.execute import merge_shards, open_engines, run_eval, run_handoff
+from tandem_eval.run.results import RunFolder
 from tandem_eval.schemas import ConfigError, RunFolderError
 from trainer.tiny import CHATML_TEMPLATE
 
@@ -244,7 +244,7 @@ def test_default_k_is_the_powers_of_two_up_to_n_plus_n(tiny_pair, tmp_path):
 
 
 def test_engine_crash_before_any_sample_leaves_no_run_folder(cfg, engines, tmp_path, monkeypatch):
-    import tandem_eval.generate as generate
+    import tandem_eval.generate.execute as generate
 
     def crash(*args, **kwargs):
         raise RuntimeError("engine died")
@@ -284,7 +284,7 @@ def test_prompts_longer_than_the_context_get_zero_token_samples_and_a_warning(cf
 
 
 def test_metrics_of_all_zero_token_samples_are_written_as_null(cfg):
-    from tandem_eval.generate import summarize
+    from tandem_eval.generate.execute import summarize
     from tandem_eval.schemas import to_jsonable
 
     df = pd.DataFrame(
@@ -368,9 +368,9 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     out folders checked once), and per run folder one metrics.json write, the tax included, then COMPLETE."""
     from collections import Counter
 
+    import tandem_eval.generate.plan as plan
     import tandem_eval.models as models
-    import tandem_eval.plan as plan
-    import tandem_eval.results as results
+    import tandem_eval.run.results as results
 
     calls, writes = [], []
     for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
@@ -408,7 +408,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
             handoff.metrics()["solo_run"] == handoff.config()["solo_run"]["path"] == str((tmp_path / "solo").resolve())
         )
     # a rerun reuses both complete runs: no engine loads, nothing is written again
-    monkeypatch.setattr("tandem_eval.generate.load_engines", lambda *a, **k: pytest.fail("loaded an engine"))
+    monkeypatch.setattr("tandem_eval.generate.execute.load_engines", lambda *a, **k: pytest.fail("loaded an engine"))
     writes.clear()
     r = CliRunner().invoke(app, args + (["--junior", junior] if command == "handoff" else []))
     assert r.exit_code == 0 and writes == [], (r.output, writes)

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 from tandem_eval.config import EvalConfig, ModelSpec, Sampling
-from tandem_eval.generate import run_handoff
+from tandem_eval.generate.execute import run_handoff
 
 ray = pytest.importorskip("ray")
 
@@ -78,7 +78,7 @@ def test_ray_workers_handoff_equals_the_single_process_run(tiny_pair, local_ray,
     # Resume: shard 1 and the merged folders are lost; only shard 1 runs again, shard 0 is kept as is.
     from shutil import rmtree
 
-    from tandem_eval.distributed import RayPlan, ray_handoff
+    from tandem_eval.generate.distributed import RayPlan, ray_handoff
 
     kept = (out / "shard-0-of-2" / "solo" / "samples.parquet").stat().st_mtime_ns
     for d in ("shard-1-of-2", "solo", "handoff-chunk_4"):

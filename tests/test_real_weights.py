@@ -23,10 +23,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tandem_eval import lens
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 from tandem_eval.engines.vllm_engine import vllm_available
 from tandem_eval.models import ModelError
+from tandem_eval.score import lens
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

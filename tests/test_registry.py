@@ -6,10 +6,11 @@ Run: .venv/bin/python -m pytest tests/test_registry.py -q
 
 import pytest
 
-from tandem_eval import runs, schemas
-from tandem_eval.lens_layout import LensError
+from tandem_eval import schemas
 from tandem_eval.metrics.registry import LENS_METRICS, METRICS, fixed, fmt_interval, fmt_value, header, lookup
 from tandem_eval.report.cells import COLUMNS
+from tandem_eval.run import runs
+from tandem_eval.run.lens_layout import LensError
 
 
 def test_names_with_k_resolve_and_unknown_names_do_not():

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
+from tandem_eval.cli.terminal import console
+from tandem_eval.generate.regrade import regrade
 from tandem_eval.metrics.passk import summarize_pass_at_k
-from tandem_eval.regrade import regrade
-from tandem_eval.results import RunFolder, atomic_write_parquet
-from tandem_eval.terminal import console
+from tandem_eval.run.results import RunFolder, atomic_write_parquet
 
 runner = CliRunner()
 KEY = ["benchmark", "problem_id", "sample_idx"]
@@ -35,7 +35,7 @@ def cli_run(tiny_pair, tmp_path_factory):
 
 def _reseal(run) -> None:
     """Record the edited samples.parquet in COMPLETE (verify_run refuses it otherwise)."""
-    from tandem_eval.results import _table_record
+    from tandem_eval.run.results import _table_record
 
     rec = json.loads((run / "COMPLETE").read_text())
     rec["tables"]["samples.parquet"] = _table_record(run / "samples.parquet")
@@ -106,7 +106,7 @@ def test_a_regrade_stopped_before_its_record_is_repaired_by_the_next(cli_run, tm
     """Killed between writing regrade.parquet and recording it in COMPLETE: every reader refuses the
     folder, and the next `regrade` repairs it (it rewrites and records its own table) instead of
     refusing too; an unrecorded table of another command stays refused."""
-    from tandem_eval.results import verify_run
+    from tandem_eval.run.results import verify_run
 
     run = shutil.copytree(cli_run, tmp_path / "run")
     real = RunFolder.register_table

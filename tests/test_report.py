@@ -404,7 +404,7 @@ def test_no_macro_over_unequal_problem_sets(tmp_path):
 def test_exact_and_monte_carlo_kl_are_separate_columns(tmp_path):
     import pandas as pd
 
-    from tandem_eval.results import RunFolder
+    from tandem_eval.run.results import RunFolder
 
     root = make_results(tmp_path / "res")
     drift = root / "grpo" / "solo" / "lens" / "junior" / "drift.parquet"

@@ -13,11 +13,11 @@ import pytest
 from run_fixtures import handoff_cfg, solo_cfg, write_run
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 from tandem_eval.config import EvalConfig, ModelSpec, fingerprint_of, to_dict
-from tandem_eval.durable import sha256_file
-from tandem_eval.generate import merge_shards, run_handoff
-from tandem_eval.results import RunFolder, verify_run
+from tandem_eval.generate.execute import merge_shards, run_handoff
+from tandem_eval.run.durable import sha256_file
+from tandem_eval.run.results import RunFolder, verify_run
 from tandem_eval.schemas import RunFolderError
 
 FLAGS = {("tiny", f"tiny/{i:04d}"): [i % 2 == 0, True, False, i % 3 == 0] for i in range(6)}
@@ -79,7 +79,7 @@ def test_deleted_rows_are_refused_by_every_reader(solo, tmp_path):
         verify_run(solo.path)
     with pytest.raises(RunFolderError, match="22 rows, COMPLETE records 24"):
         RunFolder(solo.path).load_samples()  # a reader that skips verify_run is still protected
-    from tandem_eval.runs import Run
+    from tandem_eval.run.runs import Run
 
     with pytest.raises(RunFolderError, match="samples.parquet"):
         Run.load(solo.path).samples()
@@ -261,7 +261,7 @@ def _bench(path, n_rows, edit=""):
 def tiny_solo(tiny_pair):
     """A cheap solo config on a local benchmark file (1 sample of 4 tokens per problem) and its engines."""
     from tandem_eval.config import Sampling
-    from tandem_eval.generate import open_engines
+    from tandem_eval.generate.execute import open_engines
 
     cfg = EvalConfig(senior=ModelSpec(tiny_pair[0]), n=1, ks=(1,), sampling=Sampling(max_new_tokens=4), batch_size=8)
     engines = open_engines(cfg)
@@ -277,7 +277,7 @@ def _on(cfg, bench, **kw):
 
 
 def test_resume_after_the_benchmark_file_changed_is_refused_naming_it(tiny_solo, tmp_path):
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
 
     (cfg, engines), run = tiny_solo, tmp_path / "o" / "solo"
     bench = _bench(tmp_path / "b.jsonl", 6)
@@ -320,7 +320,7 @@ def test_resume_after_the_benchmark_file_changed_is_refused_naming_it(tiny_solo,
 
 
 def test_merge_refuses_shards_that_saw_different_problem_lists(tiny_solo, tmp_path):
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
 
     (cfg, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 6)
     for i, rows in ((0, 6), (1, 10)):  # the file grew between the shards
@@ -332,7 +332,7 @@ def test_merge_refuses_shards_that_saw_different_problem_lists(tiny_solo, tmp_pa
 
 
 def test_solo_reuse_refuses_a_solo_run_of_an_edited_benchmark(tiny_pair, tiny_solo, tmp_path):
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
 
     (solo_cfg_, engines), bench = tiny_solo, _bench(tmp_path / "b.jsonl", 2)
     solo = run_eval(_on(solo_cfg_, bench), tmp_path / "solo", engines, progress=False)
@@ -376,7 +376,7 @@ def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted
     del rec["tables"]["lens/jr/legibility.parquet"]
     solo.done_path.write_text(json.dumps(rec))
     with monkeypatch.context() as m:
-        m.setattr("tandem_eval.score._score", lambda *a: pytest.fail("--adopt must not score"))
+        m.setattr("tandem_eval.score.stage._score", lambda *a: pytest.fail("--adopt must not score"))
         result = runner.invoke(app, [*args, "--adopt"])
     assert result.exit_code == 0, result.output
     assert verify_run(solo.path) and "jr" in RunFolder(solo.path).metrics()["lens"]
@@ -387,7 +387,7 @@ def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted
 
 
 def test_an_empty_complete_on_an_unfinished_run_resumes(tiny_solo, tmp_path):
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
 
     (cfg, engines), run = tiny_solo, tmp_path / "run"
     cfg = _on(cfg, _bench(tmp_path / "b.jsonl", 4))
@@ -405,7 +405,7 @@ def test_an_empty_complete_on_an_unfinished_run_resumes(tiny_solo, tmp_path):
 
 
 def test_a_marker_without_records_is_checked_and_its_repair_resumes(tiny_solo, tmp_path):
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
 
     (cfg, engines), run = tiny_solo, tmp_path / "run"
     cfg = _on(cfg, _bench(tmp_path / "b.jsonl", 4))
@@ -440,8 +440,8 @@ def test_no_table_is_written_through_a_link(solo, tmp_path):
 
 
 def test_a_run_from_before_inputs_were_hashed_is_still_reused(tiny_solo, tmp_path, monkeypatch):
-    from tandem_eval import results
-    from tandem_eval.generate import run_eval
+    from tandem_eval.generate.execute import run_eval
+    from tandem_eval.run import results
 
     said = []  # the logger's own call, whatever logging configuration earlier tests left behind
     # the out-folder check (RunFolder.check_holds, which opening the folder repeats)

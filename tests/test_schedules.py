@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tandem_eval.schedules import JUNIOR, SENIOR, Vocab, make_schedule, parse_schedule
+from tandem_eval.generate.schedules import JUNIOR, SENIOR, Vocab, make_schedule, parse_schedule
 
 # A byte-level-BPE-like toy vocabulary: "Ġ" marks word starts, "Ċ" is a newline.
 PIECES = ["Ġthe", "cat", "Ċ", "ĊĊ", ".ĊĊ", "Ġsat", ".", "Ġ3.5", "!", "x", "Ġon", "Ċx"]

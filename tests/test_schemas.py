@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from run_fixtures import solo_cfg, write_run
 
-from tandem_eval.results import RunFolder
-from tandem_eval.runs import Run, problem_values
+from tandem_eval.run.results import RunFolder
+from tandem_eval.run.runs import Run, problem_values
 from tandem_eval.schemas import SCHEMAS, RunFolderError, check_file, markdown_columns
 
 FLAGS = {("tiny", f"tiny/{i:04d}"): [True, i % 2 == 0] for i in range(3)}

@@ -15,7 +15,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from tandem_eval.cli import app
+from tandem_eval.cli.main import app
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,8 @@ def _copy(src, dst):
 
 
 def test_score_module_equals_the_cli(solo_run, tiny_pair, tmp_path):
-    from tandem_eval import score
-    from tandem_eval.lens import LensOptions
+    from tandem_eval.score import stage as score
+    from tandem_eval.score.lens import LensOptions
 
     _, junior = tiny_pair
     by_cli, by_lib = _copy(solo_run, tmp_path / "cli"), _copy(solo_run, tmp_path / "lib")
@@ -58,8 +58,8 @@ def test_score_module_equals_the_cli(solo_run, tiny_pair, tmp_path):
 
 
 def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch):
-    from tandem_eval import score
-    from tandem_eval.lens_layout import LensError
+    from tandem_eval.run.lens_layout import LensError
+    from tandem_eval.score import stage as score
 
     monkeypatch.setattr(score, "_engine", lambda *a, **k: pytest.fail("a model was loaded before the check"))
     with pytest.raises(LensError, match="pass run=SOLO_RUN_DIR, or senior=PATH") as err:  # Python's words
@@ -77,7 +77,7 @@ def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch
 
 
 def test_python_wording_keeps_commands_and_unknown_flags():
-    from tandem_eval.score import python_wording
+    from tandem_eval.score.stage import python_wording
 
     msg = "pass --junior-label cut or --allow-vocab-mismatch; run `tandem-eval drift --run R --junior PATH` first"
     assert python_wording(msg) == (
@@ -90,9 +90,9 @@ def test_python_wording_keeps_commands_and_unknown_flags():
 
 def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch, tmp_path):
     """Without a run, the solo run a lens command makes has the fingerprint `tandem-eval solo --n 6` would give."""
-    from tandem_eval import score
-    from tandem_eval.cli_lens import solo_then_lens
+    from tandem_eval.cli.lens import solo_then_lens
     from tandem_eval.config import default_ks
+    from tandem_eval.score import stage as score
 
     made = {}
 
@@ -100,7 +100,7 @@ def test_a_solo_run_made_for_a_lens_takes_the_one_k_rule(tiny_pair, monkeypatch,
         made.update(cfg=cfg, out=out)
         raise KeyboardInterrupt  # stop before any generation
 
-    monkeypatch.setattr("tandem_eval.generate.run_eval", run_eval)
+    monkeypatch.setattr("tandem_eval.generate.execute.run_eval", run_eval)
     with pytest.raises(KeyboardInterrupt):
         req = score.ScoreRequest(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]), out=tmp_path, n=6, limit=1)
         solo_then_lens("legibility", req, score.LensOptions())

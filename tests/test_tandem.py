@@ -7,8 +7,8 @@ from test_schedules import ID, V
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Completion
 from tandem_eval.engines.hf import HFEngine
-from tandem_eval.schedules import make_schedule
-from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+from tandem_eval.generate.schedules import make_schedule
+from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 
 EOS = len(V.surface)  # an id outside the fake vocabulary's pieces
 

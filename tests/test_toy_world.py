@@ -86,7 +86,7 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
 
 
 def test_a_full_run_refuses_an_uncommitted_tree(monkeypatch, capsys):
-    import tandem_eval.provenance as provenance
+    import tandem_eval.run.provenance as provenance
 
     monkeypatch.setattr(provenance, "git_commit", lambda: {"commit": "abc", "dirty": True})
     with pytest.raises(SystemExit) as e:

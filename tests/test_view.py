@@ -92,7 +92,7 @@ def _hostile_run(root: Path) -> Path:
     """A run whose problem, prompt, generated text and answers carry HTML parser traps."""
     import pandas as pd
 
-    from tandem_eval.results import atomic_write_parquet
+    from tandem_eval.run.results import atomic_write_parquet
 
     src = make_results(root / "src") / "grpo" / "solo"
     run = root / "hostile" / "solo"
@@ -198,7 +198,7 @@ def test_view_of_a_toy_tandem_run_loads_its_tokenizer(tmp_path):
 
     from tandem_eval.models import load_tokenizer as load_at
     from tandem_eval.models import resolve_model
-    from tandem_eval.runs import Run, run_tokenizer
+    from tandem_eval.run.runs import Run, run_tokenizer
 
     rf = write_run(tmp_path / "solo", solo_cfg("toy:tandem"), {("tiny", "tiny/0000"): [True, False]})
     with warnings.catch_warnings():

@@ -265,8 +265,8 @@ def test_release_aborts_a_live_segment_so_the_key_can_be_reused(engines, pair):
 def test_cogeneration_on_vllm_equals_hf_under_greedy(engines, pair, spec):
     """Same traces, author masks and (within 1e-4) log-probs from the vLLM and HF engines."""
     from tandem_eval.engines.hf import HFEngine
-    from tandem_eval.schedules import make_schedule
-    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+    from tandem_eval.generate.schedules import make_schedule
+    from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 
     hf = {r: HFEngine(pair[r], GREEDY, max_batch=4) for r in ("senior", "junior")}
     sched = make_schedule(spec, hf["senior"].tokenizer)
@@ -294,8 +294,8 @@ def sampled_runs(pair):
     KV state, so each handoff is a fresh request/catch-up on the other engine, as in a real run."""
     from tandem_eval.engines.hf import HFEngine
     from tandem_eval.engines.vllm_engine import VLLMEngine
-    from tandem_eval.schedules import make_schedule
-    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+    from tandem_eval.generate.schedules import make_schedule
+    from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 
     made: dict[str, tuple] = {}
     cache: dict[tuple[str, str], list] = {}
@@ -453,8 +453,8 @@ def test_paused_sessions_close_under_kv_pressure_and_traces_stay_the_same(pair, 
     """A KV cache too small for every paused session: least recently used ones close (their trace's
     next segment reads its blocks back from the prefix cache), and the traces do not change."""
     from tandem_eval.engines.vllm_engine import VLLMEngine
-    from tandem_eval.schedules import make_schedule
-    from tandem_eval.tandem import TraceSpec, cogenerate, trace_seed
+    from tandem_eval.generate.schedules import make_schedule
+    from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 
     small = 48 * 32 * 512 / 2**30  # 48 blocks of 32 tokens at 512 bytes per token (2 layers, 1 KV head of 32)
     senior = VLLMEngine(pair["senior"], SAMPLED, max_batch=16, kv_cache_gib=small)

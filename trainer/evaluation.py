@@ -44,7 +44,7 @@ def eval_config(ckpt: Path, junior: Path | None, recipe: Recipe) -> EvalConfig:
 
 def evaluate_checkpoint(ckpt: Path, junior: Path | None, recipe: Recipe, step: int) -> dict:
     from tandem_eval.config import solo_config
-    from tandem_eval.generate import run_eval, run_handoff
+    from tandem_eval.generate.execute import run_eval, run_handoff
 
     cfg = eval_config(ckpt, junior, recipe)
     out = Path(recipe.output_dir) / "evals" / f"step-{step:06d}"

@@ -44,7 +44,7 @@ from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, paired_compare
 from tandem_eval.models import ModelError
-from tandem_eval.results import RunFolder
+from tandem_eval.run.results import RunFolder
 from tandem_eval.schemas import to_jsonable
 
 log = logging.getLogger("trainer.real")

@@ -37,7 +37,7 @@ import yaml
 from trl import GRPOConfig
 
 from tandem_eval.config import Sampling
-from tandem_eval.schedules import parse_schedule
+from tandem_eval.generate.schedules import parse_schedule
 from tandem_eval.schemas import ConfigError, TypeMismatch, conform
 
 from .recipe_checks import ARMS, check_recipe

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tandem_eval.config import DTYPES
-from tandem_eval.schedules import needs_junior, parse_schedule
+from tandem_eval.generate.schedules import needs_junior, parse_schedule
 from tandem_eval.schemas import ConfigError
 
 

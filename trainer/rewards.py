@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tandem_eval.grading import Grader, check_grader_versions
+from tandem_eval.generate.grading import Grader, check_grader_versions
 
 
 class CorrectnessReward:

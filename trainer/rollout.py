@@ -3,7 +3,7 @@ rollout dict out, with the author mask as trl's `env_mask` (1 = senior = trained
 
 trl calls `TandemRollout(prompts, trainer)` once per rollout batch ("step") on every process, with
 that process's slice of the batch; each prompt already appears group_size times in a row. We
-build one `TraceSpec` per entry, run `tandem_eval.tandem.cogenerate` with the live senior (the
+build one `TraceSpec` per entry, run `tandem_eval.generate.tandem.cogenerate` with the live senior (the
 model being trained) and the frozen junior, and return
 
     prompt_ids     [B][P_i]  the paper's chat prompt (tandem_eval.data.prompt_ids)
@@ -37,8 +37,8 @@ import torch
 
 from tandem_eval.data import prompt_ids
 from tandem_eval.engines.base import FINISH_LENGTH
-from tandem_eval.schedules import make_schedule, needs_junior
-from tandem_eval.tandem import Trace, TraceSpec, budget, cogenerate, trace_seed
+from tandem_eval.generate.schedules import make_schedule, needs_junior
+from tandem_eval.generate.tandem import Trace, TraceSpec, budget, cogenerate, trace_seed
 
 from .recipe import Recipe
 

@@ -16,7 +16,7 @@ An engine wraps one model (senior or junior) and serves many traces at once:
   token (batched; keywords a backend may use: `batch_tokens`, `chunk`, `progress`).
 * `exact_kl(junior, prompts, junior_prompts, continuations, **kw)`, offered when
   `full_distributions` is True (HF): KL between this model's and the junior's full next-token
-  distributions along teacher-forced continuations (engines/hf_scoring.py). Scorers (lens.py)
+  distributions along teacher-forced continuations (engines/hf_scoring.py). Scorers (score/lens.py)
   read only these methods and that flag, never a backend's type or model.
 
 Requests are keyed by trace: an engine may keep a trace's KV cache between segments and only

@@ -61,12 +61,12 @@ from ..devices import resolve_dtype, usable_device
 from ..engines import load_engine
 from ..engines.base import Request, generate
 from ..engines.bridge import RetokenizingEngine
-from ..generate import close_engines, open_engines
+from ..generate.execute import close_engines, open_engines
+from ..generate.schedules import make_schedule, needs_junior
+from ..generate.tandem import TraceSpec, budget, cogenerate, trace_seed
 from ..models import check_models, junior_from_metadata, resolve_model
 from ..paths import read_chat_template
-from ..schedules import make_schedule, needs_junior
 from ..schemas import ConfigError
-from ..tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.registry import METRICS, Metric
 from tandem_eval.metrics.stats import MACRO, scoped_cis
 from tandem_eval.metrics.tax import communication_tax
-from tandem_eval.runs import Run, problem_values
+from tandem_eval.run.lens_layout import LensError
+from tandem_eval.run.runs import Run, problem_values
 from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 

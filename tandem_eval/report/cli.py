@@ -1,4 +1,4 @@
-"""The `report` and `view` commands; tandem_eval/cli.py adds them with `register(app)`.
+"""The `report` and `view` commands; tandem_eval/cli/main.py adds them with `register(app)`.
 
     tandem-eval report results/toy --out results/toy/report     # tables + figures from run folders
     tandem-eval report runs/grpo runs/tandem --out /tmp/r --k 8 --no-figures

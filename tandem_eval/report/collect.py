@@ -30,8 +30,8 @@ from typing import cast
 import pandas as pd
 
 from tandem_eval.paths import folder_name
-from tandem_eval.results import RunFolder
-from tandem_eval.runs import (
+from tandem_eval.run.results import RunFolder
+from tandem_eval.run.runs import (
     ReportError,
     Run,
     disambiguate_labels,

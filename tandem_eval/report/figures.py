@@ -5,7 +5,7 @@
     fig = figures.fig_passk(col)               # Figure 2: pass@k vs k (log2), solo and handoff
     style.save(fig, "out/", "fig2_passk")      # out/fig2_passk.png + .pdf
 
-Runs of one arm with different seeds (labels ARM/sN, tandem_eval.runs.split_seed) make one line,
+Runs of one arm with different seeds (labels ARM/sN, tandem_eval.run.runs.split_seed) make one line,
 bar or violin per arm, as in the table: mean over seeds, intervals from the two-way clustered
 bootstrap over seeds × problems (stats.scoped_cis, cluster=seed); `by_seed=True` (report
 --by-seed) draws one per seed's run instead.
@@ -25,7 +25,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
 from tandem_eval.report.collect import Collection
@@ -40,7 +39,8 @@ from tandem_eval.report.panels import (
     scopes_of,
 )
 from tandem_eval.report.tables import Table
-from tandem_eval.runs import sample_values
+from tandem_eval.run.lens_layout import LensError
+from tandem_eval.run.runs import sample_values
 from tandem_eval.schemas import BOOT_SEED, N_BOOT, PROBLEM_KEY
 
 POSITION_BINS = 20

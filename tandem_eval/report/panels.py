@@ -17,7 +17,7 @@ from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
 from tandem_eval.report.cells import scoped_ci
 from tandem_eval.report.collect import Collection
-from tandem_eval.runs import problem_values, split_seed
+from tandem_eval.run.runs import problem_values, split_seed
 from tandem_eval.schemas import BOOT_SEED, N_BOOT, PROBLEM_KEY
 
 

@@ -33,7 +33,7 @@ from tandem_eval.report.cells import (
     seed_cells,
 )
 from tandem_eval.report.collect import Collection
-from tandem_eval.runs import Run
+from tandem_eval.run.runs import Run
 from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 

@@ -14,7 +14,7 @@ from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
 from tandem_eval.report.collect import TRAIN_LOG, Collection
 from tandem_eval.report.panels import arm_legend, common_ks, mark_degenerate, panel_grid, pooled_cis
-from tandem_eval.runs import split_seed
+from tandem_eval.run.runs import split_seed
 from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 TRAIN_PANELS = [  # (log column, y label); "kl" matches the first column starting with "kl"

@@ -31,10 +31,10 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from tandem_eval.durable import atomic_write_text, check_write_target, make_dirs, missing_dirs, remove_empty
 from tandem_eval.paths import not_writable
 from tandem_eval.report.collect import Collection, check_pairs
-from tandem_eval.runs import ReportError, Run, run_tokenizer, runs_in
+from tandem_eval.run.durable import atomic_write_text, check_write_target, make_dirs, missing_dirs, remove_empty
+from tandem_eval.run.runs import ReportError, Run, run_tokenizer, runs_in
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY
 
 MAX_TRACES = 1000
@@ -122,7 +122,7 @@ def _answer(value) -> str:
 
 def _junior_of(run: Run) -> str:
     """The junior a trace involves: the handoff's junior, or the one whose lens output shades a solo run."""
-    from tandem_eval.lens_layout import junior_label
+    from tandem_eval.run.lens_layout import junior_label
 
     path = (run.config.get("junior") or {}).get("path")
     if run.mode == "handoff" and path:

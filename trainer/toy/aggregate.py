@@ -1,7 +1,7 @@
 """The toy world's numbers: per scenario and arm, the paper's metrics pooled over seeds, and the paired
 differences between arms (trainer/toy/summary.py turns them into summary.json, verdicts and figures).
 
-Reads results/toy/<scenario>/<arm>/seed<S>/{solo,handoff-paragraph} run folders through tandem_eval.runs.
+Reads results/toy/<scenario>/<arm>/seed<S>/{solo,handoff-paragraph} run folders through tandem_eval.run.runs.
 METRIC: solo_pass@1, solo_pass@4, handoff_pass@4, tax@4 (points), kl_exact (nats/token), junior_nll
 (nats/token), jargon (% of solo CoTs with calculator annotations) and terse (% of solo CoT steps written
 tersely). Statistics: the mean over seeds x
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from tandem_eval.compare import tax_compare
-from tandem_eval.lens_layout import LensError
 from tandem_eval.metrics.registry import METRICS as REGISTRY
 from tandem_eval.metrics.registry import header
 from tandem_eval.metrics.stats import MACRO, macro_mean, scoped_cis, t_interval
-from tandem_eval.results import RunFolder
-from tandem_eval.runs import problem_values, runs_in
+from tandem_eval.report.compare import tax_compare
+from tandem_eval.run.lens_layout import LensError
+from tandem_eval.run.results import RunFolder
+from tandem_eval.run.runs import problem_values, runs_in
 from tandem_eval.schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, Bootstrap
 from trainer.toy.styles import terse_rate, uses_jargon
 

@@ -335,7 +335,7 @@ def main(argv=None) -> None:
 def _finish(name: str, g: dict, out: Path | None) -> None:
     print_gate(name, g)
     if out:
-        from tandem_eval.durable import atomic_write_json
+        from tandem_eval.run.durable import atomic_write_json
         from tandem_eval.schemas import to_jsonable
 
         out.parent.mkdir(parents=True, exist_ok=True)

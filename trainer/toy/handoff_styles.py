@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import pandas as pd
 
-from tandem_eval.runs import ReportError, runs_in
+from tandem_eval.run.runs import ReportError, runs_in
 from trainer.toy.scales import arm_order
 from trainer.toy.styles import is_terse
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tandem_eval.durable import atomic_write_json
 from tandem_eval.models import TOY_DIR
+from tandem_eval.run.durable import atomic_write_json
 from tandem_eval.schemas import to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects
@@ -519,9 +519,9 @@ def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TO
 
 
 def check_committed(allow_dirty: bool) -> None:
-    """Every run folder records the commit it was written from (tandem_eval.provenance): a full run starts
+    """Every run folder records the commit it was written from (tandem_eval.run.provenance): a full run starts
     only from a committed tree with no modified tracked file (one error line and exit 2 otherwise)."""
-    from tandem_eval.provenance import git_commit
+    from tandem_eval.run.provenance import git_commit
 
     git = git_commit()
     if not allow_dirty and (git["commit"] is None or git["dirty"]):

@@ -10,7 +10,7 @@ summary into RUN/metrics.json under "lens" -> <junior label>, so several juniors
 CoTs. The final EOS token is left out unless --include-eos. Without --run a solo run of --senior is
 produced (or reused, resumably) under --out first: the one place generate then score are composed
 (`solo_then_lens`; the stages never call each other). The commands are a shell over the score stage
-(tandem_eval.score: the same call from Python); the computations live in tandem_eval.lens.
+(tandem_eval.score: the same call from Python); the computations live in tandem_eval.score.lens.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from .cli_common import (
+from ..schemas import N_BOOT  # standard library only at import
+from .common import (
     AllowVocabOpt,
     BenchmarkOpt,
     ChatTemplateOpt,
@@ -40,7 +41,6 @@ from .cli_common import (
     ThreadsOpt,
     VerboseOpt,
 )
-from .schemas import N_BOOT  # standard library only at import
 
 # compare, lens and runs import pandas and torch: imported inside the commands, so that
 # `tandem-eval --help` stays fast. Errors (LensError and the others) print one line via cli.CLIGroup.
@@ -69,7 +69,7 @@ def _print_summary(summary: dict, metric: str, title: str) -> None:
 
 
 # ---- commands ------------------------------------------------------------------------------
-# --senior, --junior, --out, --benchmark, --n, --limit, --engine, --dtype, --label are cli_common's (the
+# --senior, --junior, --out, --benchmark, --n, --limit, --engine, --dtype, --label are cli/common.py's (the
 # same as solo/handoff): --out/--benchmark/--n/--limit/--label describe the solo run made when --run
 # is not given.
 RunOpt = Annotated[
@@ -164,10 +164,10 @@ def drift_cmd(
 
 def _lens_command(kind: str, args: dict) -> None:
     """A lens command's options -> solo_then_lens (the score stage's calls a notebook makes); the summary printed."""
-    from . import score
-    from .cli import setup_logging
-    from .lens import LensOptions
-    from .paths import read_chat_template
+    from ..paths import read_chat_template
+    from ..score import stage as score
+    from ..score.lens import LensOptions
+    from .main import setup_logging
 
     setup_logging(args["verbose"], args["quiet"])
     opts = LensOptions(
@@ -196,7 +196,8 @@ def solo_then_lens(kind: str, req, opts, progress: bool = False):
     """A lens command: every check first (score.prepare), then without --run the senior's solo run made
     or reused by the generate stage, then the score stage on that run folder. The stages never call
     each other; this command composes them."""
-    from . import generate, score
+    from ..generate import execute as generate
+    from ..score import stage as score
 
     req, checked = score.prepare(kind, req, opts)
     if checked.rf is None:  # --senior without --run: the generate stage makes (or reuses) the solo run
@@ -242,10 +243,11 @@ def compare_cmd(
 ):
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""
-    from . import compare, runs
-    from .durable import atomic_write_json
-    from .metrics.registry import LENS_METRICS
-    from .schemas import Bootstrap, to_jsonable
+    from ..metrics.registry import LENS_METRICS
+    from ..report import compare
+    from ..run import runs
+    from ..run.durable import atomic_write_json
+    from ..schemas import Bootstrap, to_jsonable
 
     mode = runs.metric_mode(metric)
     juniors = None
@@ -273,7 +275,7 @@ def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, di
     from rich.console import Console
     from rich.table import Table
 
-    from .metrics.registry import fmt_p
+    from ..metrics.registry import fmt_p
 
     unit = {"tax": "points", "retention": "handoff / solo"}.get(metric.split("@")[0])
     unit = unit or ("points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte")

@@ -3,12 +3,12 @@
 Every name here is served by tandem_eval.compat from its home (generate, plan, checks, models,
 config, progress); new code imports from those.
 
-    from tandem_eval.pipeline import run_handoff   # works, warns: use tandem_eval.generate
+    from tandem_eval.generate.pipeline import run_handoff   # works, warns: use tandem_eval.generate
 """
 
 from __future__ import annotations
 
-from .compat import FORMER_NAMES, former_name
+from ..compat import FORMER_NAMES, former_name
 
 __all__ = sorted(FORMER_NAMES[__name__])
 

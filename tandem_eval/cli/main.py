@@ -9,7 +9,7 @@
 
 Every error a user can cause prints one line on stderr naming the problem and the fix, and exits
 with 2 (option parsing errors included; `tandem-eval --debug CMD` shows its traceback); a bug keeps
-its traceback. Shared options live in cli_common; legibility/drift/compare (cli_lens) and
+its traceback. Shared options live in cli/common.py; legibility/drift/compare (cli/lens.py) and
 report/view (report/cli) are imported only when they run, so `--help` does not import torch.
 Progress and log records go to stderr, the results tables to stdout, last.
 """
@@ -31,7 +31,11 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
-from .cli_common import (
+from ..config import EvalConfig, ModelSpec, Sampling, default_ks
+from ..devices import resolve_dtype
+from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
+from ..schemas import ConfigError
+from .common import (
     AllowVocabOpt,
     BatchOpt,
     BenchmarkOpt,
@@ -67,26 +71,22 @@ from .cli_common import (
     one_line,
     user_errors,
 )
-from .config import EvalConfig, ModelSpec, Sampling, default_ks
-from .devices import resolve_dtype
-from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
-from .schemas import ConfigError
 from .terminal import console, print_benchmarks, print_paper_sets, print_passk, print_tax
 
 # Commands living in other modules, imported only when one of them runs (or shows its own --help):
 # they import pandas and torch, which would make every `tandem-eval --help` take seconds.
 # name -> (module, function); tandem_eval/report is absent from a minimal install.
 LAZY_COMMANDS = {
-    "legibility": ("tandem_eval.cli_lens", "legibility_cmd"),
-    "drift": ("tandem_eval.cli_lens", "drift_cmd"),
-    "compare": ("tandem_eval.cli_lens", "compare_cmd"),
+    "legibility": ("tandem_eval.cli.lens", "legibility_cmd"),
+    "drift": ("tandem_eval.cli.lens", "drift_cmd"),
+    "compare": ("tandem_eval.cli.lens", "compare_cmd"),
     "report": ("tandem_eval.report.cli", "report"),
     "view": ("tandem_eval.report.cli", "view"),
 }
 
 
 def _module_file(module: str) -> Path:
-    return Path(__file__).resolve().parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    return Path(__file__).resolve().parents[1].joinpath(*module.split(".")[1:]).with_suffix(".py")
 
 
 def _docstring(module: str, function: str) -> str:
@@ -101,7 +101,7 @@ class CLIGroup(TyperGroup):
     """The `tandem-eval` group: lazily imported commands and the one error path.
 
     Option parsing errors (a bad integer, an unknown option, a value outside a choice) and user errors
-    raised by a command (tandem_eval.cli_common.user_errors) print one line on stderr and exit 2;
+    raised by a command (tandem_eval.cli.common.user_errors) print one line on stderr and exit 2;
     `tandem-eval --debug ...` shows a user error's traceback instead. Any other exception is a bug
     and keeps its traceback.
     """
@@ -238,7 +238,7 @@ def parse_ks(text: str | None, n: int | None = None) -> tuple[int, ...]:
 def _default_senior(senior: str | None) -> str:
     if senior:
         return senior
-    from .models import toy_names
+    from ..models import toy_names
 
     if f"{DEFAULT_SENIOR}" in toy_names():
         return DEFAULT_SENIOR
@@ -248,7 +248,7 @@ def _default_senior(senior: str | None) -> str:
 def _default_junior(senior: str, junior: str | None) -> str:
     if junior:
         return junior
-    from .models import junior_from_metadata, resolve_model
+    from ..models import junior_from_metadata, resolve_model
 
     found = junior_from_metadata(resolve_model(senior))
     if found:
@@ -260,7 +260,7 @@ def _ray_plan(workers: int | None, address: str | None):
     """A RayPlan when --ray-workers/--ray-address is given, else None (one process)."""
     if workers is None and address is None:
         return None
-    from .distributed import RayPlan
+    from ..generate.distributed import RayPlan
 
     return RayPlan(workers=workers, address=address)
 
@@ -311,7 +311,7 @@ def run_config(mode: str, options: dict) -> EvalConfig:
 
 
 def _check_handoff_schedule(schedule: str) -> None:
-    from .schedules import parse_schedule
+    from ..generate.schedules import parse_schedule
 
     parse_schedule(schedule)
     if schedule == "solo":
@@ -362,11 +362,11 @@ def solo(
     cfg = run_config("solo", options)
     ray = _ray_plan(ray_workers, ray_address)
     if ray is not None:
-        from .distributed import ray_solo
+        from ..generate.distributed import ray_solo
 
         rf = ray_solo(cfg, _out_dir(out, cfg), ray)
     else:
-        from .generate import run_eval
+        from ..generate.execute import run_eval
 
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet, grader_startup_s=grader_startup_timeout)
     console.print(f"run folder: {rf.path}")
@@ -432,11 +432,11 @@ def handoff(
     cfg = run_config("handoff", options)
     ray = _ray_plan(ray_workers, ray_address)
     if ray is not None:
-        from .distributed import ray_handoff
+        from ..generate.distributed import ray_handoff
 
         solo_rf, handoff_rf, tax = ray_handoff(cfg, _out_dir(out, cfg), ray, solo_run, allow_solo_mismatch)
     else:
-        from .generate import run_handoff
+        from ..generate.execute import run_handoff
 
         solo_rf, handoff_rf, tax = run_handoff(
             cfg,
@@ -454,7 +454,7 @@ def handoff(
 @app.command()
 def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-of-N subfolders to merge.")):
     """Merge the outputs of --num-shards N processes into ROOT/solo and ROOT/handoff-* (and recompute the tax)."""
-    from .generate import merge_runs
+    from ..generate.execute import merge_runs
 
     parts = sorted(p for p in root.glob("shard-*-of-*") if p.is_dir())
     if not parts:
@@ -471,7 +471,7 @@ def benchmarks(
     ),
 ):
     """List the benchmark registry (name, group, source, sizes), or --check DIR against the paper's sets."""
-    from .data import BENCHMARK_SETS, BENCHMARKS
+    from ..data import BENCHMARK_SETS, BENCHMARKS
 
     if check is not None:
         _check_sets(check)
@@ -481,7 +481,7 @@ def benchmarks(
 
 def _check_sets(folder: Path) -> None:
     """Rows: each file's benchmark and each group, size vs the paper's; exit 1 if not the paper's sets."""
-    from .data.benchmarks import check_paper_sets
+    from ..data.benchmarks import check_paper_sets
 
     rows, reasons = check_paper_sets(folder)
     print_paper_sets(rows, folder)
@@ -500,7 +500,7 @@ def regrade(
     quiet: QuietOpt = False,
 ):
     """Re-grade a finished run with the installed grader (no regeneration); writes RUN/regrade.parquet."""
-    from .regrade import regrade as regrade_run
+    from ..generate.regrade import regrade as regrade_run
     from .terminal import print_regrade
 
     setup_logging(quiet=quiet)  # its records on this command's stderr, as every command's
@@ -518,7 +518,7 @@ def regrade(
 )
 def lm_eval_cmd(ctx: typer.Context):
     """lm-evaluation-harness's CLI with the `tandem` model registered: every argument goes to lm-eval."""
-    from .integrations.lm_eval_cli import LmEvalMissing, run_lm_eval
+    from ..integrations.lm_eval_cli import LmEvalMissing, run_lm_eval
 
     try:
         run_lm_eval(list(ctx.args))

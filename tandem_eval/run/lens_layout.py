@@ -2,9 +2,9 @@
 
 The run folder's side of the score stage, read by the score stage (which writes the tables) and by
 the read side (runs, compare, report), so that reading a run never imports the lens computation
-(tandem_eval.lens, which needs torch):
+(tandem_eval.score.lens, which needs torch):
 
-    from tandem_eval.lens_layout import junior_label, lens_file, lens_juniors
+    from tandem_eval.run.lens_layout import junior_label, lens_file, lens_juniors
     junior_label("toy:self-paired/junior")      # "self-paired-junior": a junior as one folder name
     lens_juniors("runs/quick/solo")             # the labels with lens tables ("" = the older layout)
     lens_file("runs/quick/solo", "drift")       # the only junior's drift table; LensError names the choices
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .paths import folder_name
+from ..paths import folder_name
 
 LENS_DIR = "lens"  # RUN/lens/<junior label>/<kind>.parquet
 LENS_KINDS = ("legibility", "drift")
@@ -78,7 +78,7 @@ def _legacy_junior(run_dir: Path, kind: str) -> str | None:
     """The junior label of an older-layout lens table (from metrics.json), if recorded."""
     import json
 
-    from .schemas import read_regular
+    from ..schemas import read_regular
 
     try:
         spec = json.loads(read_regular(run_dir / "metrics.json", "")).get(kind, {}).get("junior")

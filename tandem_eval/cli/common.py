@@ -1,10 +1,10 @@
 """Pieces every `tandem-eval` command shares: option types, the user-error list, the one error path.
 
-    from tandem_eval.cli_common import SeniorOpt, EngineOpt, fail
+    from tandem_eval.cli.common import SeniorOpt, EngineOpt, fail
     def solo(senior: SeniorOpt = None, engine: EngineOpt = "hf"): ...
 
-Each option is defined once here (typer `Annotated` types) and used by tandem_eval/cli.py and
-tandem_eval/cli_lens.py, so `--engine` or `--senior` read the same in every command; the options of
+Each option is defined once here (typer `Annotated` types) and used by tandem_eval/cli/main.py and
+tandem_eval/cli/lens.py, so `--engine` or `--senior` read the same in every command; the options of
 solo and handoff alone (`--k`, `--seed`, sampling, shards, Ray) close the module. Choices with a
 fixed set (`--engine`, `--dtype`) are `Literal`s: typer refuses other values before a command runs.
 This module imports only typer and the standard library: `tandem-eval --help` must not pay for torch.
@@ -27,11 +27,11 @@ _USER_ERRORS = {
     "tandem_eval.config": ("ConfigError",),
     "tandem_eval.data.benchmarks": ("BenchmarkError",),
     "tandem_eval.data.prompts": ("PromptError",),
-    "tandem_eval.grading": ("GraderVersionError", "GradingIncomplete"),
+    "tandem_eval.generate.grading": ("GraderVersionError", "GradingIncomplete"),
     "tandem_eval.models": ("ModelError",),
-    "tandem_eval.results": ("RunFolderError",),
-    "tandem_eval.lens_layout": ("LensError",),
-    "tandem_eval.runs": ("ReportError",),
+    "tandem_eval.run.results": ("RunFolderError",),
+    "tandem_eval.run.lens_layout": ("LensError",),
+    "tandem_eval.run.runs": ("ReportError",),
 }
 
 

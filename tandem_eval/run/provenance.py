@@ -1,7 +1,7 @@
 """What a run records about where it was made: package versions, the git commit (and whether the
 tree was dirty), Python, platform, host and time; config.json's "provenance".
 
-    from tandem_eval.provenance import provenance
+    from tandem_eval.run.provenance import provenance
     provenance()["versions"]["torch"]
 """
 
@@ -29,7 +29,7 @@ PACKAGES = [
 
 
 def git_commit() -> dict:
-    root = Path(__file__).resolve().parent.parent  # the repository of this package
+    root = Path(__file__).resolve().parents[2]  # the repository of this package
     try:
         sha = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5

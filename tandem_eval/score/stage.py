@@ -1,6 +1,6 @@
 """The score stage: legibility and drift of a senior's solo run folder, from Python or the CLI.
 
-`tandem-eval legibility` / `drift` (cli_lens.py) are thin shells over these two functions; a
+`tandem-eval legibility` / `drift` (cli/lens.py) are thin shells over these two functions; a
 notebook gets the same files and numbers:
 
     from tandem_eval import score
@@ -13,8 +13,8 @@ Each call checks its inputs before any weights load, scores the solo CoTs with t
 exact drift the senior), writes RUN/lens/<junior label>/<kind>.parquet, records it in COMPLETE
 and merges its summary into RUN/metrics.json under "lens" -> <junior label> -> <kind>. The stage
 reads run folders only: `tandem-eval legibility --senior` without `--run` is the CLI's composition
-(cli_lens.solo_then_lens: the generate stage makes or reuses the solo run, then this stage scores it;
-from Python, `generate.run_eval` then `score.legibility`). The computations are tandem_eval.lens; the
+(cli/lens.py solo_then_lens: the generate stage makes or reuses the solo run, then this stage scores it;
+from Python, `generate.run_eval` then `score.legibility`). The computations are tandem_eval.score.lens; the
 teacher forcing is the engines' (engines/base.py).
 """
 
@@ -28,17 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ..config import EvalConfig, ModelSpec, Sampling, default_ks
+from ..devices import resolve_dtype, use_threads
+from ..models import checkpoint_content
+from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
+from ..run.lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
+from ..schemas import SAMPLE_KEY
 from . import lens
-from .config import EvalConfig, ModelSpec, Sampling, default_ks
-from .devices import resolve_dtype, use_threads
 from .lens import LensOptions
-from .lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
-from .models import checkpoint_content
-from .paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
-from .schemas import SAMPLE_KEY
 
 if TYPE_CHECKING:  # for the annotations only: the functions below import results where they use it
-    from .results import RunFolder
+    from ..run.results import RunFolder
 
 log = logging.getLogger(__name__)
 KINDS = LENS_KINDS  # ("legibility", "drift")
@@ -137,7 +137,7 @@ def _from_python(kind: str, req: ScoreRequest, opts: LensOptions, progress: bool
 def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), progress: bool = False) -> Scored:
     """Score the senior's solo CoTs in the run folder `req.run` with the junior. The score stage only
     reads run folders: a solo run made first for `req.senior` is the CLI's composition
-    (cli_lens.solo_then_lens: generate, then this stage)."""
+    (cli/lens.py solo_then_lens: generate, then this stage)."""
     req, checked = prepare(kind, req, opts)
     if checked.rf is None:
         raise LensError(
@@ -166,7 +166,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
     with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
         table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
-        from .durable import check_write_target
+        from ..run.durable import check_write_target
 
         check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
         senior_path = _model_path(checked.senior_spec, "senior")
@@ -189,7 +189,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
 
 # ---- checks (before any weights load) ----------------------------------------------------------
 def _model_path(spec: str, role: str) -> Path:
-    from .models import resolve_model  # HF folders and bundled toy:NAME checkpoints
+    from ..models import resolve_model  # HF folders and bundled toy:NAME checkpoints
 
     try:
         return resolve_model(spec)
@@ -201,7 +201,7 @@ def _junior_spec(junior: str | None, senior: str) -> str:
     """`junior`, else the junior the senior's trainer recorded (tandem_meta.json), as `handoff` does."""
     if junior:
         return junior
-    from .models import junior_from_metadata
+    from ..models import junior_from_metadata
 
     found = junior_from_metadata(_model_path(senior, "senior"))
     if not found:
@@ -211,7 +211,7 @@ def _junior_spec(junior: str | None, senior: str) -> str:
 
 def _given_run(req: ScoreRequest):
     """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)."""
-    from .results import verify_run
+    from ..run.results import verify_run
 
     rf = verify_run(cast(str | Path, req.run), allow_unrecorded=True)  # cast: called only when a run is given
     cfg = rf.config()["config"]
@@ -255,8 +255,8 @@ def _check_senior_unchanged(rf, spec: str) -> str | None:
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
-    from .engines import unavailable
-    from .models import check_model, check_template, load_tokenizer
+    from ..engines import unavailable
+    from ..models import check_model, check_template, load_tokenizer
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
@@ -346,7 +346,7 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
 def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None, tokenizer=None):
     """A teacher-forcing engine (temperature 0: nothing is sampled) through the one engine factory;
     `tokenizer`: an HF engine's already loaded tokenizer (the same files), not loaded again."""
-    from .engines import load_engine
+    from ..engines import load_engine
 
     kind = kind or req.engine
     context = {"max_context": max_len + 8} if kind == "vllm" else {}
@@ -357,9 +357,9 @@ def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None
 def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):
     """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
     models = (senior path, junior path, senior tokenizer)."""
-    from .engines import load_engine
-    from .models import same_tokenizer, same_weights
-    from .progress import progress_reporter
+    from ..engines import load_engine
+    from ..models import same_tokenizer, same_weights
+    from ..progress import progress_reporter
 
     senior_path, junior_path, senior_tok = models
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
@@ -440,7 +440,7 @@ def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool
 def _lens_entries(rf) -> dict:
     """metrics.json's "lens" entry: {junior label: {kind: summary}}, refused in one line when it is
     not that shape (an edited or damaged file), never a traceback."""
-    from .schemas import RunFolderError
+    from ..schemas import RunFolderError
 
     lens = rf.metrics().get("lens") or {}
     if not isinstance(lens, dict) or not all(isinstance(v, dict) for v in lens.values()):
@@ -454,7 +454,7 @@ def _lens_entries(rf) -> dict:
 def _adopted(rf, table: str, samples):
     """adopt: the table a lens call wrote but did not record (it was stopped in between), checked to
     hold one row per sample of this run, to be recorded as it is instead of scored again."""
-    from .schemas import read_table
+    from ..schemas import read_table
 
     path = rf.path / table
     if not path.exists():

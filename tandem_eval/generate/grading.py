@@ -13,18 +13,18 @@ Every item gets a `Grade` with a status:
   ungraded   not graded yet: the grader could not start; the sample is stored and a rerun of the
              command grades it without generating it again (tandem_eval.generate)
 
-    from tandem_eval.grading import Grader, grade, check_grader_versions
+    from tandem_eval.generate.grading import Grader, grade, check_grader_versions
     versions = check_grader_versions()          # raises if math-verify is not the pinned one
     with Grader() as g:
         grades = g.grade_many([(text, gold), ...], timeout=5.0)
     grade("... so \\boxed{\\frac12}.", "0.5")    # one-off: Grade(correct=True, status='ok', ...)
 
 Works from a script without an `if __name__ == "__main__":` guard, from Jupyter, from
-`python -c` and from several threads: workers are `python -m tandem_eval._grade_worker`
+`python -c` and from several threads: workers are `python -m tandem_eval.generate._grade_worker`
 subprocesses (they never import the caller's `__main__`), a lock serialises threads sharing a
 Grader, and the deadline is enforced by killing the worker (no SIGALRM).
 
-From the shell: python -m tandem_eval.grading "<prediction>" "<gold>" [timeout_s]
+From the shell: python -m tandem_eval.generate.grading "<prediction>" "<gold>" [timeout_s]
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def _worker_command() -> list[str]:
     # -P (3.11+): the working directory is not put on sys.path, so a local file named like a
     # dependency cannot shadow it; tandem_eval itself is found through PYTHONPATH (_start).
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []
-    return [sys.executable, *safe_path, "-m", "tandem_eval._grade_worker"]
+    return [sys.executable, *safe_path, "-m", "tandem_eval.generate._grade_worker"]
 
 
 @dataclass(eq=False)
@@ -383,7 +383,7 @@ class Grader:
 
     def _start(self) -> _Worker:
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)  # the tandem_eval this process runs
+        root = str(Path(__file__).resolve().parents[2])  # the folder holding the tandem_eval this process runs
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         stderr = tempfile.TemporaryFile()
         proc = subprocess.Popen(
@@ -440,6 +440,6 @@ def grade(prediction: str, gold: str, timeout: float = 5.0) -> Grade:
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4):
-        sys.exit('usage: python -m tandem_eval.grading "<prediction>" "<gold>" [timeout_s]')
+        sys.exit('usage: python -m tandem_eval.generate.grading "<prediction>" "<gold>" [timeout_s]')
     print(check_grader_versions(allow_mismatch=True))
     print(grade(sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) == 4 else 5.0))

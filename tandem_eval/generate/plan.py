@@ -3,9 +3,9 @@ engine loads or any file is written.
 
 A `Plan` holds the config with its inputs hashed, this shard's problems and their prompt ids, the
 grader versions to record, and the run folders to fill (solo, handoff) with what each one is: to be
-generated, or complete and reused. `generate.execute` runs a plan without checking anything again.
+generated, or complete and reused. `execute.execute` runs a plan without checking anything again.
 
-    from tandem_eval.plan import plan_handoff, plan_run
+    from tandem_eval.generate.plan import plan_handoff, plan_run
     plan = plan_handoff(cfg, "runs/ckpt")          # OUT/solo (made or reused) + OUT/handoff-SCHEDULE
     plan = plan_run(cfg, "runs/ckpt/solo")         # one run folder
     plan.runs[0].out, plan.cfg.fingerprint()
@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..config import EvalConfig, Inputs, solo_config
+from ..data import Problem, load_benchmarks
+from ..data.benchmarks import benchmark_files
+from ..engines import unavailable
+from ..models import Checkpoints, check_models, with_contents
+from ..run.durable import sha256_file
+from ..run.results import RunFolder, verify_run
+from ..schemas import ConfigError
 from .checks import check_out_paths, check_prompts, check_solo_reuse, solo_record
-from .config import EvalConfig, Inputs, solo_config
-from .data import Problem, load_benchmarks
-from .data.benchmarks import benchmark_files
-from .durable import sha256_file
-from .engines import unavailable
 from .grading import check_grader_versions
-from .models import Checkpoints, check_models, with_contents
-from .results import RunFolder, verify_run
 from .schedules import needs_junior
-from .schemas import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,7 +24,7 @@ KL is computed in blocks of `chunk` positions: per block both models' fp32 logit
 one work buffer are alive, so the working set is 3 * chunk * V * 4 bytes whatever the CoT length
 (chunk 256, V = 151,936: 445 MiB, measured 449 MiB on CPU; see `hf_scoring.kl_peak_bytes`).
 
-    from tandem_eval.lens import legibility, drift, summarize, LensOptions
+    from tandem_eval.score.lens import legibility, drift, summarize, LensOptions
     per_sample = legibility(samples, junior_engine, senior_tok=tok)       # one row per sample
     summary = summarize(per_sample, ["junior_nll_mean"], ["nll_bins"])     # CIs, with/without truncated
 
@@ -32,7 +32,7 @@ Outputs are keyed by the junior that read the CoTs, so one solo run can be score
 juniors without overwriting: RUN/lens/<junior label>/{legibility,drift}.parquet, summaries in
 RUN/metrics.json under "lens" -> <junior label> -> "legibility" / "drift". Where those tables live
 in a run folder (labels, `lens_file`, the older one-junior layout) is the run folder's side:
-tandem_eval/lens_layout.py, which the read side (runs, compare, report) imports instead of this module.
+tandem_eval/run/lens_layout.py, which the read side (runs, compare, report) imports instead of this module.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .lens_layout import LensError
-from .metrics.stats import scoped_cis
-from .schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, to_jsonable
+from ..metrics.stats import scoped_cis
+from ..run.lens_layout import LensError
+from ..schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, to_jsonable
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
 LEGIBILITY_METRICS = ["junior_nll_mean", "junior_bpb"]
@@ -107,7 +107,7 @@ def junior_prompts(samples: pd.DataFrame, senior_tok, junior_tok, opts: LensOpti
     (opts.junior_chat_template, else its tokenizer's own)."""
     if not junior_renders_prompt(senior_tok, junior_tok, opts):
         return [_ids(p) for p in samples["prompt_ids"]]
-    from .data.prompts import prompt_ids
+    from ..data.prompts import prompt_ids
 
     texts = samples["problem"] if "problem" in samples else _problem_texts(samples)
     cache: dict[str, list[int]] = {}
@@ -115,7 +115,7 @@ def junior_prompts(samples: pd.DataFrame, senior_tok, junior_tok, opts: LensOpti
 
 
 def _problem_texts(samples: pd.DataFrame) -> list[str]:
-    from .data.benchmarks import load_benchmark
+    from ..data.benchmarks import load_benchmark
 
     texts = {}
     for bench in samples["benchmark"].unique():
@@ -412,6 +412,6 @@ def _listify(obj):
 
 
 def __getattr__(name: str):  # the lens tables' layout moved to lens_layout: tandem_eval.compat serves the old names
-    from .compat import former_name
+    from ..compat import former_name
 
     return former_name(__name__, name)

@@ -2,11 +2,11 @@
 also after a power loss (write a temporary file, fsync, rename, fsync the folder); no write through a
 symbolic link; the flock writer lock of a folder; a file's SHA-256.
 
-    from tandem_eval.durable import atomic_write_json, folder_lock
+    from tandem_eval.run.durable import atomic_write_json, folder_lock
     with folder_lock(run, run / ".lock"):
         atomic_write_json(run / "metrics.json", {"n_samples": 8}, root=run)   # root: never through a link
 
-tandem_eval.results builds run folders on these; it checks a table against its schema
+tandem_eval.run.results builds run folders on these; it checks a table against its schema
 (tandem_eval.schemas) before handing it here, so each write is one call: the target checked, then
 written atomically.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .schemas import RunFolderError, check_regular, read_regular
+from ..schemas import RunFolderError, check_regular, read_regular
 
 
 def missing_dirs(path: Path) -> list[Path]:

@@ -5,7 +5,7 @@ junior's legibility of the senior's solo CoTs, KL drift, and the report. The def
 bundled toy world's tandem senior and its junior; when this install has no toy checkpoints, a tiny
 random pair is built on the fly (its accuracy is ~0: it shows the pipeline, not a result).
 
-    python -m tandem_eval.demo [--out runs/demo] [--n 4] [--limit 8]
+    python -m tandem_eval.cli.demo [--out runs/demo] [--n 4] [--limit 8]
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import cast
 
-from .cli import DEFAULT_SENIOR, app
-from .models import junior_from_metadata, resolve_model, toy_names
+from ..models import junior_from_metadata, resolve_model, toy_names
+from .main import DEFAULT_SENIOR, app
 from .terminal import console
 
 
@@ -25,7 +25,7 @@ def _pair(out: Path) -> tuple[str, str, str]:
     if DEFAULT_SENIOR in toy_names():
         # cast: the bundled toy seniors all name their junior in their metadata
         junior = cast(str, junior_from_metadata(resolve_model(DEFAULT_SENIOR)))
-        bench = Path(__file__).resolve().parent / "toy" / "data" / "test.jsonl"
+        bench = Path(__file__).resolve().parents[1] / "toy" / "data" / "test.jsonl"
         return DEFAULT_SENIOR, junior, str(bench) if bench.exists() else "tiny"
     try:  # the test-model builder lives with the trainer (a source checkout has it; a wheel too)
         from trainer.tiny import build_tiny_pair

@@ -24,7 +24,7 @@ changed, truncated or missing file is refused with a one-line RunFolderError nam
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
 
 Tables are checked against their parquet schemas (tandem_eval/schemas.py) when written and read;
-every file is written through tandem_eval/durable.py (atomic, never through a link; the lock).
+every file is written through tandem_eval/run/durable.py (atomic, never through a link; the lock).
 """
 
 from __future__ import annotations
@@ -41,11 +41,8 @@ from typing import cast
 import pandas as pd
 import pyarrow.parquet as pq
 
-from . import durable
-from .config import EvalConfig, as_recorded, config_diff, stored_fingerprint, to_dict
-from .durable import atomic_write_json, check_write_target, folder_lock, sha256_file
-from .provenance import provenance
-from .schemas import (
+from ..config import EvalConfig, as_recorded, config_diff, stored_fingerprint, to_dict
+from ..schemas import (
     PROBLEM_KEY,
     SAMPLE_COLUMNS,
     SAMPLE_KEY,
@@ -56,6 +53,9 @@ from .schemas import (
     read_regular,
     read_table,
 )
+from . import durable
+from .durable import atomic_write_json, check_write_target, folder_lock, sha256_file
+from .provenance import provenance
 
 log = logging.getLogger(__name__)
 
@@ -546,6 +546,6 @@ require_complete = verify_run  # a complete, verified run folder: the same funct
 
 
 def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them
-    from .compat import former_name
+    from ..compat import former_name
 
     return former_name(__name__, name)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engines.base import FINISH_EOS, FINISH_LENGTH, Engine, Request
+from ..engines.base import FINISH_EOS, FINISH_LENGTH, Engine, Request
 from .schedules import JUNIOR, SENIOR, Schedule
 
 

@@ -1,14 +1,14 @@
 """Run-to-run comparison of two seniors on one metric: per-problem values and a paired test.
 
 `tandem-eval compare RUN_A RUN_B --metric M` reads M per problem from each run
-(`tandem_eval.runs.problem_values`: pass@k from samples, lens metrics from the run's lens tables) and reports A - B per
-benchmark group and macro with a paired-bootstrap CI and a sign-flip p-value
+(`tandem_eval.run.runs.problem_values`: pass@k from samples, lens metrics from the run's lens tables)
+and reports A - B per benchmark group and macro with a paired-bootstrap CI and a sign-flip p-value
 (`metrics.stats.scoped_cis` and `sign_flip_p_value`, the statistics layer the report tables use too).
 `--metric tax@K` / `retention@K` compares the two seniors' communication tax: each handoff run with
 the solo run it was measured against (4 runs, problems resampled jointly; `metrics.tax.tax_difference`).
 
-    from tandem_eval.compare import compare_values
-    from tandem_eval.runs import find_run, problem_values
+    from tandem_eval.report.compare import compare_values
+    from tandem_eval.run.runs import find_run, problem_values
     a, b = (problem_values(find_run(p, "solo"), "kl_exact") for p in ("runs/a", "runs/b"))
     table = compare_values(a, b)
 """
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .lens_layout import LensError
-from .metrics.registry import lookup
-from .metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, sign_flip_p_value
-from .metrics.tax import tax_difference
-from .results import RunFolder, verify_run
-from .runs import Run, differing_contents, lens_junior, pairing_problem, same_junior
-from .schemas import Bootstrap, RunFolderError
+from ..metrics.registry import lookup
+from ..metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, sign_flip_p_value
+from ..metrics.tax import tax_difference
+from ..run.lens_layout import LensError
+from ..run.results import RunFolder, verify_run
+from ..run.runs import Run, differing_contents, lens_junior, pairing_problem, same_junior
+from ..schemas import Bootstrap, RunFolderError
 
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
 

@@ -24,22 +24,22 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from . import devices  # devices.use_threads: generate.use_threads is a former name (compat)
+from .. import devices  # devices.use_threads: generate.use_threads is a former name (generate/__init__, compat)
+from ..config import EvalConfig, ModelSpec, config_diff
+from ..data import prompt_ids
+from ..engines import load_engine
+from ..engines.bridge import RetokenizingEngine
+from ..metrics import summarize_pass_at_k
+from ..metrics.tax import tax_table
+from ..models import Checkpoints, run_checkpoints, same_tokenizer
+from ..progress import live_token_counter, progress_reporter
+from ..run.results import RunFolder, verify_run
+from ..schemas import RunFolderError, from_dict
+from ..schemas import to_jsonable as json_safe
 from .checks import solo_record
-from .config import EvalConfig, ModelSpec, config_diff
-from .data import prompt_ids
-from .engines import load_engine
-from .engines.bridge import RetokenizingEngine
 from .grading import STARTUP_TIMEOUT_S, UNGRADED, Grader, GraderWorkerError, GradingIncomplete, ungraded
-from .metrics import summarize_pass_at_k
-from .metrics.tax import tax_table
-from .models import Checkpoints, run_checkpoints, same_tokenizer
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
-from .progress import live_token_counter, progress_reporter
-from .results import RunFolder, verify_run
 from .schedules import JUNIOR, State, make_schedule, needs_junior
-from .schemas import RunFolderError, from_dict
-from .schemas import to_jsonable as json_safe
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)
@@ -477,9 +477,3 @@ def merge_runs(root: str | Path, parts: list[Path], kinds: list[str], solo_run=N
         against = (solo if solo is not None else merged.get("solo")) if kind.startswith("handoff") else None
         merged[kind] = merge_shards([Path(p) / kind for p in parts], root / kind, against)
     return {kind: merged[kind] for kind in kinds}
-
-
-def __getattr__(name: str):  # names this module no longer holds (use_threads): tandem_eval.compat serves them
-    from .compat import former_name
-
-    return former_name(__name__, name)

@@ -2,7 +2,7 @@
 verdicts, the benchmark registry. Every command prints through `console` here, so a test can capture
 or widen one console.
 
-    from tandem_eval.terminal import console, print_passk, print_tax
+    from tandem_eval.cli.terminal import console, print_passk, print_tax
     print_passk({"solo": rf.metrics()["pass_at_k"]}, (1, 2, 4))
 
 Imports rich only (the CLI imports it before `--help`): the numbers come already computed.
@@ -57,7 +57,7 @@ def _macro_caption(summary: dict) -> str | None:
 
 def print_tax(tax: dict, ks) -> None:
     """Rows = (group or macro, k); solo and handoff pass@k, tax in points and retention, with 95% CIs."""
-    from .metrics.registry import fmt_p  # metrics/__init__ imports pandas: not at `--help` time
+    from ..metrics.registry import fmt_p  # metrics/__init__ imports pandas: not at `--help` time
 
     table = Table(title="communication tax = solo - handoff (points); retention = handoff / solo; 95% CI")
     for col in ("scope", "k", "solo", "handoff", "tax [CI]", "retention [CI]", "p"):

@@ -11,7 +11,7 @@ against its gold answer again, and writes beside the stored verdicts (which stay
 The way lighteval re-scores stored details: useful after a grader fix or upgrade, or to audit a
 run made elsewhere. From the shell: `tandem-eval regrade RUN`; from Python:
 
-    from tandem_eval.regrade import regrade
+    from tandem_eval.generate.regrade import regrade
     result = regrade("runs/my-senior/solo")      # RegradeResult: .table, .changed, .pass_at_k
 """
 
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .durable import atomic_write_json
+from ..metrics.passk import summarize_pass_at_k
+from ..run.durable import atomic_write_json
+from ..run.results import verify_run
+from ..schemas import ConfigError
 from .grading import PINNED, Grader, check_grader_versions
-from .metrics.passk import summarize_pass_at_k
-from .results import verify_run
-from .schemas import ConfigError
 
 KEY = ["benchmark", "group", "problem_id", "sample_idx", "mode"]
 TABLE = "regrade.parquet"

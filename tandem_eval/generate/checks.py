@@ -14,13 +14,13 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
-from .data import Problem, prompt_ids
+from ..config import EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
+from ..data import Problem, prompt_ids
+from ..models import resolve_model
+from ..paths import not_writable
+from ..run.results import RunFolder
+from ..schemas import ConfigError, RunFolderError
 from .grading import check_grader_versions
-from .models import resolve_model
-from .paths import not_writable
-from .results import RunFolder
-from .schemas import ConfigError, RunFolderError
 
 log = logging.getLogger(__name__)
 

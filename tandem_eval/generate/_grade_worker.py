@@ -1,6 +1,6 @@
 """One math-verify grading worker: a plain subprocess speaking JSON lines over stdin/stdout.
 
-`tandem_eval.grading.Grader` starts it as `python -m tandem_eval._grade_worker`, a fresh
+`tandem_eval.generate.grading.Grader` starts it as `python -m tandem_eval.generate._grade_worker`, a fresh
 interpreter that never imports the caller's `__main__` (multiprocessing's spawn/forkserver
 re-run the calling script, which breaks scripts without an `if __name__ == "__main__":` guard).
 The parent enforces the per-item deadline by killing this process, so nothing here relies on
@@ -11,7 +11,7 @@ Protocol (one JSON value per line, UTF-8):
   parent -> worker   [[idx, extracted, gold], ...]    a batch; EOF on stdin = stop
   worker -> parent   [idx, status, correct, detail]   one line per item, in batch order
 
-By hand: printf '[[0, "0.5", "\\\\frac12"]]\\n' | python -m tandem_eval._grade_worker
+By hand: printf '[[0, "0.5", "\\\\frac12"]]\\n' | python -m tandem_eval.generate._grade_worker
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ whose string begins with the "Ġ" marker, or "▁" for SentencePiece):
                  not a toggle); a redraw is also forced after K tokens without one. Newline
                  tokens are not word starts. Defaults P = 0.5, K = 32.
 
-    from tandem_eval.schedules import make_schedule
+    from tandem_eval.generate.schedules import make_schedule
     sched = make_schedule("word", tokenizer)
 """
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .schemas import ConfigError
+from ..schemas import ConfigError
 
 SENIOR, JUNIOR = 1, 0
 

@@ -2,7 +2,7 @@
 values of any metric with the run's metadata. Reports, `compare`, `view`, the notebooks and the toy
 world's summary all read runs through this module (nothing else opens a run folder to compute).
 
-    from tandem_eval.runs import Run, find_run, problem_values, runs_in
+    from tandem_eval.run.runs import Run, find_run, problem_values, runs_in
     run = Run.load("results/toy/jargon/tandem/seed0/solo")
     run.meta                                   # {"senior": "jargon/tandem/s0", "arm": "jargon/tandem", "seed": 0, ...}
     problem_values(run, "pass@4")              # index (benchmark, problem_id); columns value (percent), group, content
@@ -33,10 +33,10 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.config import config_diff, fingerprint_of
-from tandem_eval.lens_layout import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
-from tandem_eval.results import RunFolder, find_runs, verify_run
+from tandem_eval.run.lens_layout import LensError, junior_label, lens_file, lens_juniors
+from tandem_eval.run.results import RunFolder, find_runs, verify_run
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file, check_regular
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
@@ -63,7 +63,7 @@ def find_results(world: str | None = None, start: str | Path | None = None) -> P
     candidates += [
         d / "results" for d in (here, *here.parents) if (d / "results").is_dir() and (d / "pyproject.toml").exists()
     ]
-    candidates.append(Path(__file__).resolve().parents[2] / "results")
+    candidates.append(Path(__file__).resolve().parents[3] / "results")
     for root in candidates:
         path = root / world if world else root
         if path.is_dir():
@@ -599,6 +599,6 @@ def run_tokenizer(cfg: dict, override: str | Path | None = None):
 
 
 def __getattr__(name: str):  # names this module no longer holds (load_tokenizer): tandem_eval.compat serves them
-    from .compat import former_name
+    from ..compat import former_name
 
     return former_name(__name__, name)

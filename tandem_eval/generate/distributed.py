@@ -11,7 +11,7 @@ single-process run's.
     ray start --head; ray start --address HEAD:6379   # (on each worker node)
     tandem-eval handoff --senior CKPT --junior JR --engine vllm --ray-address HEAD:6379 --out runs/ckpt
 
-    from tandem_eval.distributed import RayPlan, run_on_ray
+    from tandem_eval.generate.distributed import RayPlan, run_on_ray
     folders = run_on_ray(cfg, "runs/ckpt", RayPlan(workers=2))   # {"solo": RunFolder, "handoff-paragraph": ...}
 
 GPUs: a task asks Ray for `tensor_parallel_size` GPUs when the engine is vllm and the cluster has GPUs
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from .config import EvalConfig
+from ..config import EvalConfig
+from ..run.results import RunFolder, verify_run
+from ..schemas import ConfigError
 from .plan import handoff_dirname
-from .results import RunFolder, verify_run
-from .schemas import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def run_shard(cfg: EvalConfig, out_root: str, solo_record: dict | None = None) -
     """One shard in this process (what each Ray task runs): solo, or solo + handoff like the CLI.
 
     solo_record: the checked --solo-run (see checks.check_solo_reuse); the shard then runs the handoff only."""
-    from .generate import run_eval, run_handoff
+    from .execute import run_eval, run_handoff
 
     root = shard_dir(Path(out_root), cfg.shard_index, cfg.num_shards)
     if cfg.mode == "solo":
@@ -80,7 +80,7 @@ def run_shard(cfg: EvalConfig, out_root: str, solo_record: dict | None = None) -
 
 def merge_root(out_root: str | Path, kinds: list[str], num_shards: int, solo_run=None) -> dict[str, RunFolder]:
     """Merge OUT/shard-*-of-N/KIND into OUT/KIND for each kind; a handoff kind gets its tax."""
-    from .generate import merge_runs
+    from .execute import merge_runs
 
     parts = [shard_dir(Path(out_root), i, num_shards) for i in range(num_shards)]
     return merge_runs(out_root, parts, kinds, solo_run)

@@ -63,7 +63,8 @@ def find_results(world: str | None = None, start: str | Path | None = None) -> P
     candidates += [
         d / "results" for d in (here, *here.parents) if (d / "results").is_dir() and (d / "pyproject.toml").exists()
     ]
-    candidates.append(Path(__file__).resolve().parents[3] / "results")
+    # tandem_eval/run/runs.py -> the checkout holding tandem_eval/ (parents[2]; it was one folder too high before)
+    candidates.append(Path(__file__).resolve().parents[2] / "results")
     for root in candidates:
         path = root / world if world else root
         if path.is_dir():

@@ -189,6 +189,25 @@ GraderStartupOpt = Annotated[
         "samples are kept ungraded and rerunning the command only grades them.",
     ),
 ]
+# handoff alone
+ScheduleOpt = Annotated[
+    str,
+    typer.Option("--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."),
+]
+SoloRunOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
+    ),
+]
+AllowSoloMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-solo-mismatch",
+        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
+        "grader (the differences are recorded in the handoff run's config.json).",
+    ),
+]
 RayWorkersOpt = Annotated[
     int | None,
     typer.Option(

@@ -207,39 +207,49 @@ def solo_then_lens(kind: str, req, opts, progress: bool = False):
     return score.execute(kind, req, checked, progress)
 
 
+# compare's arguments and options
+RunAArg = Annotated[Path, typer.Argument(help="Run (or a folder holding one run of the metric's mode): A.")]
+RunBArg = Annotated[Path, typer.Argument(help="Run B, on the same problems. The table shows A - B.")]
+MetricOpt = Annotated[
+    str,
+    typer.Option(
+        "--metric",
+        "-m",
+        help="solo_pass@K | handoff_pass@K | tax@K | retention@K | junior_nll | junior_bpb | kl_exact | "
+        "kl_reverse | kl_k1 | kl_k3 (tax/retention: A and B are handoff runs; each is paired with its solo run)",
+    ),
+]
+NoTruncatedOpt = Annotated[
+    bool, typer.Option("--no-truncated", help="Lens metrics: leave out CoTs that hit the length budget.")
+]
+OnMismatchOpt = Annotated[
+    Literal["raise", "intersect"],
+    typer.Option("--on-mismatch", help="Problems in only one run: raise, or intersect (compare shared)."),
+]
+LensJuniorOpt = Annotated[
+    str | None,
+    typer.Option("--junior", help="Lens metrics: the junior label whose outputs to read (when a run has several)."),
+]
+AllowJuniorMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-junior-mismatch",
+        help="Lens metrics: compare runs whose outputs were scored by different juniors (named in the title).",
+    ),
+]
+
+
 def compare_cmd(
-    run_a: Annotated[Path, typer.Argument(help="Run (or a folder holding one run of the metric's mode): A.")],
-    run_b: Annotated[Path, typer.Argument(help="Run B, on the same problems. The table shows A - B.")],
-    metric: Annotated[
-        str,
-        typer.Option(
-            "--metric",
-            "-m",
-            help="solo_pass@K | handoff_pass@K | tax@K | retention@K | junior_nll | junior_bpb | kl_exact | "
-            "kl_reverse | kl_k1 | kl_k3 (tax/retention: A and B are handoff runs; each is paired with its solo run)",
-        ),
-    ],
-    no_truncated: Annotated[
-        bool, typer.Option("--no-truncated", help="Lens metrics: leave out CoTs that hit the length budget.")
-    ] = False,
-    on_mismatch: Annotated[
-        Literal["raise", "intersect"],
-        typer.Option("--on-mismatch", help="Problems in only one run: raise, or intersect (compare shared)."),
-    ] = "raise",
+    run_a: RunAArg,
+    run_b: RunBArg,
+    metric: MetricOpt,
+    no_truncated: NoTruncatedOpt = False,
+    on_mismatch: OnMismatchOpt = "raise",
     n_boot: NBootOpt = N_BOOT,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap/permutation seed.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the table as JSON here.")] = None,
-    junior: Annotated[
-        str | None,
-        typer.Option("--junior", help="Lens metrics: the junior label whose outputs to read (when a run has several)."),
-    ] = None,
-    allow_junior_mismatch: Annotated[
-        bool,
-        typer.Option(
-            "--allow-junior-mismatch",
-            help="Lens metrics: compare runs whose outputs were scored by different juniors (named in the title).",
-        ),
-    ] = False,
+    junior: LensJuniorOpt = None,
+    allow_junior_mismatch: AllowJuniorMismatchOpt = False,
 ):
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""

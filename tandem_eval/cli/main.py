@@ -36,6 +36,7 @@ from ..devices import resolve_dtype
 from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
 from ..schemas import ConfigError
 from .common import (
+    AllowSoloMismatchOpt,
     AllowVocabOpt,
     BatchOpt,
     BenchmarkOpt,
@@ -57,10 +58,12 @@ from .common import (
     QuietOpt,
     RayAddressOpt,
     RayWorkersOpt,
+    ScheduleOpt,
     SeedOpt,
     SeniorOpt,
     ShardIdxOpt,
     ShardsOpt,
+    SoloRunOpt,
     TempOpt,
     ThreadsOpt,
     TopKOpt,
@@ -377,10 +380,7 @@ def solo(
 def handoff(
     senior: SeniorOpt = None,
     junior: JuniorOpt = None,
-    schedule: Annotated[
-        str,
-        typer.Option("--schedule", help="paragraph (paper), word[:P[:K]], sentence, chunk:N, takeover:N, junior-solo."),
-    ] = "paragraph",
+    schedule: ScheduleOpt = "paragraph",
     benchmark: BenchmarkOpt = ["tiny"],  # noqa: B006 (typer copies list defaults)
     group: GroupOpt = None,
     n: NOpt = 8,
@@ -402,20 +402,8 @@ def handoff(
     allow_grader_mismatch: GraderMismatchOpt = False,
     grader_startup_timeout: GraderStartupOpt = 600.0,
     allow_vocab_mismatch: AllowVocabOpt = False,
-    solo_run: Annotated[
-        Path | None,
-        typer.Option(
-            "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
-        ),
-    ] = None,
-    allow_solo_mismatch: Annotated[
-        bool,
-        typer.Option(
-            "--allow-solo-mismatch",
-            help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
-            "grader (the differences are recorded in the handoff run's config.json).",
-        ),
-    ] = False,
+    solo_run: SoloRunOpt = None,
+    allow_solo_mismatch: AllowSoloMismatchOpt = False,
     label: LabelOpt = None,
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,

@@ -56,7 +56,7 @@ test: venv lint
 	$(BIN)/python -m pytest -q -ra --timeout=1200 --durations=25
 
 demo: venv
-	$(BIN)/python -m tandem_eval.cli.demo --out $(DEMO)
+	$(BIN)/python -m tandem_eval.demo --out $(DEMO)
 
 toy: venv
 	$(BIN)/python -m trainer.toy.world --readme docs/toy-world.md

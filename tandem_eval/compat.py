@@ -23,7 +23,9 @@ alive); old code imports the new path:
 - the read side: tandem_eval.compare -> tandem_eval.report.compare;
 - the command line: tandem_eval.cli (the module) -> tandem_eval.cli.main (the package tandem_eval.cli
   still offers app, and python -m tandem_eval.cli runs it), cli_common -> cli.common, cli_lens ->
-  cli.lens, terminal -> cli.terminal, demo -> cli.demo (python -m tandem_eval.cli.demo).
+  cli.lens, terminal -> cli.terminal, demo -> cli.demo.
+Two old paths were commands and still run as such (files that only run the new module, importing nothing):
+`python -m tandem_eval.demo` and `python -m tandem_eval.grading ANSWER GOLD`.
 
 Forwarded (old name -> new name, since):
 - tandem_eval.generate.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):

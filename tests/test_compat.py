@@ -143,3 +143,18 @@ def test_the_borrowed_import_check_sees_one(tmp_path):
         "from tandem_eval.former import f, g\nfrom tandem_eval.home import f\n"
     )
     assert borrowed_imports(tmp_path) == ["tests/test_x.py:1: f from tandem_eval.former"]
+
+
+def test_the_old_command_paths_still_run_from_another_directory(tmp_path):
+    """`python -m tandem_eval.grading` (documented before the stage packages) still grades; the file only runs
+    the moved module (`python -m tandem_eval.demo` runs in tests/test_paths.py)."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "tandem_eval.grading", "so \\boxed{\\frac12}", "0.5"]
+    got = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and "correct=True" in got.stdout, got.stdout + got.stderr
+    import tandem_eval.demo
+    import tandem_eval.grading
+
+    assert not [n for n in (*vars(tandem_eval.demo), *vars(tandem_eval.grading)) if not n.startswith("__")]

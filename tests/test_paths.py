@@ -1,5 +1,5 @@
 """Every command takes relative paths from any working directory, with the results absolute paths give;
-and `python -m tandem_eval.cli.demo` says by its exit code whether every step worked.
+and `python -m tandem_eval.demo` says by its exit code whether every step worked.
 
     PYTHONPATH=$PWD python -m pytest -q tests/test_paths.py
 
@@ -90,7 +90,7 @@ def test_every_command_takes_relative_paths_from_another_working_directory(work)
 
 @pytest.mark.slow
 def test_demo_exit_code_says_whether_every_step_worked(work):
-    demo = [sys.executable, "-m", "tandem_eval.cli.demo", "--limit", "4", "--n", "2", "--max-new-tokens", "32"]
+    demo = [sys.executable, "-m", "tandem_eval.demo", "--limit", "4", "--n", "2", "--max-new-tokens", "32"]
     ok = subprocess.run([*demo, "--out", "runs/demo"], cwd=work, env=_env(), capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr[-3000:]
     assert "every step OK" in ok.stdout

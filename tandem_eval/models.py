@@ -270,14 +270,17 @@ def check_checkpoint(path: Path) -> dict:
     return data
 
 
+# The files a tokenizer loads from (a chat template is not one: prompts are rendered by the plan).
 TOKENIZER_FILES: tuple[str, ...] = (
     "tokenizer.json",
     "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
     "vocab.json",
     "merges.txt",
     "tokenizer.model",
 )
-TOKENIZER_FILES += ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json")
+CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 
 
 def load_tokenizer(path: Path):
@@ -344,7 +347,7 @@ def _weight_files(path: Path) -> list[Path]:
 # pytorch_model*.bin), config.json, generation_config.json and the tokenizer files; not the trainer's
 # state (optimizer.pt, trainer_state.json, tandem_meta.json). File hashes are cached by path, device,
 # inode, size and mtime in one file under the user cache (paths.cache_root), never in the checkpoint.
-_MODEL_FILES = ("config.json", "generation_config.json", *WEIGHT_INDEXES, *TOKENIZER_FILES)
+_MODEL_FILES = ("config.json", "generation_config.json", *WEIGHT_INDEXES, *TOKENIZER_FILES, *CHAT_TEMPLATE_FILES)
 _WEIGHTS = re.compile(r".*\.safetensors|pytorch_model.*\.bin")
 HASH_CACHE = "file-sha256.json"
 
@@ -451,18 +454,6 @@ def time_cap(seconds: float):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-# The files a tokenizer loads from (a chat template is not one: prompts are rendered by the plan).
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
-)
 
 
 def same_tokenizer(a: str | Path, b: str | Path) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tandem_eval import devices
 from tandem_eval.engines import load_engine
 from tandem_eval.engines.vllm_engine import VLLMEngine
 from tandem_eval.engines.vllm_start import POSITION_KEYED_SAMPLER, select_v1_runner
@@ -40,12 +41,6 @@ from .recipe import Recipe
 
 _PATCHED_VLLM = "0.32."  # the vllm(-cpu) release whose CPU weight sync fails with trl 1.16
 _PATCHED_TRL = "1.16."
-
-
-def _on_cpu() -> bool:
-    from tandem_eval.devices import on_cpu  # the one device decision
-
-    return on_cpu()
 
 
 def needs_sync_workaround(vllm_version: str, trl_version: str, on_cpu: bool) -> bool:
@@ -57,7 +52,7 @@ def install(recipe: Recipe) -> list[str]:
     import trl
     import vllm
 
-    on_cpu = _on_cpu()
+    on_cpu = devices.on_cpu()  # the one device decision
     if on_cpu:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines in-process: two fit
     # trl builds its LLM before any tandem_eval engine starts: the V1 model runner, which our sampler
@@ -135,7 +130,7 @@ def colocate_senior_engine(trainer, sampling, tokenizer, max_batch: int) -> VLLM
 def junior_vllm_engine(path: Path, recipe: Recipe) -> VLLMEngine:
     # On GPU the senior's colocate engine and the training state already hold memory: the junior
     # asks for the same utilisation share as the senior's engine (vLLM checks it is free).
-    share = None if _on_cpu() else recipe.vllm_gpu_memory_utilization
+    share = None if devices.on_cpu() else recipe.vllm_gpu_memory_utilization
     return load_engine(
         "vllm",
         str(path),

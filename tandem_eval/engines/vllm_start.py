@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..devices import on_cpu  # the one device decision
+
 log = logging.getLogger(__name__)
 
 _GIB = 1 << 30
@@ -42,12 +44,6 @@ _CPU_KV_CACHE_GIB = 1.0  # per engine; senior and junior live in one process
 _CPU_BLOCK_SIZE = 32  # KV block (and prefix-cache) granularity on CPU; must be a multiple of 32
 # Our sampler, by name: vllm_sampler.py imports vLLM, which this module must not do at import time.
 POSITION_KEYED_SAMPLER = "tandem_eval.engines.vllm_sampler:PositionKeyedSampler"
-
-
-def on_cpu() -> bool:
-    from ..devices import on_cpu as device_on_cpu  # the one device decision
-
-    return device_on_cpu()
 
 
 # VLLM_LOGGING_LEVEL as the user set it, read before this module ever changes it.

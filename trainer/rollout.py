@@ -14,12 +14,13 @@ model being trained) and the frozen junior, and return
 The `grpo`, `kl-reg` and `grpo-g16` arms use the same function with the `solo` schedule and no
 junior engine: their mask is all ones, so every arm goes through exactly the same trl code.
 
-Log-probs: trl uses the returned log-probs only for vLLM's importance-sampling correction (and the
-off-policy mask, which recipes leave off). On the HF engine they are raw (temperature-1) log-probs
-and trl ignores them (`use_vllm=False`); PPO ratios use trl's own recomputed, temperature-scaled
-log-probs. On the vLLM engine the senior's come from trl's colocate engine in
-"processed_logprobs" mode (temperature-scaled, like trl's), and junior positions are masked out
-of the correction by `env_mask`.
+Log-probs: on every engine and arm the senior's tokens carry the log-probs trl itself computes for
+them, log_softmax(logits / temperature) before top-k/top-p (the engines' "sampling" log-probs,
+tandem_eval/engines/base.py); `_senior_engine` refuses an engine that returns anything else. trl
+reads them for vLLM's importance-sampling correction (`vllm_importance_sampling_correction`, its
+default; `use_vllm=False` on the HF engine, where trl ignores them); its PPO ratios use its own
+recomputed log-probs. Junior positions carry the junior's raw log-probs and are masked out of the
+correction by `env_mask` (trl multiplies the log-prob difference by the loss mask).
 
 Fail closed (`check_authorship`): a tandem batch with no junior tokens, no senior tokens, or a
 senior-token fraction outside the recipe's band (paper: [0.3, 0.7] at p = 0.5) raises
@@ -36,7 +37,7 @@ from pathlib import Path
 import torch
 
 from tandem_eval.data import prompt_ids
-from tandem_eval.engines.base import FINISH_LENGTH
+from tandem_eval.engines.base import FINISH_LENGTH, LOGPROBS_SAMPLING
 from tandem_eval.generate.schedules import make_schedule, needs_junior
 from tandem_eval.generate.tandem import Trace, TraceSpec, budget, cogenerate, trace_seed
 
@@ -175,6 +176,16 @@ class TandemRollout:
 
     @contextmanager
     def _senior_engine(self, trainer) -> Iterator:
+        with self._open_senior(trainer) as engine:
+            if engine.logprobs != LOGPROBS_SAMPLING:  # trl would compare its log-probs with other numbers
+                raise RuntimeError(
+                    f"the senior's {engine.name} engine returns {engine.logprobs!r} log-probs; rollouts need "
+                    f"{LOGPROBS_SAMPLING!r} ones (temperature-scaled, as trl recomputes them)"
+                )
+            yield engine
+
+    @contextmanager
+    def _open_senior(self, trainer) -> Iterator:
         if self.recipe.engine == "vllm":
             from .vllm_compat import colocate_senior_engine
 
@@ -197,7 +208,11 @@ class TandemRollout:
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             was_training = model.training  # HFEngine switches to eval(); trl reads .training
             engine = HFEngine(
-                model, self.recipe.rollout_sampling, tokenizer=self.tokenizer, max_batch=self.recipe.rollout_batch
+                model,
+                self.recipe.rollout_sampling,
+                tokenizer=self.tokenizer,
+                max_batch=self.recipe.rollout_batch,
+                logprobs=LOGPROBS_SAMPLING,
             )
             try:
                 yield engine

@@ -20,6 +20,13 @@ Workarounds, each applied only where it is needed (`install()` checks versions a
 * Model runner: tandem_eval's sampler is a logits processor for vLLM's V1 model runner; `install`
   selects it (VLLM_USE_V2_MODEL_RUNNER=0) before trl builds its LLM (vLLM 0.33 runs V2 by default
   on GPU), and refuses a V2 setting in one line.
+* Log-probs: trl builds its LLM with `logprobs_mode="processed_logprobs"`, the log-softmax of the logits
+  after the logits processors. Ours samples by leaving one finite logit per row, so that mode
+  returns log 1 = 0 for every token, and trl's importance-sampling ratio exp(trl's log-prob - 0)
+  collapsed to ~1e-12 (with the correction off it only skewed the logged metrics). We build it
+  with "processed_logits" instead: the sampler writes the chosen token's temperature-scaled
+  log-prob into that logit (tandem_eval/engines/vllm_sampler.py), so the rollout returns exactly
+  the log-probs trl recomputes (tests/test_trainer.py checks them to 1e-3 nats).
 * LLM keywords: trl builds its LLM with dtype "auto", which vLLM downcasts to bfloat16 for a
   float32 checkpoint, so the rollouts would not come from the model being trained; we pass the
   recipe's dtype. On CPU, trl's LLM is also built eager (torch.compile warm-up costs ~30 s per
@@ -93,6 +100,8 @@ def _patch_llm_kwargs(dtype: str, on_cpu: bool, slots: int) -> None:
 
     def llm(*args, **kwargs):
         kwargs.setdefault("dtype", dtype)
+        # the rollout log-probs trl compares with its own (module docstring: "Log-probs")
+        kwargs["logprobs_mode"] = "processed_logits"
         # tandem_eval's VLLMEngine samples through its position-keyed logits processor (vLLM runs
         # greedy underneath), so trl's colocate LLM, which serves the senior, must carry it too.
         kwargs["logits_processors"] = [*(kwargs.get("logits_processors") or []), POSITION_KEYED_SAMPLER]
@@ -115,7 +124,8 @@ def colocate_senior_engine(trainer, sampling, tokenizer, max_batch: int) -> VLLM
     """tandem_eval's VLLMEngine around the LLM trl already owns (no second copy of the senior), made once.
     Its `close` leaves trl's LLM alone; the engine closes its sessions after every rollout batch
     (TandemRollout.generate), before trl pushes the next weights. trl's LLM runs in
-    "processed_logprobs" mode, so the senior's log-probs are temperature-scaled, like trl's."""
+    "processed_logits" mode (`_patch_llm_kwargs`), so the senior's log-probs are temperature-scaled,
+    like trl's (the engine's `logprobs` is "sampling"; TandemRollout checks it)."""
     engine = getattr(trainer, "_tandem_senior_vllm", None)
     if engine is None:
         path = trainer.accelerator.unwrap_model(trainer.model).name_or_path  # what trl's LLM loaded

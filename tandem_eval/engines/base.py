@@ -20,9 +20,14 @@ An engine wraps one model (senior or junior) and serves many traces at once:
   read only these methods and that flag, never a backend's type or model.
 
 Requests are keyed by trace: an engine may keep a trace's KV cache between segments and only
-prefill the tokens the other model wrote meanwhile (the "catch-up" prefill). Log-probs are raw:
-log-softmax of the model's logits at temperature 1, before temperature/top-k/top-p, so they
-mean the same on every backend. Sampling randomness is a function of (request seed, absolute
+prefill the tokens the other model wrote meanwhile (the "catch-up" prefill). The log-prob an
+engine returns with each sampled token is, by the engine's `logprobs` (`LOGPROBS`):
+* "raw" (evaluation, the default): log-softmax of the model's logits at temperature 1, before
+  temperature/top-k/top-p, so they mean the same on every backend and drift's k1/k3 read them;
+* "sampling" (training rollouts): log-softmax of the logits divided by the sampling temperature,
+  before top-k/top-p: exactly what trl's GRPOTrainer recomputes for the same tokens (its fused
+  LM head divides by `temperature`), so its importance-sampling ratio starts at 1.
+Sampling randomness is a function of (request seed, absolute
 token position) only, so a trace's tokens do not depend on which other traces share a batch.
 """
 
@@ -48,6 +53,19 @@ FINISH_EOS = "eos"  # an EOS token was sampled (kept in the output)
 FINISH_STOP = "stop"  # the segment ended at a stop token / where `until` said (kept in the output)
 FINISH_LENGTH = "length"  # max_tokens reached
 
+LOGPROBS_RAW = "raw"  # log-softmax of the raw logits (temperature 1)
+LOGPROBS_SAMPLING = "sampling"  # log-softmax of logits / sampling temperature (trl's rollout log-probs)
+LOGPROBS = (LOGPROBS_RAW, LOGPROBS_SAMPLING)
+
+
+def logprob_temperature(logprobs: str, temperature: float) -> float:
+    """The temperature an engine divides the logits by before the log-softmax of a returned log-prob:
+    1 for "raw", the sampling temperature for "sampling" (1 for greedy decoding, where trl's own
+    temperature division has no meaning). The one rule both backends apply."""
+    if logprobs not in LOGPROBS:
+        raise ValueError(f"unknown log-prob kind {logprobs!r}; valid: {', '.join(LOGPROBS)}")
+    return temperature if logprobs == LOGPROBS_SAMPLING and temperature > 0 else 1.0
+
 
 @dataclass
 class Request:
@@ -65,7 +83,7 @@ class Request:
 class Completion:
     key: Hashable
     token_ids: list[int] = field(default_factory=list)  # the new tokens only
-    logprobs: list[float] = field(default_factory=list)  # raw log p(token), one per new token
+    logprobs: list[float] = field(default_factory=list)  # log p(token), one per new token (the engine's `logprobs`)
     finish_reason: str = FINISH_LENGTH
 
 
@@ -81,6 +99,8 @@ class Engine(Protocol):
     may_overrun: bool
     # True when the engine serves `exact_kl` (full next-token distributions of teacher-forced tokens).
     full_distributions: bool
+    # What Completion.logprobs hold: "raw" or "sampling" (LOGPROBS; see the module docstring).
+    logprobs: str
 
     def submit(self, request: Request) -> None: ...
 

@@ -35,7 +35,7 @@ from ..devices import default_device, torch_dtype
 from ..models import SUPPORTED_FAMILIES as _FAMILIES
 from ..models import ModelError, check_supported
 from . import hf_scoring
-from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
+from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, Completion, Request, logprob_temperature
 from .hf_rows import ATTENTION, MERGE_TOKENS, SHARE_MIN, PackedForward, Row, RowStore, switch_attention
 from .sampling import sample_at_positions
 
@@ -65,7 +65,12 @@ class HFEngine:
         device: str | None = None,
         tokenizer=None,
         prefill_tokens: int = 8192,
+        logprobs: str = LOGPROBS_RAW,
     ):
+        """`logprobs`: what each sampled token's log-prob is, "raw" (evaluation) or "sampling" (the
+        trainer's rollouts: temperature-scaled, as trl recomputes them; base.py)."""
+        logprob_temperature(logprobs, sampling.temperature)  # refuses an unknown kind before any weights load
+        self.logprobs = logprobs
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         if isinstance(path_or_model, (str, Path)):
@@ -284,12 +289,14 @@ class HFEngine:
             )
 
     def _sample(self, group: list[_Segment], logits: torch.Tensor) -> list[Completion]:
-        raw = torch.log_softmax(logits, dim=-1)
+        # over the tokenizer's vocabulary (logits are sliced to it); trl normalises over every model
+        # row, which differs only on padded checkpoints, by the padding rows' (untrained) mass
         s = self.sampling
+        logp = torch.log_softmax(logits / logprob_temperature(self.logprobs, s.temperature), dim=-1)
         positions = [len(lv.req.token_ids) + len(lv.new_tokens) for lv in group]
         seeds = [lv.req.seed for lv in group]
         chosen = sample_at_positions(logits, s.temperature, s.top_k, s.top_p, seeds, positions)  # [R], on the device
-        lps = raw.gather(1, chosen[:, None])[:, 0].tolist()
+        lps = logp.gather(1, chosen[:, None])[:, 0].tolist()
         done = []
         self.stats["generated"] += len(group)
         for lv, tok, lp in zip(group, chosen.tolist(), lps):

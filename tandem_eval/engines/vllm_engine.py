@@ -28,7 +28,11 @@ vLLM facts this file relies on (checked in vllm 0.32.0 source and by tests/test_
 * a token in `stop_token_ids`, and the EOS token, are kept in the returned `token_ids`
   (v1 `check_stop` appends first, then stops);
 * `logprobs_mode="raw_logprobs"` (also the default) returns log-softmax of the raw logits, before
-  temperature / top-k / top-p; `logprobs=0` returns the sampled token's log-prob only;
+  temperature / top-k / top-p; `logprobs=0` returns the sampled token's log-prob only; an LLM built
+  with `logprobs_mode="processed_logits"` (the trainer's colocate senior) returns the logit our
+  sampler leaves for the chosen token, which it sets to the temperature-scaled log-prob
+  (vllm_sampler.py): the engine's `logprobs` is then "sampling" (base.py), and `score` refuses,
+  since prompt log-probs would be raw logits in that mode;
 * sampling is ours, not vLLM's: a v1 custom logits processor (`PositionKeyedSampler` in
   vllm_sampler.py, passed as `logits_processors=`) sees the raw fp32 logits of every request that
   carries our `SamplingParams.extra_args`, draws the token for absolute position
@@ -64,11 +68,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import vllm_scoring, vllm_sessions, vllm_start
-from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Completion, Request
+from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, LOGPROBS_SAMPLING, Completion, Request
 from .vllm_scoring import tokens_input as _tokens_input
 from .vllm_start import POSITION_KEYED_SAMPLER, VLLMOptions
 
 __all__ = ["POSITION_KEYED_SAMPLER", "VLLMEngine", "VLLMOptions", "vllm_available"]
+
+# vLLM's logprobs_mode -> what this engine's Completion.logprobs hold (base.LOGPROBS)
+_LOGPROBS_OF_MODE = {"raw_logprobs": LOGPROBS_RAW, "processed_logits": LOGPROBS_SAMPLING}
 
 
 def vllm_available() -> bool:
@@ -129,6 +136,13 @@ class VLLMEngine:
         self.sampling, self.max_context = sampling, sampling.max_context
         self._llm, self.tokenizer, self.eos_ids = llm, tokenizer, eos_ids
         self._engine = llm.llm_engine
+        mode = self._engine.model_config.logprobs_mode
+        if mode not in _LOGPROBS_OF_MODE:
+            raise RuntimeError(
+                f"this vLLM LLM was built with logprobs_mode={mode!r}, whose log-probs the position-keyed sampler "
+                f"cannot serve (a one-hot row); build it with one of {sorted(_LOGPROBS_OF_MODE)}"
+            )
+        self.logprobs = _LOGPROBS_OF_MODE[mode]
         self.model_runner = vllm_start.opened(llm, id(self))  # "v1": see vllm_start.start
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
         self.max_batch = opts.max_batch
@@ -203,8 +217,8 @@ class VLLMEngine:
 
     def _extra_args(self, req: Request, start: int) -> dict | None:
         s = self.sampling
-        if s.temperature <= 0:
-            return None
+        if s.temperature <= 0 and self.logprobs == LOGPROBS_RAW:
+            return None  # vLLM's own greedy decoding and raw log-probs; "sampling" needs the sampler's log-prob
         from .vllm_sampler import SAMPLER_KEY, sampler_args
 
         return {SAMPLER_KEY: sampler_args(req.seed, start, s.temperature, s.top_k, s.top_p, len(self.tokenizer))}
@@ -381,6 +395,11 @@ class VLLMEngine:
     def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], **kw) -> list[np.ndarray]:
         """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays, from
         vLLM's prompt log-probs (vllm_scoring.score; kw: progress)."""
+        if self.logprobs != LOGPROBS_RAW:
+            raise RuntimeError(
+                "this vLLM engine returns processed logits (the trainer's rollout engine): its prompt log-probs "
+                "would be raw logits; score with an engine started by load_engine('vllm', ...)"
+            )
         return vllm_scoring.score(self, prompts, continuations, progress=kw.get("progress"))
 
     # -- lifecycle ----------------------------------------------------------------------------

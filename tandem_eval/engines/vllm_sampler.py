@@ -6,10 +6,18 @@ processor computes the token HF would sample from the same logits (sampling.py: 
 top-k then top-p, inverse-CDF draw with `position_uniform(seed, position)`), then leaves that
 token's logit finite and sets every other logit to -inf. The request itself runs greedy in vLLM
 (temperature 0), so vLLM's own sampling picks exactly that token. Requests without the key (greedy
-generation, scoring) are untouched.
+generation on an evaluation engine, scoring) are untouched.
 
-vLLM calls processors that are not argmax-invariant after it has taken the raw log-probs
-(`logprobs_mode="raw_logprobs"`), so the log-probs a request returns are unaffected.
+The finite logit left for the chosen token is its log-prob at the request's temperature,
+log_softmax(logits / T)[token] over every model row (T = 1 for greedy rows), which is what trl
+recomputes for a rollout token. Which log-prob a request returns is then the LLM's
+`logprobs_mode`'s choice:
+* "raw_logprobs" (tandem_eval's own engines): vLLM takes log-softmax of the raw logits BEFORE the
+  processors that are not argmax-invariant run, so our rewrite does not touch it: raw log-probs;
+* "processed_logits" (the trainer's colocate senior): vLLM returns the logits as the processors
+  left them, i.e. the value written here: the temperature-scaled log-prob. (vLLM's
+  "processed_logprobs", trl's own choice, would return log-softmax of a one-hot row: 0 for every
+  token, so trl's importance ratio would compare its log-probs with zeros.)
 
 Position of the token being sampled = the chunk's context length (`start`: the whole trace so far,
 also for a resumed session, whose earlier tokens vLLM moves into its prompt) + the tokens vLLM has
@@ -64,8 +72,8 @@ class PositionKeyedSampler(LogitsProcessor):
         missing = [f for f in _FIELDS if f not in args]
         if missing:
             raise ValueError(f"extra_args[{SAMPLER_KEY!r}] lacks {missing}")
-        if args["temperature"] <= 0:
-            raise ValueError("position-keyed sampling needs temperature > 0 (greedy requests need no sampler)")
+        if not args["temperature"] >= 0:
+            raise ValueError("position-keyed sampling needs temperature >= 0 (0: greedy, the raw log-prob written)")
 
     def is_argmax_invariant(self) -> bool:
         return False  # it decides the token: it must run for greedy requests too
@@ -104,6 +112,11 @@ class PositionKeyedSampler(LogitsProcessor):
             positions = [self._rows[r][0]["start"] + len(self._rows[r][1]) for r in rows]
             index = torch.tensor(rows, device=logits.device)
             chosen = sample_at_positions(logits[index, :vocab], temperature, top_k, top_p, seeds, positions)
+            chosen = chosen.to(logits.device)
+            # the chosen token's log-prob at the sampling temperature, over every row (as trl): what a
+            # "processed_logits" LLM returns (module docstring); the only finite logit left, so greedy picks it
+            scale = temperature if temperature > 0 else 1.0
+            logp = torch.log_softmax(logits[index].float() / scale, dim=-1).gather(1, chosen[:, None])[:, 0]
             logits[index] = float("-inf")
-            logits[index, chosen.to(logits.device)] = 0.0
+            logits[index, chosen] = logp.to(logits.dtype)
         return logits

@@ -30,6 +30,7 @@ class RetokenizingEngine:
     def __init__(self, inner, senior_tokenizer, junior_stops: frozenset[int]):
         self.inner, self.outer_tok = inner, senior_tokenizer
         self.name = f"{inner.name}+retokenize"
+        self.logprobs = inner.logprobs  # the inner engine's kind (recorded as NaN here: docstring)
         self.tokenizer = senior_tokenizer
         self.eos_ids = frozenset([senior_tokenizer.eos_token_id])
         # The junior stops where the same schedule, read in the junior's vocabulary, might switch.

@@ -21,6 +21,12 @@ stop early, so both arms mostly generate the full `--tokens`; the mean response 
 `--senior PATH` trains a real checkpoint (e.g. SmolLM2-135M-Instruct, tandem_eval/packaged.py),
 self-paired, on its own chat template, so rollouts have real lengths and real stops.
 
+On the vLLM engine the runs keep trl's importance-sampling correction on (its default), and each
+arm's line shows what trl logs of it at every step: the mean |rollout log-prob - trl's log-prob| of
+the senior's tokens (`sampling/sampling_logp_difference/mean`, ~1e-6 when the rollouts are on-policy)
+and the mean importance ratio (`sampling/importance_sampling_ratio/mean`, 1 when they are). trl
+computes neither on the HF engine (`use_vllm=False`), where it ignores the rollout log-probs.
+
 The paper's implementation: tandem rollouts cost ~1.8-2x solo ones; target here <= 1.4x per step.
 """
 
@@ -79,6 +85,8 @@ def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[flo
             rollout_batch=a.prompts * a.group,
             save_every=10_000,
             seed=0,
+            # trl's default on vLLM, and what makes it log how far the rollout log-probs are from its own
+            vllm_importance_sampling_correction=a.engine == "vllm",
             # timing only: small benchmark batches (8 rollouts) drift past the default +-0.2 band
             senior_fraction_band=(0.1, 0.9),
         )
@@ -101,7 +109,21 @@ def run_arm(arm: str, senior: Path, out: Path, a) -> tuple[list[float], list[flo
         trainer.tandem_rollout.close()
         trainer.reward.close()
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
-    return timer.wall[1:], timer.cpu[1:], timer.rollout[1:], statistics.mean(r["response_length"] for r in log)
+    # trl's own log of each step's rollout/trainer log-prob agreement (vLLM only: module docstring)
+    onpolicy = {key: [h[name] for h in trainer.state.log_history if name in h] for key, name in ONPOLICY_KEYS.items()}
+    return (
+        timer.wall[1:],
+        timer.cpu[1:],
+        timer.rollout[1:],
+        statistics.mean(r["response_length"] for r in log),
+        onpolicy,
+    )
+
+
+ONPOLICY_KEYS = {
+    "logp_difference": "sampling/sampling_logp_difference/mean",
+    "is_ratio": "sampling/importance_sampling_ratio/mean",
+}
 
 
 def _run_in_child(arm: str, senior: Path, out: Path, a):
@@ -124,9 +146,9 @@ def run_once(arm: str, senior: Path, out: Path, a):
         return pool.submit(_run_in_child, arm, senior, out, a).result()
 
 
-def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> dict:
-    """Print each arm's fastest and median step times, rollout vs update time, and the tandem / grpo
-    ratio; return them."""
+def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict, onpolicy: dict) -> dict:
+    """Print each arm's fastest and median step times, rollout vs update time, trl's log-prob difference
+    and importance ratio per step, and the tandem / grpo ratio; return them."""
     print(
         f"batch: {a.prompts} prompts x {a.group} rollouts, <= {a.tokens} new tokens, 2 updates/step, "
         f"engine {a.engine}, size {a.senior or a.size}, {a.threads} thread(s), {len(wall['grpo'])} timed steps per arm"
@@ -145,6 +167,15 @@ def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> dict:
         print(f"  wall {arm:7s} rollout {g:6.2f} s + updates {max(min(wall[arm]) - g, 0):6.2f} s (fastest steps)")
     for arm in ("grpo", "tandem"):
         print(f"  mean response length {arm:7s} {statistics.mean(lengths[arm]):.1f} tokens")
+    for arm in ("grpo", "tandem"):
+        d, r = onpolicy[arm]["logp_difference"], onpolicy[arm]["is_ratio"]
+        if not d:
+            print(f"  on-policy {arm:7s} not logged (trl computes it on the vLLM engine only)")
+            continue
+        print(
+            f"  on-policy {arm:7s} |rollout - trl| log-prob {max(d):.2e} nats/token at most "
+            f"(per step: {', '.join(f'{x:.1e}' for x in d)}); importance ratio {', '.join(f'{x:.4f}' for x in r)}"
+        )
     print(
         f"tandem / grpo step time (fastest steps): {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x cpu "
         "(target <= 1.3x; paper ~1.8-2x)"
@@ -154,6 +185,8 @@ def _report(a, wall: dict, cpu: dict, rollout: dict, lengths: dict) -> dict:
         "step_s": {"wall": wall, "cpu": cpu},
         "rollout_wall_s": rollout,
         "mean_response_length": {arm: statistics.mean(x) for arm, x in lengths.items()},
+        # trl's per-step sampling/sampling_logp_difference/mean and importance_sampling_ratio/mean (vLLM)
+        "onpolicy": onpolicy,
     }
 
 
@@ -199,6 +232,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = {"grpo": [], "tandem": []}
     rollout: dict[str, list[float]] = {"grpo": [], "tandem": []}
     lengths: dict[str, list[float]] = {"grpo": [], "tandem": []}
+    onpolicy: dict[str, dict[str, list[float]]] = {arm: {k: [] for k in ONPOLICY_KEYS} for arm in ("grpo", "tandem")}
     with tempfile.TemporaryDirectory() as tmp:
         if a.senior:
             senior = a.senior
@@ -210,12 +244,14 @@ def main() -> None:
             senior, _ = build_tiny_pair(Path(tmp) / "pair")
         for r in range(a.repeats):
             for arm in ("grpo", "tandem"):
-                w, c, g, n = run_once(arm, senior, Path(tmp) / f"{arm}-{r}", a)
+                w, c, g, n, o = run_once(arm, senior, Path(tmp) / f"{arm}-{r}", a)
+                for k, v in o.items():
+                    onpolicy[arm][k] += v
                 wall[arm] += w
                 cpu[arm] += c
                 rollout[arm] += g
                 lengths[arm].append(n)
-    result = _report(a, wall, cpu, rollout, lengths)
+    result = _report(a, wall, cpu, rollout, lengths, onpolicy)
     if a.json:
         _write_json(a.json, f"train_{a.engine}", result, a)
 

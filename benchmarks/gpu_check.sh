@@ -11,16 +11,27 @@
 #   bash benchmarks/gpu_check.sh --dry-run        # any machine, no GPU: the install plan (`make -n venv`
 #                                                 # as an NVIDIA machine would see it) and every command's
 #                                                 # arguments are checked, nothing is installed or run
+#
+# An offline GPU node (no package index; its own python3 with torch, transformers, accelerate, pandas,
+# pyarrow, scipy, typer, rich, matplotlib, seaborn; at most 64 MiB of files brought to it):
+#   bash benchmarks/gpu_check.sh --prepare-offline      # beforehand, where `make venv` ran: .offline/wheels
+#   bash benchmarks/gpu_check.sh --offline [--out DIR]  # there: the wheels installed with --no-index into a
+#                                                       # temporary folder, then gpu_check.py's offline plan
+#   bash benchmarks/gpu_check.sh --dry-run --offline    # any machine: the offline plan parses
 # Exit status: 0 when every check passes (dry run: when the plan holds), 1 otherwise, 2 for bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: bash benchmarks/gpu_check.sh [--dry-run] [--out DIR]"
+usage="usage: bash benchmarks/gpu_check.sh [--dry-run] [--offline | --prepare-offline] [--out DIR]"
 dry=0
+offline=0
+prepare=0
 out=runs/gpu-check
 while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) dry=1 ;;
+        --offline) offline=1 ;;
+        --prepare-offline) prepare=1 ;;
         --out) [ $# -ge 2 ] || { echo "error: --out needs a folder; $usage" >&2; exit 2; }; out="$2"; shift ;;
         *) echo "error: unknown argument $1; $usage" >&2; exit 2 ;;
     esac
@@ -46,6 +57,37 @@ install_plan() {
     PATH="$fake:$PATH" make -n -B venv PYTHON="${python:-python3}"
     rm -r "$fake"
 }
+
+if [ "$prepare" = 1 ]; then
+    # pip download of the wheels the node lacks, at this venv's versions (gpu_check.py: OFFLINE_PACKAGES)
+    runner="${GPU_CHECK_PYTHON:-.venv/bin/python}"
+    [ -x "$runner" ] || { echo "error: no $runner: run \`make venv\` first (the wheels take the venv's versions)" >&2; exit 2; }
+    exec "$runner" benchmarks/gpu_check.py --prepare-offline
+fi
+
+if [ "$dry" = 1 ] && [ "$offline" = 1 ]; then
+    runner="${GPU_CHECK_PYTHON:-.venv/bin/python}"
+    [ -x "$runner" ] || runner="${python:-python3}"
+    PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" exec "$runner" benchmarks/gpu_check.py --dry-run --offline --out "$out"
+fi
+
+if [ "$offline" = 1 ]; then
+    # The node's own python3 (the one holding torch); the project runs from this checkout, the missing
+    # pure-Python packages from the carried wheels, installed without any index into a temporary folder.
+    node_python="${GPU_CHECK_PYTHON:-python3}"
+    ls .offline/wheels/*.whl >/dev/null 2>&1 || {
+        echo "error: no .offline/wheels: run \`bash benchmarks/gpu_check.sh --prepare-offline\` where the venv is, and bring the folder" >&2
+        exit 2
+    }
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    site="$(mktemp -d)"
+    start=$(date +%s)
+    "$node_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .offline/wheels/*.whl
+    install_s=$(($(date +%s) - start))
+    echo "installed the offline wheels in ${install_s} s"
+    export HF_HUB_OFFLINE=1 PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    exec "$node_python" benchmarks/gpu_check.py --offline --out "$out" --install-seconds "$install_s" ${GPU_CHECK_ARGS:-}
+fi
 
 if [ "$dry" = 1 ]; then
     plan="$(install_plan)"

@@ -22,6 +22,7 @@ from tandem_eval.schemas import ConfigError
 from trainer import rollout as rollout_module
 from trainer.recipe import load_recipe, recipe_from_dict, trl_batch_fields, trl_fields
 from trainer.rewards import CorrectnessReward
+from trainer.onpolicy import senior_logprob_gap
 from trainer.rollout import AuthorshipError, RolloutStats, TandemRollout, check_authorship
 
 RECIPES = Path(__file__).resolve().parents[1] / "trainer" / "recipes"
@@ -539,28 +540,6 @@ def test_vllm_install_selects_the_v1_model_runner_before_trl_builds_its_llm(tiny
 
 
 # ---- rollout log-probs: what trl recomputes ------------------------------------------------------
-
-
-def trl_logprobs(model, prompt, completion, temperature: float) -> np.ndarray:
-    """trl's per-token log-probs of `completion` after `prompt`, written out: log_softmax(logits / T) at
-    each completion position over every model row (GRPOTrainer's fused LM head divides by `temperature`)."""
-    ids = torch.tensor([list(prompt) + list(completion)])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return logp.gather(1, torch.tensor(completion)[:, None])[:, 0].double().numpy()
-
-
-def senior_logprob_gap(model, out: dict, temperature: float) -> float:
-    """The largest |rollout log-prob - trl's| over the senior's positions (env_mask 1) of a rollout dict."""
-    gaps = []
-    for prompt, completion, lps, mask in zip(
-        out["prompt_ids"], out["completion_ids"], out["logprobs"], out["env_mask"]
-    ):
-        ref = trl_logprobs(model, prompt, completion, temperature)
-        senior = np.asarray(mask, bool)
-        gaps.append(np.abs(np.asarray(lps) - ref)[senior].max(initial=0.0))
-    return float(max(gaps))
 
 
 def shifted(out: dict) -> dict:

@@ -535,8 +535,8 @@ def main(argv=None) -> int:
     if args.prepare_offline:
         return prepare_offline()
     out = args.out if args.out.is_absolute() else ROOT / args.out
-    if args.dry_run:
-        return dry_run(out, args.offline)
+    if args.dry_run:  # the online plan's dry run checks the offline plan too (one process: the imports once)
+        return dry_run(out, offline=True) if args.offline else max(dry_run(out), dry_run(out, offline=True))
     only = set(args.only.split(",")) if args.only else None
     names = {s.name for s in (plan_offline(out) if args.offline else plan(out, ""))}
     if only and not only <= names:

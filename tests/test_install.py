@@ -115,6 +115,7 @@ def test_gpu_check_dry_run_passes_on_cpu(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0].startswith("ok   install") and not [line for line in lines if line.startswith("FAIL")]
     assert re.search(r"dry run: 13 commands, 0 problem\(s\)", out.stdout), out.stdout
+    assert "dry run (offline): 17 commands, 0 problem(s)" in out.stdout, out.stdout  # the offline node's plan
     assert not (tmp_path / "gc").exists()  # a dry run writes nothing
 
 
@@ -144,6 +145,35 @@ def test_gpu_check_plan_covers_the_issue_and_its_parse_check_catches_bad_argumen
     assert "No such option" in gc.parse_error(("tandem-eval", "drift", "--schedule", "word"))
     bad = ("tandem-train", "--recipe", str(ROOT / "trainer/recipes/cpu-grpo.yaml"), "--set", "steps=0")
     assert "steps must be >= 1" in gc.parse_error(bad)
+
+
+def test_gpu_check_offline_dry_run_and_plan(tmp_path, monkeypatch):
+    """The offline plan (an air-gapped node: HF only, no vLLM/trl/math-verify there, wheels carried) parses,
+    covers both models, both dtypes, the lenses, the log-prob check and both arms' steps; a prepared wheel
+    folder missing a wheel or over the size limit is named."""
+    gc = _gpu_check()  # its dry run: test_gpu_check_dry_run_passes_on_cpu
+    steps = {s.name: s for s in gc.plan_offline(tmp_path)}
+    assert not any("vllm" in " ".join(s.argv) for s in steps.values())  # the node has no vLLM
+    for model in ("toy", "random"):
+        for dtype in ("float32", "auto"):
+            for schedule in ("paragraph", "word"):
+                assert steps[f"{model}-hf-{dtype}-{schedule}"].kind == "gen"
+        assert {f"{model}-legibility", f"{model}-drift"} <= set(steps)
+    assert steps["onpolicy-tandem"].argv[1:3] == ("-m", "trainer.onpolicy") and "train-tandem" in steps
+    node_python = str(tmp_path / "node" / "python3")  # a Python without the project's console scripts
+    monkeypatch.setattr(sys, "executable", node_python)
+    assert gc.command(("tandem-eval", "solo")) == [node_python, "-m", "tandem_eval.cli", "solo"]
+    assert gc.command(("tandem-train", "--x")) == [node_python, "-m", "trainer", "--x"]
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / gc.OFFLINE_MANIFEST).write_text(json.dumps({"versions": {n: "1.0" for n in gc.OFFLINE_PACKAGES}}))
+    for name in gc.OFFLINE_PACKAGES[1:]:
+        (wheels / f"{name.replace('-', '_')}-1.0-py3-none-any.whl").write_bytes(b"x")
+    assert "no wheel for trl==1.0" in gc.offline_problem(wheels)
+    (wheels / "trl-1.0-py3-none-any.whl").write_bytes(b"x" * (40 << 20))
+    assert "MiB" in gc.offline_problem(wheels)
+    (wheels / "trl-1.0-py3-none-any.whl").write_bytes(b"x")
+    assert gc.offline_problem(wheels) is None
 
 
 # ---- pip's resolver, as a fresh machine runs it -------------------------------------------------

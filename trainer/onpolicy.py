@@ -37,7 +37,9 @@ def recomputed_logprobs(model, prompt, completion, temperature: float) -> np.nda
 def senior_gaps(model, out: dict, temperature: float) -> np.ndarray:
     """|rollout log-prob - recomputed| at every senior position (env_mask 1) of a rollout dict."""
     gaps = []
-    for prompt, completion, lps, mask in zip(out["prompt_ids"], out["completion_ids"], out["logprobs"], out["env_mask"]):
+    for prompt, completion, lps, mask in zip(
+        out["prompt_ids"], out["completion_ids"], out["logprobs"], out["env_mask"]
+    ):
         ref = recomputed_logprobs(model, prompt, completion, temperature)
         gaps.append(np.abs(np.asarray(lps, dtype=np.float64) - ref)[np.asarray(mask, bool)])
     return np.concatenate(gaps) if gaps else np.zeros(0)

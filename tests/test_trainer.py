@@ -20,9 +20,9 @@ import torch
 from tandem_eval.generate.tandem import Trace
 from tandem_eval.schemas import ConfigError
 from trainer import rollout as rollout_module
+from trainer.onpolicy import senior_logprob_gap
 from trainer.recipe import load_recipe, recipe_from_dict, trl_batch_fields, trl_fields
 from trainer.rewards import CorrectnessReward
-from trainer.onpolicy import senior_logprob_gap
 from trainer.rollout import AuthorshipError, RolloutStats, TandemRollout, check_authorship
 
 RECIPES = Path(__file__).resolve().parents[1] / "trainer" / "recipes"

@@ -56,6 +56,14 @@ def absolute_benchmarks(entries) -> tuple[str, ...]:
     return tuple(",".join(one(part) for part in str(e).split(",")) for e in entries)  # "a.jsonl,b.jsonl" too
 
 
+def senior_label(spec: str | os.PathLike) -> str:
+    """The default label of a run of checkpoint `spec` (no `--label`): its folder's name, a bundled
+    `toy:SCENARIO/NAME` its NAME (`toy:tandem` -> `toy-tandem`). The one rule: the CLI's runs, the
+    lenses' solo runs and the read side's arms all take it, so runs of one senior make one arm."""
+    spec = str(spec)
+    return Path(spec.replace("toy:", "toy-").rstrip("/")).name or spec
+
+
 def folder_name(label: str, default: str = "senior") -> str:
     """A label as one folder name (runs/<name>): `--label` is a label, never a path, so separators,
     `..` and other characters outside letters, digits, . _ - become `-`."""

@@ -258,6 +258,21 @@ def test_collect_groups_arms_and_training_evals(col):
     assert list(train.log.columns[:2]) == ["step", "reward"]
 
 
+def test_solo_paragraph_and_junior_solo_runs_of_one_senior_make_one_arm(tmp_path):
+    """One label rule (paths.senior_label): the CLI's default label, the read side's label of a run
+    without one, and a junior-solo run (which names the senior's arm, not the junior) agree."""
+    from tandem_eval.paths import senior_label
+
+    senior = save_tokenizer(tmp_path / "ckpt" / "mysenior")
+    flags = {("b", "p0"): [True, False]}
+    make_run(tmp_path / "r" / "solo", senior, flags, ks=(1,))  # no label: the read side derives it
+    make_run(tmp_path / "r" / "handoff-paragraph", senior, flags, "handoff", "paragraph", senior_label(senior), (1,))
+    make_run(tmp_path / "r" / "handoff-junior-solo", senior, flags, "handoff", "junior-solo", None, (1,))
+    col = collect([tmp_path / "r"])
+    assert col.arms == ["mysenior"] and len(col.runs) == 3
+    assert senior_label("toy:self-paired/tandem") == "tandem" and senior_label("/x/ckpt/") == "ckpt"
+
+
 def test_duplicate_labels_with_different_runs_refuse(tmp_path):
     senior = save_tokenizer(tmp_path / "ckpt" / "same")
     flags = {("b", "p0"): [True, False]}

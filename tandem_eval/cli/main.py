@@ -33,7 +33,7 @@ from typer.exceptions import TyperException
 
 from ..config import EvalConfig, ModelSpec, Sampling, default_ks
 from ..devices import resolve_dtype
-from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template
+from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template, senior_label
 from ..schemas import ConfigError
 from .common import (
     AllowSoloMismatchOpt,
@@ -298,7 +298,7 @@ def run_config(mode: str, options: dict) -> EvalConfig:
         benchmarks=absolute_benchmarks(o.pop("benchmark")),
         ks=parse_ks(k, o["n"]),
         sampling=sampling,
-        label=label or Path(senior.replace("toy:", "toy-")).name,
+        label=label or senior_label(senior),
         chat_template=read_chat_template(o.pop("chat_template"), "--chat-template"),
         junior_chat_template=read_chat_template(o.pop("junior_chat_template", None), "--junior-chat-template"),
     )

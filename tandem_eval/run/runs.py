@@ -35,6 +35,7 @@ import pandas as pd
 from tandem_eval.config import config_diff, fingerprint_of
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
+from tandem_eval.paths import senior_label
 from tandem_eval.run.lens_layout import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.run.results import RunFolder, find_runs, verify_run
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file, check_regular
@@ -282,29 +283,23 @@ def _keep(df: pd.DataFrame, keys: frozenset | None) -> pd.DataFrame:
 
 
 def run_label(cfg: dict) -> str:
-    """Display name of a run's senior: config label, else the senior checkpoint's folder name."""
+    """Display name of a run's senior: config label, else paths.senior_label of its checkpoint."""
     if cfg.get("label"):
         return str(cfg["label"])
-    return _path_label(model_path(cfg))
+    return senior_label(model_path(cfg))
 
 
 def model_path(cfg: dict) -> str:
-    """The checkpoint a run's label names: the senior's (the junior's for a junior-solo run)."""
-    model = cfg.get("junior") if cfg.get("schedule") == "junior-solo" else cfg.get("senior")
-    return str((model or {}).get("path") or "senior")
-
-
-def _path_label(path: str) -> str:
-    if path.startswith("toy:"):
-        return path[4:]
-    return Path(path.rstrip("/")).name or path
+    """The checkpoint a run's arm is: the senior's, in every schedule. A junior-solo run names the
+    senior too (its row is that senior's arm, beside its solo and handoff runs), so a junior-solo,
+    a paragraph and a solo run of one senior in one folder make one arm."""
+    return str((cfg.get("senior") or {}).get("path") or "senior")
 
 
 def has_path_label(cfg: dict) -> bool:
     """The run's label is derived from its checkpoint's path (no `--label` was given): the CLI's
-    default (the folder name) or none at all."""
-    path = model_path(cfg)
-    return not cfg.get("label") or str(cfg["label"]) in (_path_label(path), Path(path.replace("toy:", "toy-")).name)
+    default (paths.senior_label) or none at all."""
+    return not cfg.get("label") or str(cfg["label"]) == senior_label(model_path(cfg))
 
 
 def disambiguate_labels(runs: list[Run]) -> None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..config import EvalConfig, ModelSpec, Sampling, default_ks
 from ..devices import resolve_dtype, use_threads
 from ..models import checkpoint_content
-from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable
+from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, senior_label
 from ..run.lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
 from ..schemas import SAMPLE_KEY
 from . import lens
@@ -303,8 +303,7 @@ def solo_run_config(req: ScoreRequest, checked: Checked) -> tuple[EvalConfig, Pa
         "threads": req.threads,
         "chat_template": checked.opts.senior_chat_template,
     }
-    folder = Path(senior.replace("toy:", "toy-")).name  # the same folder `tandem-eval handoff` uses
-    label = req.label or folder
+    label = req.label or senior_label(senior)  # the same label (and folder) `tandem-eval handoff` uses
     fields = {k: v for k, v in fields.items() if v is not None}
     senior_spec = ModelSpec(absolute_spec(senior), req.dtype)  # the lens's dtype, as `tandem-eval solo --dtype`
     cfg = EvalConfig(senior=senior_spec, mode="solo", schedule="solo", label=label, **fields)

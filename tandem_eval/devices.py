@@ -6,7 +6,7 @@ commands, trainer; generate and score both set threads here).
     resolve_dtype("auto")          # "bfloat16" on a CUDA GPU (float16 where it has no bf16), else "float32"
     resolve_dtype("auto", "cpu")   # "float32": the device the model goes to decides
     resolve_dtype("float16")       # an explicit dtype wins everywhere
-    use_threads(2)                 # torch's CPU threads (None: every core this process may use)
+    use_threads(2)                 # torch's CPU threads (None: the free cores, default_threads)
 
 Commands take `--dtype auto` (their default) and resolve it here before anything is fingerprinted, so
 a run records the concrete dtype in config.json (`senior.dtype`): on a CPU it is float32, as it
@@ -75,20 +75,32 @@ def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def default_threads(cores: int, load: float) -> int:
+    """The free cores: the cores this process may use less those the 1-minute load average says other
+    processes keep busy, at least 1, never more than the cores. Every core on a busy machine
+    oversubscribes it (torch's threads then wait on each other: beside one other torch process on 2
+    cores, HF generation ran 11x slower with 2 threads than alone)."""
+    return max(1, min(cores, cores - int(load)))
+
+
 def use_threads(threads: int | None = None) -> int:
-    """Set torch's CPU threads to `threads` (default: the cores this process may use) and return it;
-    warn when the 1-minute load average already exceeds the cores (another process competes for
-    them: beside one other torch process on 2 cores, HF generation ran 11x slower)."""
+    """Set torch's CPU threads to `threads` (default: default_threads, the free cores) and return it;
+    warn when the 1-minute load average already exceeds the cores, naming the threads chosen and
+    the option that overrides them."""
     import torch
 
     cores = _usable_cores()
-    torch.set_num_threads(threads or cores)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    chosen = threads or default_threads(cores, load)
+    torch.set_num_threads(chosen)
     if load > cores:
         log.warning(
             "the 1-minute load average is %.1f on %d cores: other processes compete for them, so this run may be "
-            "several times slower; wait for them, or give each process a share with --threads",
+            "several times slower; running on %d thread(s)%s (--threads N sets them; wait for the other processes "
+            "for full speed)",
             load,
             cores,
+            chosen,
+            "" if threads else " (the free cores)",
         )
     return torch.get_num_threads()

@@ -236,11 +236,14 @@ def test_default_k_is_the_powers_of_two_up_to_n_plus_n(tiny_pair, tmp_path):
     ok = runner.invoke(app, args + ["--out", str(tmp_path / "o"), "-q"])
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "o" / "solo" / "config.json").read_text())["config"]["ks"] == [1, 2]
-    # the results table (and its caption) is printed last: nothing else follows its bottom border
+    # the run folder, then the results table (markdown: stdout is not a terminal), then only the
+    # traces' outcome line
     lines = ok.stdout.rstrip().splitlines()
-    bottom = max(i for i, line in enumerate(lines) if line.startswith("└"))
-    assert any("run folder" in line for line in lines[:bottom])
-    assert not any("run folder" in line or "%" in line for line in lines[bottom + 1 :]), lines[bottom:]
+    rows = [i for i, line in enumerate(lines) if line.startswith("| ")]
+    assert rows and any("run folder" in line for line in lines[: rows[0]])
+    assert lines[rows[0]].startswith("| benchmark | solo pass@1 | solo pass@2 |")
+    tail = lines[rows[-1] + 1 :]
+    assert len(tail) == 1 and tail[0].startswith("solo: 2 traces, ") and "truncated at the token budget" in tail[0]
 
 
 def test_engine_crash_before_any_sample_leaves_no_run_folder(cfg, engines, tmp_path, monkeypatch):
@@ -397,7 +400,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
         "check_model": models,
     }
     summary = ["grade_status", "handoffs_per_trace", "mean_tokens", "n_problems", "n_samples", "pass_at_k"]
-    summary += ["senior_fraction", "truncation_rate"]
+    summary += ["senior_fraction", "truncation_rate", "n_truncated", "n_no_answer"]
     want = [("solo", sorted(summary)), ("solo", "COMPLETE")]
     if command == "handoff":
         want += [("handoff-paragraph", sorted([*summary, "solo_run", "tax"])), ("handoff-paragraph", "COMPLETE")]
@@ -421,3 +424,24 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
             writes,
         )
         assert handoff.metrics() == metrics
+
+
+def test_json_prints_each_runs_results_and_results_json_holds_them(tiny_pair, tmp_path):
+    """`--json`: one JSON object on stdout (no tables), each run's results.json: config, provenance
+    and every pass@k with its CI and n; truncation and no-answer counts in metrics."""
+    senior, junior = tiny_pair
+    args = ["handoff", "--senior", senior, "--junior", junior, "--n", "2", "--limit", "2", "--max-new-tokens", "6"]
+    r = runner.invoke(app, args + ["--out", str(tmp_path), "-q", "--json"])
+    assert r.exit_code == 0, r.output
+    record = json.loads(r.stdout)
+    assert set(record) == {"solo", "handoff"}
+    for kind, folder in (("solo", "solo"), ("handoff", "handoff-paragraph")):
+        res = record[kind]
+        assert res == json.loads((tmp_path / folder / "results.json").read_text())
+        assert res["config"]["mode"] == kind and "versions" in json.dumps(res["provenance"])
+        m = res["metrics"]
+        low, high = m["pass_at_k"]["ci"]["per_benchmark"]["tiny"]["pass@1"]
+        assert low <= m["pass_at_k"]["per_benchmark"]["tiny"]["pass@1"] <= high
+        assert m["pass_at_k"]["n_problems"]["per_benchmark"]["tiny"] == 2
+        assert m["n_truncated"] == 4 and m["n_no_answer"] == 4  # 6 tokens: every trace hits the budget
+    assert "tax" in record["handoff"]["metrics"]

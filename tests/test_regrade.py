@@ -91,7 +91,10 @@ def test_regrade_command_prints_disagreements_and_both_pass_at_k(cli_run, tmp_pa
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
     assert "4 of 8 samples changed verdict" in out
-    assert "stored @1" in out and "regraded @1" in out
+    assert "stored pass@1" in out and "regraded pass@1" in out
+    # not a terminal (a pipe, a CI log): markdown tables, each row on one line with every cell whole
+    header = next(line for line in result.output.splitlines() if "stored pass@1" in line)
+    assert header.startswith("| benchmark |") and header.endswith("|") and "regraded pass@1" in header
     assert out.count("True (ok)") == 3 and out.count("False (error)") == 1  # 4 rows, stored -> regraded
 
 

@@ -194,7 +194,9 @@ def test_other_figures_axes(col):
     assert tax.legends and not tax.axes[0].get_legend()  # the legend sits below the axes, inside the canvas
     leg = figures.fig_legibility(col, n_boot=200)
     titles = [" ".join(ax.get_title().split()) for ax in _visible(leg)]  # titles wrap to the axes width
-    assert all("n=" in t for t in titles) and sum("junior junior" in t for t in titles) == 2  # junior named
+    # the junior named once (its label is "junior": "read by junior", not "read by junior junior")
+    assert all("n=" in t for t in titles) and sum("read by junior" in t for t in titles) == 2
+    assert not any("junior junior" in t for t in titles)
     ylabels = [ax.get_ylabel() for ax in _visible(leg)]
     assert ylabels.count("junior NLL (nats/token)") == 2 and sum("KL" in y for y in ylabels) == 2
     assert "relative position in CoT (%)" in [ax.get_xlabel() for ax in _visible(leg)]

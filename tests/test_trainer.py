@@ -665,3 +665,17 @@ def test_vllm_rollouts_are_on_policy_and_follow_the_weights(tiny_pair, tmp_path,
         for r in (*greedy.values(), *sampled.values()):
             r.close()
         trainer.tandem_rollout.close()
+
+
+def test_flat_rewards_for_several_steps_warn_once_that_nothing_is_learned(caplog):
+    """Every group scoring the same (trl's frac_reward_zero_std = 1) for NO_SIGNAL_STEPS steps in a row:
+    one warning naming what to change; a step with signal resets the count."""
+    from trainer.grpo import NO_SIGNAL_STEPS, TandemGRPOTrainer
+
+    trainer = SimpleNamespace(_flat_steps=0)
+    flat, mixed = {"frac_reward_zero_std": 1.0, "reward": 0.0}, {"frac_reward_zero_std": 0.5, "reward": 0.25}
+    with caplog.at_level("WARNING", logger="trainer.grpo"):
+        for logs in [flat] * (NO_SIGNAL_STEPS - 1) + [mixed] + [flat] * (NO_SIGNAL_STEPS + 2):
+            TandemGRPOTrainer._check_signal(trainer, logs)
+    warned = [r.getMessage() for r in caplog.records if "no learning signal" in r.getMessage()]
+    assert len(warned) == 1 and "num_generations" in warned[0] and f"last {NO_SIGNAL_STEPS} steps" in warned[0]

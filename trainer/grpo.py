@@ -14,6 +14,10 @@ The GRPO loss itself is trl's, untouched. What this subclass adds, each a small 
   segment, KL to the junior when the KL reference is the junior); one JSON line per step in
   OUTPUT_DIR/train_log.jsonl is the offline record (short names, see `_record`); with `log_rollouts`,
   OUTPUT_DIR/rollouts.jsonl holds every rollout's reward and its text by author.
+* NO-SIGNAL WARNING: when every group of rollouts scored the same (trl's frac_reward_zero_std = 1)
+  for NO_SIGNAL_STEPS steps in a row, GRPO's advantages are all 0 and the weights do not move: one
+  logged warning says so and what to change (a senior that solves some of the problems, a larger
+  group, a longer completion budget), instead of a run that logs reward 0 and says nothing.
 * Checkpoints: every checkpoint folder gets `tandem_meta.json` (arm, junior, step, recipe, seed,
   schedule) and a model card `README.md` (arm, junior, schedule, recipe, steps, and the held-out
   pass@k and tax when the evaluation hook ran); the last step is always saved, and the periodic
@@ -27,6 +31,7 @@ counts optimizer updates, so HF checkpoint folders are `checkpoint-{step * updat
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -44,6 +49,8 @@ from .recipe import Recipe, recipe_to_dict
 from .rollout import AuthorshipError, TandemRollout
 
 LOG_FILE = "train_log.jsonl"
+NO_SIGNAL_STEPS = 3  # flat steps in a row before the no-signal warning (one flat step is common early on)
+log = logging.getLogger(__name__)
 ROLLOUT_FILE = "rollouts.jsonl"
 
 
@@ -134,6 +141,7 @@ class TandemGRPOTrainer(GRPOTrainer):
             )
         self.log_path = Path(self.args.output_dir) / LOG_FILE
         self._t0 = time.time()
+        self._flat_steps = 0  # consecutive steps whose every group had zero reward variance
         self.add_callback(_CheckpointCallback(self))
 
     @property
@@ -209,6 +217,22 @@ class TandemGRPOTrainer(GRPOTrainer):
         if is_step and self.is_world_process_zero():
             with open(self.log_path, "a") as f:
                 f.write(json.dumps(self._record(logs)) + "\n")
+            self._check_signal(logs)
+
+    def _check_signal(self, logs: dict) -> None:
+        """The no-signal warning (module docstring), once per run of flat steps."""
+        self._flat_steps = self._flat_steps + 1 if logs.get("frac_reward_zero_std") == 1.0 else 0
+        if self._flat_steps == NO_SIGNAL_STEPS:
+            log.warning(
+                "no learning signal: every rollout of each prompt scored the same (reward %s) for the last %d "
+                "steps, so GRPO's advantages are 0 and the weights do not change. Start from a senior that already "
+                "solves some of these problems (`python -m trainer.engine_curves` shows the toy world's "
+                "toy:emergent/init learning on its own task), raise num_generations, or raise "
+                "max_completion_length if the rollouts hit it (tandem/truncation_rate %s)",
+                logs.get("reward"),
+                NO_SIGNAL_STEPS,
+                logs.get("tandem/truncation_rate"),
+            )
 
     def _record(self, logs: dict) -> dict:
         gs, upd = self.state.global_step, self.recipe.updates_per_step
@@ -261,7 +285,10 @@ def write_meta(ckpt: Path, trainer: TandemGRPOTrainer) -> dict:
     meta = {
         "arm": recipe.arm,
         "junior": str(trainer.junior_path) if trainer.junior_path else None,
+        # the KL reference as resolved (a path), or None when the run has no KL term (beta 0): the
+        # recipe's kl_ref choice (recorded under "recipe") then applies to nothing
         "kl_ref": str(trainer.ref_path) if recipe.beta and trainer.ref_path else None,
+        "beta": recipe.beta,
         "step": trainer.state.global_step // recipe.updates_per_step,
         "optimizer_step": trainer.state.global_step,
         "recipe": recipe_to_dict(recipe),

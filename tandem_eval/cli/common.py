@@ -133,11 +133,20 @@ ThreadsOpt = Annotated[
     typer.Option(
         "--threads",
         min=1,
-        help="CPU threads for torch (default: every core of the machine; recorded in the run, not in its "
-        "fingerprint). Give each of several processes on one machine its share.",
+        help="CPU threads for torch (default: the free cores, i.e. the machine's cores less the 1-minute load "
+        "average; recorded in the run, not in its fingerprint). Give each of several processes on one machine "
+        "its share.",
     ),
 ]
 NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples of problems for the CIs.")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the results on stdout as one JSON object (each run's results.json: config, versions, every "
+        "metric with its CI and n) instead of tables; logs stay on stderr.",
+    ),
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress and no info records; errors and results only.")
 ]
@@ -197,7 +206,9 @@ ScheduleOpt = Annotated[
 SoloRunOpt = Annotated[
     Path | None,
     typer.Option(
-        "--solo-run", help="Reuse this complete solo run folder instead of OUT/solo (it must match, see below)."
+        "--solo-run",
+        help="Reuse this complete solo run folder instead of OUT/solo (it must match this run's senior, seed, "
+        "sampling, budget, chat template, benchmarks and grader; else see --allow-solo-mismatch).",
     ),
 ]
 AllowSoloMismatchOpt = Annotated[

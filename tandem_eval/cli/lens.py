@@ -29,6 +29,7 @@ from .common import (
     ChatTemplateOpt,
     DtypeOpt,
     EngineOpt,
+    JsonOpt,
     JuniorChatTemplateOpt,
     JuniorOpt,
     LabelOpt,
@@ -49,22 +50,22 @@ log = logging.getLogger(__name__)
 
 
 def _print_summary(summary: dict, metric: str, title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from .terminal import show
 
     entry = summary.get(metric)
     if entry is None:
         return
     unit = summary.get("units", {}).get(metric) or ("bits/byte" if metric == "junior_bpb" else summary["unit"])
-    table = Table(title=f"{title} ({unit}; 95% CI over problems)")
-    for col in ("group", "all samples", "without truncated", "problems"):
-        table.add_column(col)
     fmt = lambda e: "-" if e.get("estimate") is None else f"{e['estimate']:.4f} [{e['low']:.4f}, {e['high']:.4f}]"  # noqa: E731
     a, c = entry["all"], entry["no_truncated"]
-    for g in a["per_group"]:
-        table.add_row(g, fmt(a["per_group"][g]), fmt(c["per_group"].get(g, {})), str(a["per_group"][g]["n_problems"]))
-    table.add_row("macro", fmt(a["macro"]), fmt(c["macro"]), str(a["macro"].get("n_problems", "-")))
-    Console().print(table)
+    rows = [
+        [g, fmt(a["per_group"][g]), fmt(c["per_group"].get(g, {})), str(a["per_group"][g]["n_problems"])]
+        for g in a["per_group"]
+    ]
+    if len(rows) > 1:  # one group: the macro is that group's row again
+        rows.append(["macro", fmt(a["macro"]), fmt(c["macro"]), str(a["macro"].get("n_problems", "-"))])
+    header = ["group", "all samples", "without truncated", "problems"]
+    show(f"{title} ({unit}; 95% CI over problems)", header, rows, right=(1, 2, 3))
     typer.echo(f"{summary['n_truncated']} of {summary['n_samples']} CoTs hit the length budget (truncated)")
 
 
@@ -128,6 +129,7 @@ def legibility_cmd(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     adopt: AdoptOpt = False,
+    json_out: JsonOpt = False,
 ):
     """Legibility: the junior's per-token NLL (nats/token; bits/byte for a junior with another tokenizer)
     of the senior's solo CoTs. Lower = more legible."""
@@ -157,6 +159,7 @@ def drift_cmd(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     adopt: AdoptOpt = False,
+    json_out: JsonOpt = False,
 ):
     """Drift: KL(senior || junior) of next-token distributions along the senior's solo CoTs (nats/token)."""
     _lens_command("drift", locals())
@@ -187,6 +190,13 @@ def _lens_command(kind: str, args: dict) -> None:
     )
     scored = solo_then_lens(kind, req, opts, progress=not args["quiet"])
     summary, jlabel = scored.summary, scored.junior_label
+    if args["json_out"]:  # the solo run's results: its lens summaries are in its metrics, under "lens"
+        from ..run.results import verify_run
+        from .terminal import print_json
+
+        lens = {"junior": jlabel, "kind": kind, "table": str(scored.table)}
+        print_json({"solo": verify_run(scored.run).results(), "lens": lens})
+        return
     primary = summary.get("primary", "kl_exact" if "kl_exact" in summary else "kl_k1")
     _print_summary(summary, primary, f"{kind} ({jlabel}): {primary}")
     typer.echo(f"wrote {scored.table} and {scored.run / 'metrics.json'} [lens.{jlabel}.{kind}]")
@@ -282,10 +292,8 @@ def compare_cmd(
 
 
 def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, dict] | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from ..metrics.registry import fmt_p
+    from .terminal import show
 
     unit = {"tax": "points", "retention": "handoff / solo"}.get(metric.split("@")[0])
     unit = unit or ("points" if "pass@" in metric else "nats/token" if metric != "junior_bpb" else "bits/byte")
@@ -293,11 +301,8 @@ def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, di
     if juniors is not None:  # a lens metric names who scored it
         ja, jb = (j["label"] if j.get("path") is None else f"{j['label']} ({j['path']})" for j in juniors)
         scored = f"; scored by junior {ja}" if ja == jb else f"; scored by juniors A: {ja}, B: {jb} (they differ)"
-    t = Table(title=f"{metric}: A = {a}, B = {b} ({unit}; A - B, 95% paired bootstrap CI{scored})")
-    for col in ("group", "A", "B", "A - B", "95% CI", "p", "problems"):
-        t.add_column(col, justify="left" if col == "group" else "right")
-    for r in table.to_dict("records"):
-        t.add_row(
+    rows = [
+        [
             r["group"],
             f"{r['a']:.4f}",
             f"{r['b']:.4f}",
@@ -305,8 +310,12 @@ def _print_compare(table, metric: str, a: Path, b: Path, juniors: tuple[dict, di
             f"[{r['low']:+.4f}, {r['high']:+.4f}]",
             fmt_p(r["p_value"]),
             str(r["n_problems"]),
-        )
-    Console(width=140).print(t)
+        ]
+        for r in table.to_dict("records")
+    ]
+    header = ["group", "A", "B", "A - B", "95% CI", "p", "problems"]
+    title = f"{metric}: A = {a}, B = {b} ({unit}; A - B, 95% paired bootstrap CI{scored})"
+    show(title, header, rows, right=range(1, 7))
 
 
 def register(app: typer.Typer) -> None:

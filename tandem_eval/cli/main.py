@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import inspect
 import logging
+import os
 import signal
 import sys
 import threading
@@ -46,6 +47,7 @@ from .common import (
     GraderMismatchOpt,
     GraderStartupOpt,
     GroupOpt,
+    JsonOpt,
     JuniorChatTemplateOpt,
     JuniorOpt,
     KOpt,
@@ -74,7 +76,7 @@ from .common import (
     one_line,
     user_errors,
 )
-from .terminal import console, print_benchmarks, print_paper_sets, print_passk, print_tax
+from .terminal import console, print_benchmarks, print_json, print_outcomes, print_paper_sets, print_passk, print_tax
 
 # Commands living in other modules, imported only when one of them runs (or shows its own --help):
 # they import pandas and torch, which would make every `tandem-eval --help` take seconds.
@@ -117,7 +119,7 @@ class CLIGroup(TyperGroup):
         """The command, or for a lazy one not yet imported, a stand-in carrying its help text (the
         command list of `--help`); resolve_command imports the real one before it runs."""
         if name in self.commands or name not in LAZY_COMMANDS or not _module_file(LAZY_COMMANDS[name][0]).exists():
-            return super().get_command(ctx, name)
+            return _plain_flags(super().get_command(ctx, name))
         return TyperCommand(name=name, help=_docstring(*LAZY_COMMANDS[name]))
 
     def resolve_command(self, ctx, args):
@@ -127,7 +129,7 @@ class CLIGroup(TyperGroup):
             one = typer.Typer(add_completion=False)
             one.command(name)(getattr(importlib.import_module(module), function))
             cmd = self.commands[name] = typer.main.get_command(one)  # a single command, not a group
-        return name, cmd, rest
+        return name, _plain_flags(cmd), rest
 
     def invoke(self, ctx):
         try:
@@ -138,6 +140,11 @@ class CLIGroup(TyperGroup):
             raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not sys.stdout.isatty():
+            # --help piped to a file or a pager: rich would lay it out for 80 columns and cut option names
+            # ("--allow-grader-mismat…"); a wide layout keeps every name and help text whole. rich reads
+            # COLUMNS when typer creates its help console, after this.
+            os.environ.setdefault("COLUMNS", "200")
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -155,6 +162,15 @@ class CLIGroup(TyperGroup):
             print("Aborted!", file=sys.stderr)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _plain_flags(cmd):
+    """`cmd` with its on/off flags shown without a type (typer >= 0.20 labels each `<bool>`, as if it
+    took a value): an empty metavar is what the help prints in the type column."""
+    for param in getattr(cmd, "params", ()):
+        if getattr(param, "is_bool_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return cmd
 
 
 @contextlib.contextmanager
@@ -196,9 +212,11 @@ def _root(
 
 
 def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
-    """tandem_eval's records (progress included) on stderr: INFO by default, DEBUG with -v, warnings
-    only with -q. Other libraries' chatter (vLLM INFO lines, transformers warnings) only with -v."""
-    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    """tandem_eval's records (progress included) on stderr: INFO by default, DEBUG with -v, errors
+    only with -q (its help promises "errors and results only": a warning is a record too, and
+    what it warns of stays in the run folder's metrics.json and config.json). Other libraries'
+    chatter (vLLM INFO lines, transformers warnings) only with -v."""
+    level = logging.DEBUG if verbose else logging.ERROR if quiet else logging.INFO
     logger = logging.getLogger("tandem_eval")
     for h in [h for h in logger.handlers if getattr(h, "tandem_cli", False)]:
         logger.removeHandler(h)
@@ -271,6 +289,7 @@ def _ray_plan(workers: int | None, address: str | None):
 # Command options that are not EvalConfig fields: where and how the command runs.
 _NOT_CONFIG = (
     "out",
+    "json_out",
     "quiet",
     "verbose",
     "ray_workers",
@@ -356,6 +375,7 @@ def solo(
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
+    json_out: JsonOpt = False,
     ray_workers: RayWorkersOpt = None,
     ray_address: RayAddressOpt = None,
 ):
@@ -372,8 +392,12 @@ def solo(
         from ..generate.execute import run_eval
 
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet, grader_startup_s=grader_startup_timeout)
+    if json_out:
+        print_json({"solo": rf.results()})
+        return
     console.print(f"run folder: {rf.path}")
     print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
+    print_outcomes({"solo": rf.metrics()})
 
 
 @app.command()
@@ -410,6 +434,7 @@ def handoff(
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
+    json_out: JsonOpt = False,
     ray_workers: RayWorkersOpt = None,
     ray_address: RayAddressOpt = None,
 ):
@@ -434,8 +459,12 @@ def handoff(
             allow_solo_mismatch=allow_solo_mismatch,
             grader_startup_s=grader_startup_timeout,
         )
+    if json_out:  # the tax is in the handoff run's metrics
+        print_json({"solo": solo_rf.results(), "handoff": handoff_rf.results()})
+        return
     console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
     print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
+    print_outcomes({"solo": solo_rf.metrics(), "handoff": handoff_rf.metrics()})
     print_tax(tax, cfg.ks)
 
 

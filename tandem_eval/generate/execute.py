@@ -160,6 +160,8 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
             "n_problems": int(samples[["benchmark", "problem_id"]].drop_duplicates().shape[0]),
             "mean_tokens": float(samples.n_tokens.mean()),
             "truncation_rate": float(truncated.mean()),
+            "n_truncated": int(truncated.sum()),  # traces that hit the token budget
+            "n_no_answer": int((samples.grade_status == "no_answer").sum()),  # no complete \\boxed{}
             "senior_fraction": float(samples.senior_fraction.mean()),  # NaN (all 0-token) -> null via json_safe
             "handoffs_per_trace": float(samples.n_handoffs.mean()),
             "grade_status": {k: int(v) for k, v in samples.grade_status.value_counts().sort_index().items()},

@@ -6,7 +6,10 @@ k-subset of the n samples holds at least one correct one: 1 − C(n−c, k) / C(
 (AIME 24/25/26 -> "aime", 90 problems); the macro gives each group equal weight. The macro is
 labelled "macro" only when the groups and their sizes are the paper's four (aime 90, amc 121,
 minerva 272, olympiadbench 581); any other run's is "macro over these groups", with the reasons
-in the summary (`macro_label`, `paper_sets`, `paper_sets_reasons`) and one logged warning.
+in the summary (`macro_label`, `paper_sets`, `paper_sets_reasons`), which the terminal table
+prints under a macro row (no logged warning: the caption says it once, where the number is). The
+summary carries each number's 95% bootstrap CI over problems (`ci`, metrics.stats.scoped_cis, the
+macro resampled within groups) and the problems behind it (`n_problems`).
 
     from tandem_eval.metrics.passk import pass_at_k, per_problem_pass_at_k, summarize_pass_at_k
     pass_at_k(8, 3, 4)                                   # 0.9285714...
@@ -30,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.data.benchmarks import OTHER_MACRO_LABEL, PAPER_MACRO_LABEL, paper_set_reasons
+from tandem_eval.metrics.stats import scoped_cis
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, to_jsonable
 
 log = logging.getLogger(__name__)
@@ -86,8 +90,9 @@ def summarize_pass_at_k(samples: pd.DataFrame, ks: Iterable[int]) -> dict:
     """pass@k in PERCENT per benchmark, per group (pooled problems) and macro (mean of groups).
 
     Returns {"per_benchmark": {bench: {"pass@k": pct}}, "per_group": {...}, "macro": {...},
-    "n_problems": {"per_benchmark": {...}, "per_group": {...}, "macro": total}, "macro_label",
-    "paper_sets", "paper_sets_reasons"} (see macro_provenance); NaN -> None.
+    "n_problems": {"per_benchmark": {...}, "per_group": {...}, "macro": total}, "ci": {"per_benchmark":
+    {bench: {"pass@k": [low, high]}}, "per_group": ..., "macro": ...} (95% bootstrap over problems,
+    percent), "macro_label", "paper_sets", "paper_sets_reasons"} (see macro_provenance); NaN -> None.
     """
     ks = _check_ks(ks)
     table = per_problem_pass_at_k(samples, ks)
@@ -105,9 +110,24 @@ def summarize_pass_at_k(samples: pd.DataFrame, ks: Iterable[int]) -> dict:
             "per_group": table.groupby("group").size().to_dict(),
             "macro": len(table),
         },
-        **macro_provenance(table.groupby("group").size().to_dict(), warn=True),
+        "ci": _pass_cis(pct.assign(benchmark=table["benchmark"], group=table["group"]), cols),
+        **macro_provenance(table.groupby("group").size().to_dict()),
     }
     return to_jsonable(summary)
+
+
+def _pass_cis(pct: pd.DataFrame, cols: list[str]) -> dict:
+    """[low, high] of each pass@k (percent) per benchmark, group and macro: scoped_cis, one k at a
+    time (a k some problems have too few samples for drops only those problems from its CI)."""
+    out: dict = {"per_benchmark": {}, "per_group": {}, "macro": {}}
+    for col in cols:
+        cis = scoped_cis(pct, col, levels=("benchmark", "group"))
+        for level, key in (("benchmark", "per_benchmark"), ("group", "per_group")):
+            for name, ci in cis[level].items():
+                out[key].setdefault(name, {})[col] = [ci.low, ci.high]
+        if "macro" in cis:
+            out["macro"][col] = [cis["macro"].low, cis["macro"].high]
+    return out
 
 
 def macro_provenance(n_per_group: Mapping[str, int], warn: bool = False) -> dict:

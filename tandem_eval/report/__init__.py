@@ -80,7 +80,8 @@ def write_figures(
     opts: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "by_seed": by_seed}
     makers = {
         "fig2_passk": lambda: figures.fig_passk(col, **opts),
-        "fig_tax": lambda: figures.fig_tax(table),  # None without a table -> skipped; aggregated as the table
+        # fig_tax: None without a table -> skipped; aggregated as the table
+        "fig_tax": lambda: figures.fig_tax(table, col.palette()),
         "fig_legibility_drift": lambda: figures.fig_legibility(col, **opts),
         "fig_training": lambda: training_figures.fig_training(col, k=k, **opts),
         "fig_dose": lambda: figures.fig_dose(col, **opts),

@@ -40,6 +40,7 @@ from tandem_eval.run.runs import (
     recorded_juniors,
     run_folders,
     same_junior,
+    split_seed,
 )
 from tandem_eval.schemas import read_regular
 
@@ -63,6 +64,24 @@ class Collection:
     trainings: list[TrainLog]
     junior: str | None = None  # preferred junior label for lens outputs (report --junior)
     _juniors: dict | None = field(default=None, repr=False)
+    # the report's arm -> color map (style module docstring): made once from every label of the whole
+    # collection; a problem-set sub-collection asks its `parent`, so every figure of a report agrees
+    colors: dict[str, str] = field(default_factory=dict, repr=False)
+    parent: Collection | None = field(default=None, repr=False)
+
+    def palette(self) -> dict[str, str]:
+        """The report's colors (made on first use): every run label, training arm and training
+        evaluation's label, with and without its seed suffix (by_seed figures draw runs, others arms)."""
+        if self.parent is not None:
+            return self.parent.palette()
+        if not self.colors:
+            from tandem_eval.report import style  # matplotlib: only once a figure is drawn
+
+            labels = {r.label for r in self.runs} | {t.arm for t in self.trainings}
+            labels |= {e.label for t in self.trainings for e in t.evals}
+            labels |= {split_seed(label)[0] for label in labels}
+            self.colors.update(style.arm_colors(labels))
+        return self.colors
 
     def pick_juniors_once(self) -> dict[str, str]:
         """pick_juniors(self.junior) on first use; {arm: junior name} afterwards."""
@@ -182,7 +201,7 @@ def problem_sets(col: Collection, intersect: bool = False) -> list[ProblemSet]:
             f"Problems every run holds: {len(common)} of {len(union)} (--intersect dropped {len(union) - len(common)} "
             f"held by only some runs, from {', '.join(dropped)})"
         )
-        return [ProblemSet("", title, Collection(runs, col.trainings, col.junior))]
+        return [ProblemSet("", title, Collection(runs, col.trainings, col.junior, parent=col))]
     names = _set_names({ps: [a for a, s in arms.items() if s == ps] for ps in sets})
     groups = []
     for ps in sets:
@@ -193,7 +212,7 @@ def problem_sets(col: Collection, intersect: bool = False) -> list[ProblemSet]:
         benches = sorted({b for b, _, _ in ps})
         count = f"{len(ps)} problem{'s' if len(ps) != 1 else ''}"
         title = f"Problem set {names[ps]}: {count} ({', '.join(benches)}); arms {', '.join(sorted(arm_names))}"
-        groups.append(ProblemSet(names[ps], title, Collection(runs, trainings, col.junior)))
+        groups.append(ProblemSet(names[ps], title, Collection(runs, trainings, col.junior, parent=col)))
     return groups
 
 

@@ -147,7 +147,7 @@ def fig_passk(
         return None
     with style.paper():
         scopes = scopes_of(curves["scope"])
-        colors = style.arm_colors(curves["senior"].unique())  # no two arms share a colour
+        colors = style.arm_colors(curves["senior"].unique(), col.palette())  # the report's colours
         fig, axes = panel_grid(len(scopes))
         for ax, scope in zip(axes, scopes):
             part = curves[curves["scope"] == scope]
@@ -180,14 +180,15 @@ def fig_passk(
     return fig
 
 
-def fig_tax(table: Table | None):
-    """Communication tax@k (points) per benchmark group and macro, one bar per senior, 95% CI."""
+def fig_tax(table: Table | None, colors: dict[str, str] | None = None):
+    """Communication tax@k (points) per benchmark group and macro, one bar per senior, 95% CI;
+    `colors`: the report's map (Collection.palette)."""
     if table is None or not any(c.key == "tax" for c in table.columns):
         return None
     rows = table.rows.dropna(subset=["tax"])
     scopes = scopes_of(rows["scope"])
     arms = sorted(rows["senior"].unique())
-    colors = style.arm_colors(arms)  # no two bars' arms share a colour
+    colors = style.arm_colors(arms, colors)  # the report's colours; no two bars' arms share one
     width = 0.8 / len(arms)
     with style.paper():
         many = len(arms) > 6  # e.g. one label per seed: a wider figure, the legend in columns
@@ -269,14 +270,18 @@ def fig_legibility(
     if not panels:
         return None
     who = sorted({juniors.get(a, "?") for a in col.arms if a in juniors})
-    reader = f"junior {who[0]}" if len(who) == 1 else "juniors " + ", ".join(who)
+    named = [w if "junior" in w.lower() else f"junior {w}" for w in who]  # not "junior junior"
+    reader = named[0] if len(who) == 1 else "juniors " + ", ".join(who)
+    colors = style.arm_colors({a for _, _, _, frames in panels for a in frames}, col.palette())
     with style.paper():
-        fig, axes = panel_grid(len(panels), ncols=2, panel_h=1.9)
+        fig, axes = panel_grid(len(panels), ncols=2, panel_h=1.9 + 0.08 * max(0, len(col.arms) - 3))
+        first_pos = True
         for ax, (kind, name, ylabel, frames) in zip(axes, panels):
             if kind == "dist":
-                _distribution_panel(ax, name, frames, reader, n_boot, seed)
+                _distribution_panel(ax, name, frames, reader, n_boot, seed, colors)
             else:
-                _position_panel(ax, name, frames, bins)
+                _position_panel(ax, name, frames, bins, colors, legend=first_pos)
+                first_pos = False
             ax.set_ylabel(ylabel)
     return fig
 
@@ -302,12 +307,11 @@ def _lens_panels(col: Collection, by_seed: bool) -> list[tuple]:
     return panels
 
 
-def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, seed: int) -> None:
+def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, seed: int, colors: dict) -> None:
     """Violins of per-sample values per arm, each with the mean over problems and its 95% CI."""
     import seaborn as sns
 
     arms = sorted(frames)
-    colors = style.arm_colors(arms)
     what = "legibility" if name == "legibility" else "drift"
     data = pd.concat([f.assign(senior=arm) for arm, (f, _, _) in frames.items()], ignore_index=True)
     sns.violinplot(
@@ -324,7 +328,7 @@ def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, s
         legend=False,
         ax=ax,
     )
-    labels = []
+    sizes = []
     for i, arm in enumerate(arms):
         f = frames[arm][0]
         ci = _mean_ci(f, n_boot, seed)
@@ -334,23 +338,31 @@ def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, s
         )  # fmt: skip
         n_seeds = f["seed"].nunique()
         n_arm = len(f[PROBLEM_KEY].drop_duplicates())
-        labels.append(f"{arm}\nn={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
+        sizes.append(f"n={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
+    # the sizes go under each arm's name only where arms differ in them (else once, in the title);
+    # more than 3 names are slanted so that they never overlap
+    labels = [f"{a}\n{n}" for a, n in zip(arms, sizes)] if len(set(sizes)) > 1 else arms
     ax.set_xticks(range(len(arms)), labels)
+    if len(arms) > 3:
+        ax.tick_params(axis="x", labelrotation=30)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
+            t.set_rotation_mode("anchor")
     sources = sorted({s for _, s, _ in frames.values()})
     n_problems = max(len(frames[a][0][PROBLEM_KEY].drop_duplicates()) for a in arms)
     style.title(
         ax,
         f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"
-        f"n={n_problems} problems; ◆ mean over problems, 95% CI",
+        f"{sizes[0] if len(set(sizes)) == 1 else f'n≤{n_problems} problems'}; ◆ mean over problems, 95% CI",
     )
     ax.set_xlabel("senior")
     mark_degenerate(ax, data["value"], n_problems)
 
 
-def _position_panel(ax, name: str, frames: dict, bins: int) -> None:
-    """Token-pooled mean per slice of relative CoT position, one curve per arm (its seeds pooled)."""
+def _position_panel(ax, name: str, frames: dict, bins: int, colors: dict, legend: bool = True) -> None:
+    """Token-pooled mean per slice of relative CoT position, one curve per arm (its seeds pooled);
+    the legend (once per figure) beside the axes, where it covers no curve."""
     arms = sorted(frames)
-    colors = style.arm_colors(arms)
     n_samples = 0
     for arm in arms:  # tokens pooled over the arm's seeds
         arrays = [a for run in frames[arm][2] for a in (token_arrays(run, name) or [])]
@@ -363,7 +375,8 @@ def _position_panel(ax, name: str, frames: dict, bins: int) -> None:
     per_token = "−log p_junior" if name == "legibility" else "exact KL"
     style.title(ax, f"per position ({per_token} per token; n={n_samples} CoTs; token-pooled means, no CI)")
     ax.set_xlabel("relative position in CoT (%)")
-    ax.legend(loc="best")
+    if legend:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
 
 
 def dose_curve(
@@ -392,7 +405,7 @@ def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = BOOT
     if data.empty:
         return None
     labels_of = arm_labels(col, by_seed)
-    colors = style.arm_colors(data["senior"].unique())
+    colors = style.arm_colors(data["senior"].unique(), col.palette())
     with style.paper():
         fig, ax = plt.subplots(figsize=style.size(1), layout="constrained")
         for arm, d in data.groupby("senior", sort=True):

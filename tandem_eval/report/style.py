@@ -8,14 +8,19 @@ per arm, line styles per mode, and deterministic PNG + PDF saving.
         style.save(fig, out_dir, "fig2_passk")               # fig2_passk.png + fig2_passk.pdf
 
 Why fixed colors: a reader who learns "tandem is blue" on one figure must find it blue on every
-figure, whatever other arms happen to be plotted. Known arm names get a reserved color; any other
-label gets a color from its name's CRC32, so it too is stable across figures and runs.
+figure, whatever other arms happen to be plotted. Known arm names (the last part of a label, so
+`emergent/tandem` and `tandem/s0` are tandem; `kl-init@0.1` is kl-init) get a reserved color that
+no other arm is ever given; any other label gets a color from its name's CRC32 over a palette of
+unreserved colors. A report computes one map for all its arms (`arm_colors` of every label it
+holds, Collection.colors) and every figure of it, in every problem-set folder, draws from that map,
+so an arm keeps its color across figure families and folders, and no two arms of a report share one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -30,21 +35,17 @@ DPI = 200
 ARM_COLORS = {
     "tandem": "#0072B2",  # blue
     "grpo": "#D55E00",  # vermillion
-    "kl-reg": "#009E73",  # green
-    "grpo-g16": "#CC79A7",  # purple
-    "base": "#7F7F7F",  # gray: the starting checkpoint / junior
+    "kl-init": "#009E73",  # bluish green: KL toward the initial senior ...
+    "kl-reg": "#009E73",  # ... under its v3 name (the same arm, trainer/toy/scales.py)
+    "kl-junior": "#E69F00",  # orange: KL toward the junior
+    "grpo-g16": "#CC79A7",  # reddish purple
+    "init": "#7F7F7F",  # gray: the starting checkpoint
+    "base": "#7F7F7F",
     "junior": "#000000",
 }
-FALLBACK_COLORS = ["#E69F00", "#56B4E9", "#F0E442", "#8C564B", "#17BECF", "#BCBD22", "#9467BD"]
-# Order matters: the more specific names first ("grpo-g16" before "grpo").
-_ALIASES = [
-    ("g16", "grpo-g16"),
-    ("kl", "kl-reg"),
-    ("tandem", "tandem"),
-    ("grpo", "grpo"),
-    ("base", "base"),
-    ("junior", "junior"),
-]
+# unreserved (tab10's, less those close to a reserved one): unknown labels, and collisions
+FALLBACK_COLORS = ["#8C564B", "#17BECF", "#BCBD22", "#9467BD", "#56B4E9", "#F0E442", "#2CA02C", "#E377C2"]
+_SEED = re.compile(r"[/_-]s\d+$")  # a seed suffix: tandem/s0, grpo-s3
 
 MODE_LINE: dict[str, dict[str, Any]] = {
     "solo": {"linestyle": "-", "marker": "o"},
@@ -75,29 +76,33 @@ RC = {
 }
 
 
+def arm_name(label: str) -> str:
+    """The arm a label names, for its color: `emergent/tandem/s0` -> `tandem`, `kl-init@0.1` -> `kl-init`."""
+    key = _SEED.sub("", str(label).lower().rstrip("/"))
+    return key.rsplit("/", 1)[-1].split("@", 1)[0]
+
+
 def arm_color(label: str) -> str:
     """The fixed color of an arm: a reserved one for known names, else one from the name's hash."""
-    key = str(label).lower()
-    if key in ARM_COLORS:
-        return ARM_COLORS[key]
-    for needle, arm in _ALIASES:
-        if needle in key:
-            return ARM_COLORS[arm]
-    return FALLBACK_COLORS[zlib.crc32(key.encode()) % len(FALLBACK_COLORS)]
+    name = arm_name(label)
+    if name in ARM_COLORS:
+        return ARM_COLORS[name]
+    return FALLBACK_COLORS[zlib.crc32(str(label).lower().encode()) % len(FALLBACK_COLORS)]
 
 
-def arm_colors(arms) -> dict[str, str]:
-    """The colours of the arms of one figure: each arm's fixed colour (arm_color), except that no two
-    arms share one. When two names map to one colour (an alias such as "kl" in both, or a hash
-    collision), the arm with the exact reserved name keeps it (else the first by name) and the other
-    gets the first colour nobody uses, so the assignment depends only on the set of arms."""
-    order = sorted(set(map(str, arms)), key=lambda a: (a.lower() not in ARM_COLORS, a))
-    palette = [*ARM_COLORS.values(), *FALLBACK_COLORS, *plt.get_cmap("tab20").colors]  # type: ignore[attr-defined]  # a ListedColormap
-    out: dict[str, str] = {}
-    for arm in order:
+def arm_colors(arms, fixed: dict[str, str] | None = None) -> dict[str, str]:
+    """The colors of `arms`: those in `fixed` (a report's map) keep theirs; the others get their fixed
+    color (arm_color) unless an arm already holds it (two labels of one arm name, as `tandem/s0` and
+    `tandem/s1` with by_seed, or a hash collision), then the first unreserved color nobody uses. The
+    assignment depends only on the set of arms (sorted, reserved names first)."""
+    fixed = fixed or {}
+    order = sorted(set(map(str, arms)), key=lambda a: (arm_name(a) not in ARM_COLORS, a))
+    palette = [*FALLBACK_COLORS, *plt.get_cmap("tab20").colors]  # type: ignore[attr-defined]  # a ListedColormap
+    out = {a: fixed[a] for a in order if a in fixed}
+    for arm in (a for a in order if a not in fixed):
         color = arm_color(arm)
         if color in out.values():
-            color = next(c for c in palette if c not in out.values())
+            color = next((c for c in palette if c not in out.values()), color)  # > 28 arms: colors repeat
         out[arm] = color
     return out
 

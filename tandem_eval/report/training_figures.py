@@ -95,7 +95,7 @@ def fig_training(
     n = len(keys) + (not evals.empty)
     if n == 0:
         return None
-    colors = style.arm_colors([*arms, *evals.get("senior", [])])
+    colors = style.arm_colors([*arms, *evals.get("senior", [])], col.palette())
     with style.paper():
         fig, axes = panel_grid(n, ncols=min(n, 3))
         for ax, (key, label) in zip(axes, keys):

@@ -7,6 +7,8 @@ Layout of one run (a solo or handoff evaluation of one senior):
                            removed once samples.parquet and COMPLETE are written
     RUN/samples.parquet    all samples, one row per (problem, sample index), written at the end
     RUN/metrics.json       summary numbers (pass@k per benchmark/group/macro, tax, legibility, drift ...)
+    RUN/results.json       for scripts (as lm-eval's results_*.json): config.json's record and metrics.json
+                           in one file, every metric with its CI and n; rewritten with metrics.json
     RUN/COMPLETE           written last: JSON {"finished", "fingerprint", "tables": {file: {"rows", "sha256"}}}
     RUN/.lock              present while a process writes the folder (flock held): {"pid", "host", "started"}
 
@@ -465,8 +467,19 @@ class RunFolder:
         return _read_json(self.metrics_path, "metrics.json", dict) if exists else {}
 
     def update_metrics(self, new: dict) -> None:
-        """Merge top-level keys into metrics.json (legibility/drift add their own keys)."""
+        """Merge top-level keys into metrics.json (legibility/drift add their own keys), and rewrite
+        results.json from it. results.json is derived (never read back by tandem-eval: readers verify
+        config.json and the tables), so a stale or edited one misleads no command."""
         atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
+        atomic_write_json(self.path / RESULTS_FILE, self.results(), self.path)
+
+    def results(self) -> dict:
+        """{"run": path, "config", "fingerprint", "provenance" (versions, git, host), ..., "metrics"}:
+        config.json's record and metrics.json, what `--json` prints and results.json holds."""
+        return {"run": str(self.path), **self.config(), "metrics": self.metrics()}
+
+
+RESULTS_FILE = "results.json"
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainer.toy import claims, dialects, gates
+from tandem_eval.schemas import RunFolderError
+from trainer.toy import claims, dialects, gates, scales
 
 
 def test_holm_is_the_step_down_correction():
@@ -55,6 +56,7 @@ def _world(tandem: tuple, seed: int = 0) -> dict:
         "grpo-g16": _frame(rng, 82, 31, 0.5, 0.3, seeds=range(4)),
         "kl-init@0.1": _frame(rng, 70, 28, 0.45, 0.25, seeds=range(6)),
         "tandem": _frame(rng, *tandem),
+        "kl-junior@0.1": _frame(rng, 72, 35, 0.3, 0.2, seeds=range(6)),
     }
 
 
@@ -90,6 +92,69 @@ def test_without_the_precondition_every_claim_is_uninformative():
     out = claims.evaluate(w)
     assert not out["precondition"]["holds"]
     assert all(c["outcome"] == claims.UNINFORMATIVE and "rule_outcome" in c for c in out["claims"])
+
+
+def test_v3_arm_names_resolve_through_the_alias_table():
+    assert scales.KIND_ALIASES == {"kl-reg": "kl-init"}  # derived from KL_KINDS / KL_REFS
+    assert scales.canonical_arm("kl-reg@0.1") == "kl-init@0.1" and scales.canonical_arm("kl-reg@1") == "kl-init@1"
+    assert [scales.canonical_arm(a) for a in ("grpo", "kl-init@0.1", "kl-junior@0.1")] == [
+        "grpo", "kl-init@0.1", "kl-junior@0.1"]  # fmt: skip
+    # v3's design as committed: kl-reg arms toward init, no kl-junior; so the re-analysis needs kl-init@0.1
+    assert "kl-init@0.1" in scales.designed_arms("emergent") and "kl-junior@0.1" not in scales.designed_arms("emergent")
+    need = claims.required_arms(scales.designed_arms("emergent"))
+    assert need["line"] == claims.LINE_ARMS and need["kl"] == ("kl-init@0.1",)
+
+
+def test_a_v3_named_arm_is_read_under_its_v4_name_line_on_four_arms_and_kl_filled():
+    w = _world((79, 70, 0.2, 0.1))
+    w["kl-reg@0.1"] = w.pop("kl-init@0.1")  # v3's folder name
+    del w["kl-junior@0.1"]  # v3 never trained it
+    out = claims.evaluate(w, "results/toy/emergent", scales.designed_arms("emergent"))
+    tax = next(c for c in out["claims"] if c["claim"] == "Lower communication tax")
+    line = tax["matched_solo"]
+    assert line["line_arms"] == list(claims.LINE_ARMS) and line["n_points"] == 8 + 8 + 4 + 6  # every arm-seed
+    assert list(out["kl_vs_tandem"]) == ["kl-init@0.1 - tandem"]
+    assert out["rules"]["arm_names"] == {"kl-reg@0.1": "kl-init@0.1"}
+    assert out["rules"]["not_in_design"] == ["kl-junior@0.1"]
+
+
+@pytest.mark.parametrize("arm", ["grpo-g16", "kl-init@0.1", "kl-junior@0.1", "init"])
+def test_a_missing_pre_registered_arm_refuses_instead_of_fitting_on_fewer(arm):
+    w = _world((79, 70, 0.2, 0.1))
+    del w[arm]
+    with pytest.raises(claims.MissingArm, match=rf"results/toy/dialects: pre-registered arm '{arm}' has no runs"):
+        claims.evaluate(w, "results/toy/dialects")
+    # a v3 folder missing its kl-reg@0.1: the refusal names the older name too
+    v3 = _world((79, 70, 0.2, 0.1))
+    del v3["kl-junior@0.1"], v3["kl-init@0.1"]
+    with pytest.raises(claims.MissingArm, match=r"'kl-init@0.1' has no runs"):
+        claims.evaluate(v3, "results/toy/emergent", scales.designed_arms("emergent"))
+
+
+def test_two_folders_naming_one_arm_refuse():
+    w = _world((79, 70, 0.2, 0.1))
+    w["kl-reg@0.1"] = w["kl-init@0.1"]
+    with pytest.raises(RunFolderError, match="'kl-init@0.1' and 'kl-reg@0.1' are the same arm"):
+        claims.evaluate(w, "results/toy/dialects")
+
+
+def test_the_bootstrap_is_read_at_each_claims_holm_level():
+    assert claims.holm_levels({"a": 0.04, "b": 0.001, "c": 0.3, "d": float("nan")}) == pytest.approx(
+        {"a": 0.025, "b": 0.05 / 3, "c": 0.05, "d": float("nan")}, nan_ok=True)  # fmt: skip
+    out = claims.evaluate(_world((79, 70, 0.2, 0.1)))
+    levels = claims.holm_levels({c["claim"]: c["p"] for c in out["claims"]})
+    for c in out["claims"]:
+        b = c["bootstrap"]
+        assert b["holm_level"] == pytest.approx(levels[c["claim"]])
+        qs = sorted(float(q) for q in b["endpoints"])
+        level = b["holm_level"]
+        assert qs == pytest.approx([level, 1 - level] if c["test"] == "tost" else [1 - level])
+        assert b["agrees_with_t"] == (b["bootstrap_met"] == (c["p_holm"] < claims.ALPHA))
+    # a bound that clears 0 unadjusted but not at the Holm level is no disagreement with a Holm "no"
+    draws = np.random.default_rng(0).normal(-1.8, 1.0, 20_000)  # 95% bound about -0.16, 98.75% about +0.44
+    sens = claims._sensitivity({"mean": -1.8, "draws": draws, "n_boot": 20_000}, "less", 0.05 / 4, False)
+    assert not sens["bootstrap_met"] and sens["agrees_with_t"]
+    assert np.quantile(draws, 0.95) < 0  # the old, unadjusted reading would have "disagreed"
 
 
 def _pilot_run(root, arm, seed, curve):

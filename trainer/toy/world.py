@@ -46,7 +46,7 @@ import pandas as pd
 
 from tandem_eval.models import TOY_DIR
 from tandem_eval.run.durable import atomic_write_json
-from tandem_eval.schemas import to_jsonable
+from tandem_eval.schemas import RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects
 from trainer.toy.gates import GATED
@@ -549,7 +549,11 @@ def summarize(results: Path, s: Scale, readme: Path | None) -> None:
     from trainer.toy.summary import arms_found, write_summary
 
     arms = {**arms_found(results), **{sc: s.arms(sc) for sc in s.scenarios}}
-    write_summary(results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=readme)
+    try:
+        write_summary(results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=readme)
+    except RunFolderError as e:  # the run folders stay; fix them and rerun `python -m trainer.toy.summary`
+        log(f"error: {e}")
+        raise SystemExit(2) from None
 
 
 def main(argv=None) -> None:

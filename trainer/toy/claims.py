@@ -274,7 +274,7 @@ def evaluate(frames: dict[str, pd.DataFrame], where: str = "", design: tuple[str
             "n_boot": N_BOOT_VERDICT,
             "borderline_se": BORDERLINE_SE,
             "line_arms": list(need["line"]),
-            "not_in_design": [a for a in (*LINE_ARMS, *KL_ARMS) if a not in need["all"]],
+            "not_in_design": [a for a in dict.fromkeys((*LINE_ARMS, *KL_ARMS)) if a not in need["all"]],
             "arm_names": {a: c for a, c in names.items() if a != c},  # folder name -> name read (older runs)
             "doc": __doc__.split("\n\n")[1],
         },  # fmt: skip

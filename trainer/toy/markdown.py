@@ -126,7 +126,7 @@ def claim_lines(entry: dict, key: str = "claims") -> list[str]:
         matched = "–" if not m else f"{m['mean']:+.{dec}f}, {_p(m.get('p_holm'))}"
         b = c.get("bootstrap") or {}
         ends = ", ".join(
-            f"{float(q):.2%}: {v:+.{dec}f} ± {b['mc_se'][q]:.{dec}f}" for q, v in b.get("endpoints", {}).items()
+            f"{100 * float(q):.4g}%: {v:+.{dec}f} ± {b['mc_se'][q]:.{dec}f}" for q, v in b.get("endpoints", {}).items()
         )
         flags = (" borderline" if b.get("borderline") else "") + (
             "" if b.get("agrees_with_t", True) else " (disagrees)"

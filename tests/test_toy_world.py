@@ -64,7 +64,8 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     assert entry["differences"]["grpo - init"]["paired_seeds"] == list(ci.seeds)  # init on every seed
     # the gates: computed and recorded at CI scale (tiny models fail them), so no verdict is given
     gates = entry["gates"]
-    assert set(gates) == {"G0", "G1"} and gates["G0"]["pass"] is False
+    assert set(gates) == {"G0", "H", "G1"} and gates["G0"]["pass"] is False
+    assert set(gates["H"]["checks"]) == {f"predicted grpo - init tax@{k} ceiling (pts)" for k in (1, 4)}
     assert {"init A share (%)", "junior after B / own", "junior NLL B / A"} <= set(gates["G0"]["checks"])
     assert {"grpo B share (%)", "tandem A share (%)"} <= set(gates["G1"]["checks"])
     assert "not_run" in entry["claims"] and json.loads((results / "dialects" / "gates.json").read_text()) == gates

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from trainer.toy.gates import PILOT_SEEDS
 from trainer.toy.task import Difficulty
 
 
@@ -192,7 +193,7 @@ SCALES = {
         lr_sweep=(),  # one lr for every arm, fixed before the pilot (DIALECTS_LR)
         g16_scenarios=("dialects",),
         scenarios=("dialects",),
-        pilot_seeds=(100, 101),
+        pilot_seeds=PILOT_SEEDS,  # v6's (102, 103): v5 spent 100-101
         pilot_steps=DIALECTS_PILOT_STEPS,
     ),
     "emergent": EMERGENT,

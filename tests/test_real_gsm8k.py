@@ -72,6 +72,9 @@ def test_every_number_of_the_summary_from_the_real_path(made):
         and s["handoff"]["tokens"] == s["senior_solo"]["tokens"]
     )
     assert s["handoff"]["handoffs_per_trace"] > 0  # paragraphs were handed over: the equality above tested something
+    # no discordant problem: the exact sign-flip p is 1, and the capability mix of two equal models is exact
+    assert s["tax"]["p_value"] == 1.0 and s["tax"]["discordant"] == {"first_only": 0, "second_only": 0}
+    assert s["capability_prediction"]["measured_minus_predicted"] == 0
     assert s["sanity_check"]["holds"] and s["sanity_check"]["handoff_minus_junior"]["diff"] == 0
     assert s["drift"]["kl_exact"]["estimate"] == 0 and s["drift"]["kl_exact"]["unit"] == "nats/token"
     nll, bpb = s["legibility"][SMOL], s["legibility"][f"{SMOL}-reader"]

@@ -238,3 +238,19 @@ def test_a_failed_gate_is_summarised_as_the_stop_it_is(tmp_path):
     assert "not run (gate G1 failed" in block
     (sc / "gates.json").write_text(json.dumps({"G0": gates["G0"]}))  # no failed gate: the runs are read
     assert toy_summary.stopped_entry(sc) is None
+
+
+def test_summary_refuses_in_one_line_when_a_pre_registered_arm_is_missing(tmp_path, capsys):
+    """The committed v3 runs (seeds 0-1) without kl-reg@0.1, v4's kl-init@0.1: the re-analysis needs it for
+    its matched-solo line and kl comparison, so the summary exits 2 naming the arm and the folder."""
+    import shutil
+
+    src, dst = REPO / "results" / "toy" / "emergent", tmp_path / "emergent"
+    for arm in ("init", "grpo", "tandem", "grpo-g16"):
+        for seed in ("seed0", "seed1"):
+            shutil.copytree(src / arm / seed, dst / arm / seed)
+    with pytest.raises(SystemExit) as exit_:
+        toy_summary.main([str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1
+    assert f"{dst}: pre-registered arm 'kl-init@0.1' has no runs (nor under its older name kl-reg@0.1)" in err

@@ -64,7 +64,8 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     assert entry["differences"]["grpo - init"]["paired_seeds"] == list(ci.seeds)  # init on every seed
     # the gates: computed and recorded at CI scale (tiny models fail them), so no verdict is given
     gates = entry["gates"]
-    assert set(gates) == {"G0", "G1"} and gates["G0"]["pass"] is False
+    assert set(gates) == {"G0", "H", "G1"} and gates["G0"]["pass"] is False
+    assert set(gates["H"]["checks"]) == {f"predicted grpo - init tax@{k} ceiling (pts)" for k in (1, 4)}
     assert {"init A share (%)", "junior after B / own", "junior NLL B / A"} <= set(gates["G0"]["checks"])
     assert {"grpo B share (%)", "tandem A share (%)"} <= set(gates["G1"]["checks"])
     assert "not_run" in entry["claims"] and json.loads((results / "dialects" / "gates.json").read_text()) == gates
@@ -162,3 +163,26 @@ def test_the_controls_scale_is_what_the_committed_control_runs_record():
         assert (cfg["n"], cfg["limit"], cfg["seed"]) == (c.n_samples, dict(c.eval_limits).get(sc), scales.eval_seed(1))
         assert cfg["sampling"]["max_new_tokens"] == c.budget(sc) == 256
     assert c.keep == "final" and "temperature=1.0" in c.recipe_sets and "lr_scheduler_type=linear" in c.recipe_sets
+
+
+def test_the_headroom_stage_records_h_and_stops_a_full_run_before_its_pilot(tmp_path):
+    """world.stage_headroom on the committed v5 G0 and initial-senior record: H fails (+6.0 at pass@4) and
+    stops the full scale; at CI scale (no pass@4 in the record) it is recorded, null where unmeasured."""
+    import shutil
+
+    sc = tmp_path / "dialects"
+    (sc / "init").mkdir(parents=True)
+    shutil.copy(REPO / "results" / "toy" / "dialects" / "gates.json", sc / "gates.json")
+    shutil.copy(REPO / "results" / "toy" / "dialects" / "init" / "heldout.jsonl", sc / "init" / "heldout.jsonl")
+    with pytest.raises(toy_world.GateFailed, match="gate H"):
+        toy_world.stage_headroom(tmp_path, scales.SCALES["full"])
+    gates = json.loads((sc / "gates.json").read_text())
+    assert list(gates) == ["G0", "G1", "H"] and not gates["H"]["pass"]
+    rec = json.loads((sc / "init" / "heldout.jsonl").read_text())
+    for mode in ("solo", "handoff"):
+        rec[mode]["macro"].pop("pass@4")
+    (sc / "init" / "heldout.jsonl").write_text(json.dumps(rec) + "\n")
+    toy_world.stage_headroom(tmp_path, scales.SCALES["ci"])  # recorded, not enforced
+    h = json.loads((sc / "gates.json").read_text())["H"]["checks"]
+    assert h["predicted grpo - init tax@4 ceiling (pts)"]["value"] is None
+    assert h["predicted grpo - init tax@1 ceiling (pts)"]["pass"]

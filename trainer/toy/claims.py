@@ -20,14 +20,19 @@ Unit of analysis: the training seed. Each arm-seed's metric is its macro mean ov
   tandem's per-seed residuals against it are tested like a difference (one-sided t). Legibility and drift
   claims also need their matched test.
 * Sensitivity: the two-way clustered bootstrap (seeds and problems, N_BOOT_VERDICT resamples) of each
-  verdict endpoint (the one-sided 95% bound; the 90% interval for parity), with its Monte-Carlo standard
-  error (order statistics: the half-distance between the quantile's +-1 s.d. ranks); an endpoint within
-  BORDERLINE_SE s.e. of its threshold is marked "borderline". The bootstrap never decides a verdict; a
-  disagreement with the t-test is printed.
+  verdict endpoint at the claim's own Holm level, so that it is read against the Holm-adjusted t it is
+  compared with: the claim ranked i-th (from 1) by raw p in a family of m is tested at ALPHA / (m - i + 1),
+  its endpoint the one-sided bound at that level (both ends of the interval at that level for parity). Each
+  endpoint has its Monte-Carlo standard error (order statistics: the half-distance between the quantile's
+  +-1 s.d. ranks); one within BORDERLINE_SE s.e. of its threshold is marked "borderline". The bootstrap never
+  decides a verdict; a disagreement with the Holm-adjusted t-test is printed.
 * Precondition: grpo - init tax@4 > 0 (one-sided t); without it every claim is "uninformative".
+* Arms: read under their current names (scales.canonical_arm: v3's kl-reg@C is kl-init@C). Every arm of
+  LINE_ARMS and KL_ARMS that the scenario's design trains (scales.designed_arms) must be in the data, else
+  the verdicts refuse (MissingArm, naming the arm and the folder): never a silent fit on fewer arms.
 
     from trainer.toy.claims import evaluate
-    evaluate(frames)   # frames: {arm: aggregate.frame(...)} of one scenario
+    evaluate(frames, "results/toy/dialects")   # frames: {arm: aggregate.frame(...)} of one scenario
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ import pandas as pd
 from scipy import stats
 
 from tandem_eval.metrics.stats import clustered_bootstrap_means, macro_mean, t_interval
+from tandem_eval.schemas import RunFolderError
+from trainer.toy.scales import canonical_arms, older_names
 
 ALPHA = 0.05
 PARITY = 5.0  # points of solo pass@4
@@ -65,6 +72,34 @@ FAMILY = (
     Claim("Lower drift", "kl_exact", "less", True),
 )
 KL_ARMS = ("kl-junior@0.1", "kl-init@0.1")  # compared with tandem (descriptive: two-sided, not in FAMILY)
+V4_DESIGN = ("init", "grpo", "tandem", "grpo-g16", *KL_ARMS)  # the arms v4 pre-registered (scales.SCALES["full"])
+
+
+class MissingArm(RunFolderError):
+    """A pre-registered arm has no runs in the data: the verdicts refuse rather than fit on fewer arms."""
+
+
+def required_arms(design: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The arms the verdicts read, from a scenario's design (canonical names): {"line": LINE_ARMS it trains,
+    "kl": KL_ARMS it trains, "all": those and grpo and tandem}. An arm the design never trained (v3 had no
+    kl-junior, the controls no grpo-g16) is left out by the design, and named in the output; one it trained
+    must be in the data."""
+    line = tuple(a for a in LINE_ARMS if a in design)
+    kl = tuple(a for a in KL_ARMS if a in design)
+    return {"line": line, "kl": kl, "all": ("grpo", "tandem", *line, *(a for a in kl if a not in line))}
+
+
+def canonical_frames(frames: dict[str, pd.DataFrame], design: tuple[str, ...], where: str) -> dict[str, pd.DataFrame]:
+    """`frames` keyed by canonical arm names (scales.canonical_arm); raises MissingArm (one line: the arm, its
+    folder, the fix) when an arm the verdicts need (required_arms(design)) has no rows."""
+    out = {c: frames[a] for a, c in canonical_arms(frames, where).items()}
+    for arm in required_arms(design)["all"]:
+        if arm not in out or out[arm].empty:
+            old = older_names(arm)
+            also = f" (nor under its older name {', '.join(old)})" if old else ""
+            raise MissingArm(f"{where or 'the run folders'}: pre-registered arm {arm!r} has no runs{also}; "
+                             f"train and evaluate it (the verdicts never fit on fewer arms)")  # fmt: skip
+    return out
 
 
 # ------------------------------------------------------------------ building blocks
@@ -113,21 +148,21 @@ def holm(pvalues: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def matched_residuals(frames: dict[str, pd.DataFrame], metric: str, arm: str = "tandem") -> dict | None:
-    """`arm`'s per-seed residuals of `metric` against the line fitted on LINE_ARMS' arm-seeds (x = solo
-    pass@4): {"residuals": {seed: r}, "slope", "intercept", "r2", "n_points", "line_arms", "points"}."""
+def matched_residuals(
+    frames: dict[str, pd.DataFrame], metric: str, arm: str = "tandem", line_arms: tuple[str, ...] = LINE_ARMS
+) -> dict | None:
+    """`arm`'s per-seed residuals of `metric` against the line fitted on `line_arms`' arm-seeds (x = solo
+    pass@4): {"residuals": {seed: r}, "slope", "intercept", "r2", "n_points", "line_arms", "points"}. Every
+    line arm must be in `frames` (KeyError otherwise: evaluate checks them first, canonical_frames)."""
     xs, ys, points = [], [], {}
-    used = [a for a in LINE_ARMS if a in frames]
-    for a in (*used, arm):
-        if a not in frames:
-            continue
+    for a in (*line_arms, arm):
         x, y = seed_values(frames[a], LINE_X), seed_values(frames[a], metric)
         both = x.index.intersection(y.index)
         points[a] = [[float(x[s]), float(y[s])] for s in both]
         if a != arm:
             xs += list(x[both])
             ys += list(y[both])
-    if len(xs) < 3 or arm not in frames or np.ptp(xs) == 0:
+    if len(xs) < 3 or np.ptp(xs) == 0:
         return None
     fit = stats.linregress(xs, ys)
     x, y = seed_values(frames[arm], LINE_X), seed_values(frames[arm], metric)
@@ -139,7 +174,7 @@ def matched_residuals(frames: dict[str, pd.DataFrame], metric: str, arm: str = "
         "intercept": float(fit.intercept),
         "r2": float(fit.rvalue**2),
         "n_points": len(xs),
-        "line_arms": used,
+        "line_arms": list(line_arms),
         "points": points,  # {arm: [[solo pass@4, metric], ...]} per seed, the line's and `arm`'s
     }
 
@@ -154,9 +189,10 @@ def order_statistic_se(draws: np.ndarray, q: float) -> float:
     return float((x[hi] - x[lo]) / 2)
 
 
-def bootstrap_endpoints(a: pd.DataFrame, b: pd.DataFrame, metric: str, quantiles: tuple[float, ...]) -> dict:
+def bootstrap_draws(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> dict:
     """Two-way clustered bootstrap (seeds and problems, N_BOOT_VERDICT) of mean(a) - mean(b) on the
-    (seed, problem) rows both hold: {"mean", "endpoints": {q: value}, "mc_se": {q: s.e.}, "n_boot"}."""
+    (seed, problem) rows both hold: {"mean", "draws", "n_boot"} ({} below 2 seeds). The endpoints are read
+    from the draws once each claim's Holm level is known (endpoints)."""
     from trainer.toy.aggregate import paired_rows
 
     both = paired_rows(a, b, [metric])
@@ -166,35 +202,53 @@ def bootstrap_endpoints(a: pd.DataFrame, b: pd.DataFrame, metric: str, quantiles
     est, boot = clustered_bootstrap_means(
         both, [f"{metric}_a", f"{metric}_b"], "seed", True, N_BOOT_VERDICT, BOOT_SEED
     )  # fmt: skip
-    draws = boot[:, 0] - boot[:, 1]
-    return {
-        "mean": float(est[0] - est[1]),
-        "endpoints": {str(q): float(np.quantile(draws, q)) for q in quantiles},
-        "mc_se": {str(q): order_statistic_se(draws, q) for q in quantiles},
-        "n_boot": N_BOOT_VERDICT,
-    }
+    return {"mean": float(est[0] - est[1]), "draws": boot[:, 0] - boot[:, 1], "n_boot": N_BOOT_VERDICT}
+
+
+def endpoints(draws: np.ndarray, quantiles: tuple[float, ...]) -> dict:
+    """{"endpoints": {q: value}, "mc_se": {q: s.e.}} of the bootstrap draws at `quantiles`."""
+    return {"endpoints": {str(q): float(np.quantile(draws, q)) for q in quantiles},
+            "mc_se": {str(q): order_statistic_se(draws, q) for q in quantiles}}  # fmt: skip
+
+
+def holm_levels(pvalues: dict[str, float]) -> dict[str, float]:
+    """Each test's own level in Holm's step-down: ALPHA / (m - i + 1) for the i-th smallest raw p of m
+    (NaN-p tests get NaN). A bootstrap endpoint at this level is read against the same bar as its
+    Holm-adjusted t."""
+    finite = sorted((p, k) for k, p in pvalues.items() if np.isfinite(p))
+    out = {k: float("nan") for k in pvalues}
+    for i, (_, k) in enumerate(finite):
+        out[k] = ALPHA / (len(finite) - i)
+    return out
 
 
 # ------------------------------------------------------------------ the verdicts
-def _sensitivity(boot: dict, thresholds: dict[float, float], holds: bool) -> dict:
-    """The bootstrap endpoints against their thresholds: agrees with the t verdict? borderline?"""
-    if not boot:
+def _sensitivity(boot: dict, test: str, level: float, holds: bool) -> dict:
+    """The bootstrap endpoints at the claim's Holm level against their thresholds (an upper bound below 0
+    for "less"; both ends inside +-PARITY for "tost"): agrees with the Holm-adjusted t verdict? borderline?"""
+    if not boot or not np.isfinite(level):
         return {}
-    ends = {float(q): v for q, v in boot["endpoints"].items()}
-    ses = {float(q): v for q, v in boot["mc_se"].items()}
-    met = all((ends[q] < t) if q > 0.5 else (ends[q] > t) for q, t in thresholds.items())
-    borderline = any(abs(ends[q] - t) < BORDERLINE_SE * ses[q] for q, t in thresholds.items())
-    return {**boot, "thresholds": {str(q): t for q, t in thresholds.items()}, "bootstrap_met": met,
+    thresholds = {level: -PARITY, 1 - level: PARITY} if test == "tost" else {1 - level: 0.0}
+    ends = endpoints(boot["draws"], tuple(thresholds))
+    e = {float(q): v for q, v in ends["endpoints"].items()}
+    ses = {float(q): v for q, v in ends["mc_se"].items()}
+    met = all((e[q] < t) if q > 0.5 else (e[q] > t) for q, t in thresholds.items())
+    borderline = any(abs(e[q] - t) < BORDERLINE_SE * ses[q] for q, t in thresholds.items())
+    return {"mean": boot["mean"], "holm_level": level, **ends, "n_boot": boot["n_boot"],
+            "thresholds": {str(q): t for q, t in thresholds.items()}, "bootstrap_met": met,
             "agrees_with_t": met == holds, "borderline": borderline}  # fmt: skip
 
 
-def evaluate(frames: dict[str, pd.DataFrame]) -> dict:
-    """The pre-registered verdicts of one scenario (module docstring) from its arms' frames."""
-    if "tandem" not in frames or "grpo" not in frames:
-        return {}
+def evaluate(frames: dict[str, pd.DataFrame], where: str = "", design: tuple[str, ...] = V4_DESIGN) -> dict:
+    """The pre-registered verdicts of one scenario (module docstring) from its arms' frames ({folder name:
+    frame}; `where` names their folder in errors; `design`: the arms the scenario trains, canonical names).
+    Raises MissingArm when an arm the verdicts need is missing (canonical_frames)."""
+    names = canonical_arms(frames, where)
+    frames = canonical_frames(frames, design, where)
+    need = required_arms(design)
     t, g = frames["tandem"], frames["grpo"]
     pre = _precondition(frames)
-    rows = {c.name: _claim_row(frames, c) for c in FAMILY}
+    rows = {c.name: _claim_row(frames, c, need["line"]) for c in FAMILY}
     raw_p = {name: row["p"] for name, row in rows.items()}
     matched_p = {name: row["matched_solo"]["p"] for name, row in rows.items() if row.get("matched_solo")}
     adj, adj_m = holm(raw_p), holm(matched_p)
@@ -205,13 +259,11 @@ def evaluate(frames: dict[str, pd.DataFrame]) -> dict:
     parity = bool(adj["Solo parity"] < ALPHA)
     hand = paired_seed_differences(t, g, "handoff_pass@4")
     hand_lower_p = t_one_sided(hand.to_numpy(), "less")
+    levels = holm_levels(raw_p)
     for name, row in rows.items():
         row["outcome"], row["conditions"] = _outcome(name, row, parity, hand_lower_p)
-        holds = row["outcome"] == "yes"
-        if row["test"] == "tost":
-            row["bootstrap"] = _sensitivity(row["bootstrap"], {0.05: -PARITY, 0.95: PARITY}, holds)
-        else:
-            row["bootstrap"] = _sensitivity(row["bootstrap"], {0.95: 0.0}, bool(row["p_holm"] < ALPHA))
+        # the bootstrap's endpoint at this claim's Holm level, against the Holm-adjusted t's verdict
+        row["bootstrap"] = _sensitivity(row["bootstrap"], row["test"], levels[name], bool(row["p_holm"] < ALPHA))
         if not pre["holds"]:
             row["rule_outcome"], row["outcome"] = row["outcome"], UNINFORMATIVE
     return {
@@ -221,13 +273,15 @@ def evaluate(frames: dict[str, pd.DataFrame]) -> dict:
             "parity_pts": PARITY,
             "n_boot": N_BOOT_VERDICT,
             "borderline_se": BORDERLINE_SE,
-            "line_arms": list(LINE_ARMS),
+            "line_arms": list(need["line"]),
+            "not_in_design": [a for a in dict.fromkeys((*LINE_ARMS, *KL_ARMS)) if a not in need["all"]],
+            "arm_names": {a: c for a, c in names.items() if a != c},  # folder name -> name read (older runs)
             "doc": __doc__.split("\n\n")[1],
         },  # fmt: skip
         "precondition": pre,
         "handoff_lower_p": hand_lower_p,
         "claims": list(rows.values()),
-        "kl_vs_tandem": _kl_vs_tandem(frames),
+        "kl_vs_tandem": _kl_vs_tandem(frames, need["kl"]),
     }
 
 
@@ -242,7 +296,7 @@ def _precondition(frames: dict[str, pd.DataFrame]) -> dict:
     return pre
 
 
-def _claim_row(frames: dict[str, pd.DataFrame], c) -> dict:
+def _claim_row(frames: dict[str, pd.DataFrame], c, line_arms: tuple[str, ...]) -> dict:
     """One claim of the family, before Holm: tandem - grpo per seed, its test's raw p, the bootstrap
     endpoints, and (where the claim asks) the matched-solo residuals with their own raw p."""
     t, g = frames["tandem"], frames["grpo"]
@@ -253,12 +307,11 @@ def _claim_row(frames: dict[str, pd.DataFrame], c) -> dict:
            "per_seed": {int(s): float(v) for s, v in d.items()}}  # fmt: skip
     if c.test == "tost":
         row.update(tost(d.to_numpy()))
-        row["bootstrap"] = bootstrap_endpoints(t, g, c.metric, (0.05, 0.95))
     else:
         row["p"] = t_one_sided(d.to_numpy(), c.test)
-        row["bootstrap"] = bootstrap_endpoints(t, g, c.metric, (0.95,))
+    row["bootstrap"] = bootstrap_draws(t, g, c.metric)  # endpoints at its Holm level: evaluate
     if c.matched:
-        m = matched_residuals(frames, c.metric)
+        m = matched_residuals(frames, c.metric, line_arms=line_arms)
         if m:
             r = np.array(list(m["residuals"].values()))
             m["mean"], m["p"] = float(r.mean()), t_one_sided(r, "less")
@@ -268,10 +321,10 @@ def _claim_row(frames: dict[str, pd.DataFrame], c) -> dict:
     return row
 
 
-def _kl_vs_tandem(frames: dict[str, pd.DataFrame]) -> dict:
+def _kl_vs_tandem(frames: dict[str, pd.DataFrame], kl_arms: tuple[str, ...]) -> dict:
     """Each kl arm - tandem on solo, handoff and tax, two-sided seed-level paired t (descriptive)."""
     t, kl = frames["tandem"], {}
-    for arm in (a for a in KL_ARMS if a in frames):
+    for arm in kl_arms:
         kl[f"{arm} - tandem"] = {}
         for metric in ("solo_pass@4", "handoff_pass@4", "tax@4"):
             d = paired_seed_differences(frames[arm], t, metric)

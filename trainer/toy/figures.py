@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trainer.toy.scales import kl_coef, kl_ref
+
 
 def _arm_color(arm: str):
     """The report's colour per arm; kl-reg@C from light (small C) to dark (large C, closer to init)."""
@@ -102,7 +104,8 @@ def plot_frontier(summary: dict, out: Path) -> list[Path]:
             pts = {
                 a: c for a, c in arms.items() if "solo_pass@4" in c and "handoff_pass@4" in c and not c.get("same_as")
             }
-            kl = sorted((a for a in pts if a.startswith("kl-reg@")), key=lambda a: float(a.split("@")[1]))
+            # kl toward the initial senior under any version's name (scales.kl_ref: kl-reg@C is kl-init@C)
+            kl = sorted((a for a in pts if kl_ref(a) == "init"), key=kl_coef)
             if len(kl) > 1:
                 ax.plot(
                     [pts[a]["solo_pass@4"]["mean"] for a in kl],

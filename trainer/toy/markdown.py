@@ -115,7 +115,7 @@ def claim_lines(entry: dict, key: str = "claims") -> list[str]:
         f"**{'holds' if pre['holds'] else 'fails'}**.",
         "",
         "| claim | tandem − grpo (seeds) | seed-level 95% CI | p (one-sided; TOST) | p Holm | at matched solo: "
-        "residual, p Holm | bootstrap endpoint ± MC s.e. (20,000) | outcome |",
+        "residual, p Holm | bootstrap endpoint at the claim's Holm level ± MC s.e. (20,000) | outcome |",
         "|:--|--:|:--|--:|--:|:--|:--|:--|",
     ]
     for c in cl["claims"]:
@@ -126,7 +126,7 @@ def claim_lines(entry: dict, key: str = "claims") -> list[str]:
         matched = "–" if not m else f"{m['mean']:+.{dec}f}, {_p(m.get('p_holm'))}"
         b = c.get("bootstrap") or {}
         ends = ", ".join(
-            f"{float(q):.0%}: {v:+.{dec}f} ± {b['mc_se'][q]:.{dec}f}" for q, v in b.get("endpoints", {}).items()
+            f"{100 * float(q):.4g}%: {v:+.{dec}f} ± {b['mc_se'][q]:.{dec}f}" for q, v in b.get("endpoints", {}).items()
         )
         flags = (" borderline" if b.get("borderline") else "") + (
             "" if b.get("agrees_with_t", True) else " (disagrees)"
@@ -135,8 +135,37 @@ def claim_lines(entry: dict, key: str = "claims") -> list[str]:
             f"| {c['claim']} ({c['metric']}) | {c['mean']:+.{dec}f} ({c['n_seeds']}) | {ci_text} | {_p(c['p'])} "
             f"| {_p(c['p_holm'])} | {matched} | {ends or '–'}{flags} | {c['outcome']} |"
         )
-    lines.append("")
+    lines += ["", *arm_lines(cl), *kl_lines(cl)]
     return lines
+
+
+def arm_lines(cl: dict) -> list[str]:
+    """Which arms the verdicts read: older folder names read under their current ones, the matched-solo
+    line's arms, and the pre-registered arms this scenario's design never trained."""
+    rules = cl.get("rules", {})
+    renamed = ", ".join(f"{a} as {c}" for a, c in rules.get("arm_names", {}).items())
+    line = ", ".join(rules.get("line_arms", []))
+    text = f"Arms read: {'folders ' + renamed + '; ' if renamed else ''}matched-solo line fitted on {line}"
+    missing = rules.get("not_in_design")
+    return [text + (f"; not in this scenario's design: {', '.join(missing)}." if missing else "."), ""]
+
+
+def kl_lines(cl: dict) -> list[str]:
+    """The kl arms against tandem (descriptive, two-sided seed-level t; not in the Holm family)."""
+    kl = cl.get("kl_vs_tandem") or {}
+    if not kl:
+        return []
+    cols = ("solo_pass@4", "handoff_pass@4", "tax@4")
+    head = " | ".join(f"{LABELS[m]}: mean [seed-level 95% CI], p" for m in cols)
+    lines = [f"| difference (descriptive, two-sided) | {head} |", "|:--|" + "--:|" * len(cols)]
+    for name, cells in kl.items():
+        parts = []
+        for m in cols:
+            c = cells[m]
+            ci = f" [{c['seed_ci95'][0]:+.1f}, {c['seed_ci95'][1]:+.1f}]" if c.get("seed_ci95") else ""
+            parts.append("–" if c["mean"] is None else f"{c['mean']:+.1f}{ci}, {_p(c['p_two_sided'])}")
+        lines.append(f"| {name} | " + " | ".join(parts) + " |")
+    return [*lines, ""]
 
 
 def dialect_lines(summary: dict) -> list[str]:

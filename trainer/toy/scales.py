@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from trainer.toy.gates import PILOT_SEEDS
 from trainer.toy.task import Difficulty
 
 
@@ -73,6 +74,49 @@ class Scale:
 
 KL_KINDS = ("kl-reg", "kl-init", "kl-junior")  # kl-reg: v3's name, toward the initial senior as kl-init
 KL_REFS = {"kl-reg": "init", "kl-init": "init", "kl-junior": "junior"}
+
+
+# One table for arm names across versions: v3's kl-reg@C is v4's kl-init@C (both regularise toward the
+# initial senior, KL_REFS). Derived, not typed: every kind whose reference has a v4 name `kl-<ref>` of its own.
+KIND_ALIASES = {k: f"kl-{KL_REFS[k]}" for k in KL_KINDS if k != f"kl-{KL_REFS[k]}"}  # {"kl-reg": "kl-init"}
+
+
+def canonical_arm(arm: str) -> str:
+    """An arm's current (v4) name: kl-reg@0.1 -> kl-init@0.1; every other name unchanged. Claims, reports and
+    figures read arm names from run folders through it, so a pre-registered arm is found under any version's name."""
+    kind, at, coef = arm.partition("@")
+    return f"{KIND_ALIASES.get(kind, kind)}{at}{coef}" if at else arm
+
+
+def older_names(arm: str) -> list[str]:
+    """The names an arm had in earlier versions (kl-init@0.1 -> [kl-reg@0.1]): where a missing arm was looked for."""
+    kind, at, coef = arm.partition("@")
+    return [f"{old}@{coef}" for old, new in KIND_ALIASES.items() if new == kind] if at else []
+
+
+def canonical_arms(arms, where: str = "") -> dict[str, str]:
+    """{folder name: canonical name} of `arms`; two folders that name one arm (kl-reg@0.1 and kl-init@0.1 side
+    by side) raise RunFolderError naming both and `where`, since either choice would hide the other's runs."""
+    from tandem_eval.schemas import RunFolderError
+
+    out: dict[str, str] = {}
+    for a in arms:
+        c = canonical_arm(a)
+        if (other := next((b for b, cb in out.items() if cb == c), None)) is not None:
+            raise RunFolderError(f"{where or 'the run folders'}: arms {other!r} and {a!r} are the same arm ({c}); "
+                                 "keep one folder")  # fmt: skip
+        out[a] = c
+    return out
+
+
+# The scale whose settings made each scenario's runs (results/toy/<scenario>/): its arms are what the scenario
+# pre-registered, which the claims check the run folders against (a missing arm refuses, never a smaller fit).
+SCENARIO_SCALE = {"dialects": "full", "emergent": "emergent", "self-paired": "controls", "jargon": "controls"}
+
+
+def designed_arms(scenario: str) -> tuple[str, ...]:
+    """The arms `scenario`'s design trains, in their canonical names, with the untrained initial senior."""
+    return ("init", *(canonical_arm(a) for a in SCALES[SCENARIO_SCALE[scenario]].arms(scenario)))
 
 
 def kl_arm(coef: float, ref: str | None = None) -> str:
@@ -149,7 +193,7 @@ SCALES = {
         lr_sweep=(),  # one lr for every arm, fixed before the pilot (DIALECTS_LR)
         g16_scenarios=("dialects",),
         scenarios=("dialects",),
-        pilot_seeds=(100, 101),
+        pilot_seeds=PILOT_SEEDS,  # v6's (102, 103): v5 spent 100-101
         pilot_steps=DIALECTS_PILOT_STEPS,
     ),
     "emergent": EMERGENT,

@@ -111,9 +111,13 @@ TERSE = SFTRecipe(size="senior", p_jargon=0.0, p_terse_step=0.3, steps=600, **_F
 #   30% B CoTs. One notation per CoT, so what the junior writes next follows what it reads (G0,
 #   trainer/toy/gates.py, checks the shares, the equal accuracy of A and B, and the junior's reading).
 DIALECT_JUNIOR = SFTRecipe(size="senior", p_jargon=0.0, p_dialect_a=0.3, steps=1000, **_FROM_BASE)
+# v6 (after v5's G1 failed): 25% A, 35% B, 40% plain, no A practice, so that A keeps a first-step share the
+# evaluation's top-p 0.8 does not cut (v5, 12% A + 10% A practice + 24% B + 54% plain, wrote A in 0% of its
+# CoTs at T 0.7 / top-p 0.8; G0 now checks A >= 15% there)
 DIALECT_SENIOR = replace(
-    DIALECT_JUNIOR, p_dialect_a=0.12, p_dialect_a_practice=0.1, p_dialect_b=0.24, steps=800, init="the dialects junior"
+    DIALECT_JUNIOR, p_dialect_a=0.25, p_dialect_a_practice=0.0, p_dialect_b=0.35, steps=800, init="the dialects junior"
 )
+V5_DIALECT_SENIOR = replace(DIALECT_SENIOR, p_dialect_a=0.12, p_dialect_a_practice=0.1, p_dialect_b=0.24)
 RECIPES: dict[tuple[str, str], SFTRecipe] = {
     ("base", "senior"): _BASE,
     ("self-paired", "senior"): SHORTCUT,

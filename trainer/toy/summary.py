@@ -30,12 +30,12 @@ import sys
 from pathlib import Path
 
 from tandem_eval.run.durable import atomic_write_text
-from tandem_eval.schemas import ALPHA, N_BOOT, to_jsonable
+from tandem_eval.schemas import ALPHA, N_BOOT, RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS, arm_runs, arm_summary, difference, frame, tax_vs_grpo
 from trainer.toy.figures import plot_dialects, plot_frontier, plot_summary, plot_training
 from trainer.toy.gates import GATED
 from trainer.toy.markdown import summary_markdown, update_readme
-from trainer.toy.scales import arm_order, kl_coef
+from trainer.toy.scales import arm_order, designed_arms, kl_coef
 from trainer.toy.training import training_summary
 from trainer.toy.verdicts import PARITY, RL_GAIN, TAX_EFFECT, precondition, verdicts
 
@@ -83,7 +83,7 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
             if "tandem" in frames and "grpo" in frames:  # v4's rules on this older data: a re-analysis
                 from trainer.toy.claims import evaluate
 
-                entry["claims_v4_reanalysis"] = evaluate(frames)
+                entry["claims_v4_reanalysis"] = evaluate(frames, str(results / sc), designed_arms(sc))
         summary["scenarios"][sc] = entry
     if (results / "lr_sweep.json").exists():
         summary["lr_sweep"] = json.loads((results / "lr_sweep.json").read_text())
@@ -126,7 +126,8 @@ def gated_entry(scenario_dir: Path, frames: dict, runs: dict) -> dict:
     gates = _gates(scenario_dir)
     passed = bool(gates) and all(g["pass"] for g in gates.values())
     out = {"gates": gates, "dialects": summarize(scenario_dir, runs)}
-    out["claims"] = evaluate(frames) if passed else {"not_run": "a gate failed or is missing: no verdict"}
+    not_run = {"not_run": "a gate failed or is missing: no verdict"}
+    out["claims"] = evaluate(frames, str(scenario_dir), designed_arms(scenario_dir.name)) if passed else not_run
     return out
 
 
@@ -169,7 +170,11 @@ def main(argv=None) -> None:
         folders = ", ".join(f"{sc}/" for sc in SCENARIOS)
         print(f"error: {root} holds no toy-world scenario folder ({folders}); run `make toy` first", file=sys.stderr)
         raise SystemExit(2)
-    write_summary(root, arms_found(root), readme=args.readme)
+    try:
+        write_summary(root, arms_found(root), readme=args.readme)
+    except RunFolderError as e:  # a pre-registered arm missing (claims.MissingArm), two folders for one arm
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     print((root / "summary.md").read_text())
 
 

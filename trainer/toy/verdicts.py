@@ -9,6 +9,7 @@ claims, each with its rule stated before the result, decided on the more conserv
 from __future__ import annotations
 
 from tandem_eval.metrics.registry import fmt_interval
+from trainer.toy.scales import kl_coef, kl_ref
 
 PARITY = 5.0  # points: solo accuracy "matches" when the difference's CI lies inside +-PARITY
 TAX_EFFECT = 3.0  # points: the paper's effect size (GRPO tax 3.2 vs tandem 0.1, macro pass@4)
@@ -183,7 +184,8 @@ def verdicts(sc: dict) -> list[dict]:
                 "needs_precondition": gated,
             }
         )
-    kl = sorted((a for a in arms if a.startswith("kl-reg@")), key=lambda a: float(a.split("@")[1]))
+    # kl toward the initial senior under any version's name (scales.kl_ref: kl-reg@C is kl-init@C)
+    kl = sorted((a for a in arms if kl_ref(a) == "init"), key=kl_coef)
     if kl and "tandem" in arms and (v := _kl_frontier(d, kl)):
         out.append(v)
     for v in out:

@@ -46,7 +46,7 @@ import pandas as pd
 
 from tandem_eval.models import TOY_DIR
 from tandem_eval.run.durable import atomic_write_json
-from tandem_eval.schemas import to_jsonable
+from tandem_eval.schemas import RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects
 from trainer.toy.gates import GATED
@@ -383,6 +383,15 @@ def stage_g0(work: Path, results: Path, init: dict, s: Scale) -> None:
         record_gate(results, sc, "G0", json.loads(out.read_text()), s)
 
 
+def stage_headroom(results: Path, s: Scale) -> None:
+    """H of each gated scenario (trainer.toy.gates.headroom), before any pilot: from G0's numbers and the
+    initial senior's held-out handoff record, both already under results/<scenario>/."""
+    from trainer.toy.gates import headroom_of
+
+    for sc in (sc for sc in s.scenarios if sc in GATED):
+        record_gate(results, sc, "H", headroom_of(results / sc), s)
+
+
 PILOT_ARMS = ("grpo", "tandem")
 OWN_JUNIOR = ("jargon", "dialects")  # scenarios whose junior is not the initial senior: evaluated alone too
 
@@ -549,7 +558,11 @@ def summarize(results: Path, s: Scale, readme: Path | None) -> None:
     from trainer.toy.summary import arms_found, write_summary
 
     arms = {**arms_found(results), **{sc: s.arms(sc) for sc in s.scenarios}}
-    write_summary(results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=readme)
+    try:
+        write_summary(results, {sc: arms[sc] for sc in SCENARIOS if sc in arms}, readme=readme)
+    except RunFolderError as e:  # the run folders stay; fix them and rerun `python -m trainer.toy.summary`
+        log(f"error: {e}")
+        raise SystemExit(2) from None
 
 
 def main(argv=None) -> None:
@@ -574,6 +587,7 @@ def main(argv=None) -> None:
     try:
         stage_g0(args.work, args.results, init, s)
         stage_heldout_init(args.work, args.results, data, init, s)
+        stage_headroom(args.results, s)
         s = stage_pilot(args.work, args.results, data, init, s, args.jobs)
     except GateFailed as e:
         log(f"STOP: {e}")

@@ -56,12 +56,19 @@ def absolute_benchmarks(entries) -> tuple[str, ...]:
     return tuple(",".join(one(part) for part in str(e).split(",")) for e in entries)  # "a.jsonl,b.jsonl" too
 
 
+_CHECKPOINT_DIR = re.compile(r"(checkpoint|step|ckpt)[-_]?\d+", re.IGNORECASE)
+
+
 def senior_label(spec: str | os.PathLike) -> str:
     """The default label of a run of checkpoint `spec` (no `--label`): its folder's name, a bundled
-    `toy:SCENARIO/NAME` its NAME (`toy:tandem` -> `toy-tandem`). The one rule: the CLI's runs, the
-    lenses' solo runs and the read side's arms all take it, so runs of one senior make one arm."""
-    spec = str(spec)
-    return Path(spec.replace("toy:", "toy-").rstrip("/")).name or spec
+    `toy:SCENARIO/NAME` its NAME (`toy:tandem` -> `toy-tandem`), a trainer's `RUN/checkpoint-N` (a
+    name every training repeats) `RUN/checkpoint-N`, so its default --out, runs/RUN-checkpoint-N,
+    is its own. The one rule: the CLI's runs, the lenses' solo runs and the read side's arms all
+    take it, so runs of one senior make one arm."""
+    path = Path(str(spec).replace("toy:", "toy-").rstrip("/"))
+    if _CHECKPOINT_DIR.fullmatch(path.name) and path.parent.name:
+        return f"{path.parent.name}/{path.name}"
+    return path.name or str(spec)
 
 
 def folder_name(label: str, default: str = "senior") -> str:

@@ -273,6 +273,7 @@ def test_solo_paragraph_and_junior_solo_runs_of_one_senior_make_one_arm(tmp_path
     col = collect([tmp_path / "r"])
     assert col.arms == ["mysenior"] and len(col.runs) == 3
     assert senior_label("toy:self-paired/tandem") == "tandem" and senior_label("/x/ckpt/") == "ckpt"
+    assert senior_label("/x/cpu-tandem/checkpoint-8") == "cpu-tandem/checkpoint-8"  # its own default --out
 
 
 def test_duplicate_labels_with_different_runs_refuse(tmp_path):

@@ -464,8 +464,10 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
 
     # every checkpoint is a model card naming the arm, the junior, the schedule, the recipe, the steps
     card = (out / "checkpoint-4" / "README.md").read_text()
-    for text in (str(Path(junior).resolve()), "`tandem`", "`word:0.5:32`", "2 rollout batches = 4 optimizer updates"):
+    junior_name = f"{Path(junior).name} (local folder)"  # pushed to the hub: no local absolute path in it
+    for text in (junior_name, "`tandem`", "`word:0.5:32`", "2 rollout batches = 4 optimizer updates"):
         assert text in card, text
+    assert str(Path(junior).resolve()) not in card and str(tmp_path) not in card
     assert card.startswith("---\n") and "library_name: transformers" in card and "learning_rate: 0.001" in card
     assert "did not run at this step" in card
     from trainer.grpo import model_card
@@ -475,6 +477,9 @@ def test_train_checkpoint_resume_and_eval_hook(tiny_pair, tmp_path, alternating_
     )
     card = str(model_card(trainer, 2, rec))  # with the hook's results: solo/handoff pass@k and the tax
     assert "| solo |" in card and "| handoff |" in card and "| tax |" in card and "pass@1" in card
+    assert "n = 2 problems x 1 samples each" in card and "95% bootstrap CI" in card
+    solo_row = next(line for line in card.splitlines() if line.startswith("| solo |"))
+    assert solo_row.count("[") == 1  # pass@1 with its CI
 
 
 # ---- vocabulary -------------------------------------------------------------------------------
@@ -679,3 +684,18 @@ def test_flat_rewards_for_several_steps_warn_once_that_nothing_is_learned(caplog
             TandemGRPOTrainer._check_signal(trainer, logs)
     warned = [r.getMessage() for r in caplog.records if "no learning signal" in r.getMessage()]
     assert len(warned) == 1 and "num_generations" in warned[0] and f"last {NO_SIGNAL_STEPS} steps" in warned[0]
+
+
+def test_help_lists_no_option_it_refuses(capsys):
+    """trl fields derived from the recipe (max_steps, ...) are refused on the command line, so --help
+    does not offer them; the refusal names the recipe field to set."""
+    from trainer.cli import main
+    from trainer.recipe import DERIVED
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert "--recipe" in listed and not [f for f in DERIVED if f"--{f} " in listed or f"--{f}\n" in listed]
+    with pytest.raises(SystemExit) as stop:
+        main(["--recipe", "trainer/recipes/cpu-tandem.yaml", "--max_steps", "3"])
+    assert stop.value.code == 2 and "set steps" in capsys.readouterr().err

@@ -28,7 +28,7 @@ def parser():
     """trl's argument parser for every Recipe field, plus tandem-train's own options."""
     from transformers import HfArgumentParser
 
-    from .recipe import Recipe
+    from .recipe import DERIVED, Recipe
 
     summary, _, rest = __doc__.partition("\n\n")
     p = HfArgumentParser(
@@ -44,6 +44,8 @@ def parser():
     for action in p._actions:
         if action.dest != "help":
             action.default, action.required = argparse.SUPPRESS, False
+        if action.dest in DERIVED:  # refused when given (set what DERIVED names): not listed as an option
+            action.help = argparse.SUPPRESS
 
     def one_line(message: str) -> None:  # argparse's default also prints the usage: errors are one line here
         p.exit(2, f"tandem-train: error: {message} (see tandem-train --help)\n")

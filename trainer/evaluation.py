@@ -48,7 +48,7 @@ def evaluate_checkpoint(ckpt: Path, junior: Path | None, recipe: Recipe, step: i
 
     cfg = eval_config(ckpt, junior, recipe)
     out = Path(recipe.output_dir) / "evals" / f"step-{step:06d}"
-    record = {"step": step, "checkpoint": str(ckpt)}
+    record = {"step": step, "checkpoint": str(ckpt), "n": cfg.n}
     if cfg.mode == "handoff":
         solo, handoff, tax = run_handoff(cfg, out, progress=False)
         record.update(solo=solo.metrics().get("pass_at_k"), handoff=handoff.metrics().get("pass_at_k"), tax=tax)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from transformers import TrainerCallback
+from transformers import ProgressCallback, TrainerCallback
 from trl import GRPOTrainer
 
 from tandem_eval.models import META_FILE
@@ -143,6 +143,11 @@ class TandemGRPOTrainer(GRPOTrainer):
         self._t0 = time.time()
         self._flat_steps = 0  # consecutive steps whose every group had zero reward variance
         self.add_callback(_CheckpointCallback(self))
+        if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
+            # the bar in the steps the recipe asked for (rollout batches), not trl's optimizer updates
+            # (a `steps: 4` run with updates_per_step 2 showed 0/8)
+            self.remove_callback(ProgressCallback)
+            self.add_callback(_StepProgress(recipe.updates_per_step))
 
     @property
     def kl_to_junior(self) -> bool:
@@ -307,8 +312,8 @@ def model_card(trainer: TandemGRPOTrainer, step: int, evaluation: dict | None = 
     from huggingface_hub import ModelCard, ModelCardData
 
     r = trainer.recipe
-    senior = r.senior if trainer.senior_path is None else str(trainer.senior_path)
-    junior = str(trainer.junior_path) if trainer.junior_path else "(none)"
+    senior = _public(r.senior if trainer.senior_path is None else str(trainer.senior_path))
+    junior = _public(str(trainer.junior_path)) if trainer.junior_path else "(none)"
     data = ModelCardData(
         library_name="transformers",
         tags=["trl", "grpo", "tandem-eval", f"arm:{r.arm}"],
@@ -319,12 +324,13 @@ def model_card(trainer: TandemGRPOTrainer, step: int, evaluation: dict | None = 
         ("initial senior", f"`{senior}`"),
         ("junior", f"`{junior}`"),
         ("rollout schedule", f"`{r.schedule}`"),
-        ("recipe", f"`{trainer.recipe_file or '(built in code)'}` (resolved below)"),
+        ("recipe", f"`{_public(trainer.recipe_file) if trainer.recipe_file else '(built in code)'}` (resolved below)"),
         ("training steps", f"{step} rollout batches = {step * r.updates_per_step} optimizer updates"),
         ("seed", str(r.seed)),
     ]
     if r.beta:
-        rows.append(("KL penalty", f"beta {r.beta}, k3 clamped to {r.kl_clamp}, reference `{trainer.ref_path}`"))
+        ref = _public(trainer.ref_path)
+        rows.append(("KL penalty", f"beta {r.beta}, k3 clamped to {r.kl_clamp}, reference `{ref}`"))
     lines = [
         f"# {Path(r.output_dir).name}: {r.arm} senior, step {step}",
         "",
@@ -340,28 +346,76 @@ def model_card(trainer: TandemGRPOTrainer, step: int, evaluation: dict | None = 
         lines += ["## Held-out evaluation", "", *_eval_lines(evaluation, r.eval.schedule), ""]
     else:
         lines += ["## Held-out evaluation", "", "The evaluation hook did not run at this step.", ""]
-    lines += ["## Recipe", "", "```yaml", yaml.safe_dump(recipe_to_dict(r), sort_keys=False).rstrip(), "```", ""]
+    recipe = {k: _public(v) if isinstance(v, str) else v for k, v in recipe_to_dict(r).items()}
+    lines += ["## Recipe", "", "```yaml", yaml.safe_dump(recipe, sort_keys=False).rstrip(), "```", ""]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
 
 
+def _public(value) -> str:
+    """A path as a model card may show it: `push_to_hub` publishes the card, and another reader's machine
+    has none of this one's folders, so a local absolute path becomes its folder name, marked local
+    (a hub id, a `toy:`/`tiny:` name, a relative path or a plain value stays as it is)."""
+    text = str(value)
+    path = Path(text).expanduser()
+    if text.startswith(("/", "~")) and path.is_absolute():
+        return f"{path.name} (local folder)"
+    return text
+
+
 def _eval_lines(rec: dict, schedule: str) -> list[str]:
-    """Macro pass@k (percent) of the solo and handoff runs and the tax, as a Markdown table."""
+    """Macro pass@k (percent) of the solo and handoff runs and the tax, each with its 95% bootstrap CI
+    over problems, and n (problems, samples per problem), as a Markdown table."""
 
-    def fmt(v):
-        return "-" if v is None else f"{v:.2f}"
+    def fmt(v, ci=None):
+        if v is None:
+            return "-"
+        return f"{v:.2f}" if not ci or None in ci else f"{v:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
 
-    solo = (rec.get("solo") or {}).get("macro") or {}
-    handoff = (rec.get("handoff") or {}).get("macro") or {}
+    solo_rec, handoff_rec = rec.get("solo") or {}, rec.get("handoff") or {}
+    solo, handoff = solo_rec.get("macro") or {}, handoff_rec.get("macro") or {}
+    solo_ci = (solo_rec.get("ci") or {}).get("macro") or {}
+    handoff_ci = (handoff_rec.get("ci") or {}).get("macro") or {}
     tax = ((rec.get("tax") or {}).get("macro")) or {}
     ks = list(solo) or list(handoff)
-    out = [f"Macro over the held-out groups, percent; handoff schedule `{schedule}`.", ""]
+    n = (solo_rec.get("n_problems") or {}).get("macro")
+    size = f"n = {n} problems x {rec['n']} samples each" if n and rec.get("n") else "n not recorded"
+    out = [f"Macro over the held-out groups, percent, 95% bootstrap CI over problems ({size}); "
+           f"handoff schedule `{schedule}`.", ""]  # fmt: skip
     out += ["| | " + " | ".join(ks) + " |", "|---|" + "---|" * len(ks)]
-    out.append("| solo | " + " | ".join(fmt(solo.get(k)) for k in ks) + " |")
+    out.append("| solo | " + " | ".join(fmt(solo.get(k), solo_ci.get(k)) for k in ks) + " |")
     if handoff:
-        out.append("| handoff | " + " | ".join(fmt(handoff.get(k)) for k in ks) + " |")
+        out.append("| handoff | " + " | ".join(fmt(handoff.get(k), handoff_ci.get(k)) for k in ks) + " |")
     if tax:
-        out.append("| tax | " + " | ".join(fmt((tax.get(k) or {}).get("tax", {}).get("estimate")) for k in ks) + " |")
+        cells = []
+        for k in ks:
+            t = (tax.get(k) or {}).get("tax", {})
+            cells.append(fmt(t.get("estimate"), [t.get("low"), t.get("high")]))
+        out.append("| tax | " + " | ".join(cells) + " |")
     return out
+
+
+class _StepProgress(TrainerCallback):
+    """A tqdm bar over rollout batches ("steps" of the recipe): transformers' ProgressCallback counts
+    optimizer updates, `updates_per_step` per batch."""
+
+    def __init__(self, updates_per_step: int):
+        self.per, self.bar = max(1, updates_per_step), None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            total = -(-state.max_steps // self.per) if state.max_steps > 0 else None
+            self.bar = tqdm(total=total, initial=state.global_step // self.per, unit="step", desc="training")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None and state.global_step % self.per == 0:
+            self.bar.update(state.global_step // self.per - self.bar.n)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 class _CheckpointCallback(TrainerCallback):

@@ -27,10 +27,7 @@ def _pair(out: Path) -> tuple[str, str, str]:
         junior = cast(str, junior_from_metadata(resolve_model(DEFAULT_SENIOR)))
         bench = Path(__file__).resolve().parents[1] / "toy" / "data" / "test.jsonl"
         return DEFAULT_SENIOR, junior, str(bench) if bench.exists() else "tiny"
-    try:  # the test-model builder lives with the trainer (a source checkout has it; a wheel too)
-        from trainer.tiny import build_tiny_pair
-    except ImportError:
-        raise SystemExit("no bundled toy checkpoints and no trainer package to build a tiny pair") from None
+    from ..toy.tiny import build_tiny_pair  # imports torch/transformers: only on this fallback
 
     console.print("[yellow]no bundled toy checkpoints: building a tiny random senior/junior pair[/]")
     tiny_senior, tiny_junior = build_tiny_pair(out / "models")

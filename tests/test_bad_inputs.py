@@ -991,3 +991,50 @@ def test_a_full_or_read_only_disk_is_one_line_and_leaves_no_partial_file(
     assert "Traceback" not in result.stderr and [ln for ln in lines if ln.startswith("error:")] == lines[-1:]
     assert lines[-1].startswith("error: cannot write") and errno_name in lines[-1], result.stderr
     assert _tree(tmp_path) == before, sorted(set(_tree(tmp_path)) ^ set(before))
+
+
+# ==== issue 45 (reliability v4): content identity a restored mtime cannot fool; every entry point's ======
+# ==== bad input in one line, before any work. Each row: one line, exit 2, nothing created or changed. ====
+@pytest.fixture(scope="module")
+def world45(world33):
+    """A checkpoint whose weights were rewritten in place with another checkpoint's bytes of the same size
+    and its mtime restored to the nanosecond, after a solo run of the old weights was made (and hashed)."""
+    import dataclasses
+    import os
+
+    from run_fixtures import solo_cfg, write_run
+    from safetensors.torch import load_file, save
+
+    from tandem_eval.models import checkpoint_content
+
+    root, paths = world33
+    p = dict(paths)
+    flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
+    ck = shutil.copytree(paths["senior"], root / "ck_rewritten")
+    for f in ck.iterdir():  # files written a minute ago: the hash cache keeps their entries
+        st = f.stat()
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+    made = solo_cfg(str(ck), n=2, ks=(1, 2))
+    made = dataclasses.replace(made, senior=dataclasses.replace(made.senior, content=checkpoint_content(ck)))
+    write_run(root / "rewritten" / "solo", made, flags)
+    weights = ck / "model.safetensors"
+    other = save({k: v + 0.5 for k, v in load_file(weights).items()}, {"format": "pt"})
+    st = weights.stat()
+    assert len(other) == st.st_size
+    with open(weights, "r+b") as f:  # in place: the same inode and size
+        f.write(other)
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # as a time-preserving backup or sync tool does
+    p.update(ck_rewritten=str(ck), rewritten=str(root / "rewritten"))
+    return root, p
+
+
+H45 = ["handoff", "--senior", "{ck_rewritten}", "--junior", "{junior}", "--n", "2", "--k", "1,2"]
+CASES_45 = [
+    ("handoff-reusing-a-solo-run-of-weights-rewritten-with-mtime-restored", H45 + ["--out", "{rewritten}"], "content"),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name,argv,expect", CASES_45, ids=[c[0] for c in CASES_45])
+def test_reliability_v4_bad_input_is_one_line_exit_2_and_creates_nothing(world45, monkeypatch, name, argv, expect):
+    test_bad_input_is_one_line_exit_2_and_creates_nothing(world45, monkeypatch, name, argv, expect)

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 
 # strict loading and its error live in the schema module; config loads with them and offers them (__all__)
@@ -164,11 +165,16 @@ class EvalConfig:
 def _check_types(cfg: EvalConfig) -> None:
     """The field types a Python caller must pass, as the CLI's typed options and the strict loader
     guarantee (a string where a tuple of benchmarks belongs would be read letter by letter); a list
-    is taken as the tuple it stands for."""
+    is taken as the tuple it stands for, and a checkpoint given as a string (a path or toy:NAME) as the
+    ModelSpec it names (with ModelSpec's defaults: float32, not hashed)."""
     for name in ("benchmarks", "ks"):
         value = getattr(cfg, name)
         if isinstance(value, list):
-            object.__setattr__(cfg, name, tuple(value))  # frozen: the one normalisation, at construction
+            object.__setattr__(cfg, name, tuple(value))  # frozen: the normalisations, at construction
+    for name in ("senior", "junior"):
+        value = getattr(cfg, name)
+        if isinstance(value, str | os.PathLike):
+            object.__setattr__(cfg, name, ModelSpec(os.fspath(value)))
     checks = {
         "senior": (ModelSpec,),
         "junior": (ModelSpec, type(None)),

@@ -1038,3 +1038,52 @@ CASES_45 = [
 @pytest.mark.parametrize("name,argv,expect", CASES_45, ids=[c[0] for c in CASES_45])
 def test_reliability_v4_bad_input_is_one_line_exit_2_and_creates_nothing(world45, monkeypatch, name, argv, expect):
     test_bad_input_is_one_line_exit_2_and_creates_nothing(world45, monkeypatch, name, argv, expect)
+
+
+def _api_calls():
+    """Python API calls a careless caller makes: (id, a thunk, the one-line ConfigError's substring)."""
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.data.benchmarks import load_benchmark, load_benchmarks
+    from tandem_eval.generate.grading import grade
+
+    senior = ModelSpec("toy:tandem")
+    return [
+        ("evalconfig-ks-a-float", lambda: EvalConfig(senior=senior, ks=(1.5,)), "--k must be integers"),
+        ("evalconfig-ks-above-n", lambda: EvalConfig(senior=senior, n=2, ks=(4,)), "exceed --n 2"),
+        ("evalconfig-senior-a-number", lambda: EvalConfig(senior=3), "EvalConfig.senior must be ModelSpec"),
+        ("evalconfig-limit-negative", lambda: EvalConfig(senior=senior, limit=-1), "--limit must be"),
+        ("grade-gold-a-bool", lambda: grade("\\boxed{2}", True), "gold must be a string or a finite number"),
+        ("grade-gold-inf", lambda: grade("\\boxed{2}", float("inf")), "gold must be a string or a finite number"),
+        ("grade-prediction-none", lambda: grade(None, "2"), "prediction must be a string"),
+        ("grade-timeout-nan", lambda: grade("\\boxed{2}", "2", timeout=float("nan")), "timeout"),
+        ("load-benchmarks-limit-negative", lambda: load_benchmarks(["tiny"], limit=-1), "--limit must be"),
+        ("load-benchmarks-limit-zero", lambda: load_benchmarks(["tiny"], limit=0), "--limit must be"),
+        ("load-benchmark-limit-a-float", lambda: load_benchmark("tiny", limit=2.5), "--limit must be"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(11), ids=[c[0] for c in _api_calls()])
+def test_the_python_api_refuses_bad_arguments_with_the_clis_one_line(case):
+    from tandem_eval.schemas import ConfigError
+
+    name, call, expect = _api_calls()[case]
+    with pytest.raises(ConfigError) as e:
+        call()
+    assert expect in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_python_api_accepts_what_it_can_read_unambiguously():
+    """A checkpoint as a string is the ModelSpec it names; a numeric gold is graded as its str()."""
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.generate.grading import grade
+
+    cfg = EvalConfig(senior="toy:tandem", junior=Path("/ckpt/jr"), mode="handoff", schedule="paragraph")
+    assert cfg.senior == ModelSpec("toy:tandem") and cfg.junior == ModelSpec("/ckpt/jr")
+    assert (
+        cfg.fingerprint()
+        == EvalConfig(
+            senior=ModelSpec("toy:tandem"), junior=ModelSpec("/ckpt/jr"), mode="handoff", schedule="paragraph"
+        ).fingerprint()
+    )
+    assert grade("so \\boxed{2}", 2).correct and not grade("so \\boxed{3}", 2).correct
+    assert grade("so \\boxed{0.5}", 0.5) == grade("so \\boxed{0.5}", "0.5")

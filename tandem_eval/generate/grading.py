@@ -430,8 +430,33 @@ def _shared_grader() -> Grader:
         return g
 
 
-def grade(prediction: str, gold: str, timeout: float = 5.0) -> Grade:
-    """Grade one item; uses a shared one-worker pool only if the string fast path cannot decide."""
+def as_gold(gold, where: str = "gold") -> str:
+    """A reference answer as the grader reads it: a string as given, a finite number (2, 0.5) as its
+    str(); anything else (a bool, inf, None, a dict) is a one-line ConfigError, as a benchmark row's
+    answer is (data.rows)."""
+    import math
+
+    from ..schemas import ConfigError
+
+    if isinstance(gold, str):
+        return gold
+    if isinstance(gold, int | float) and not isinstance(gold, bool) and math.isfinite(gold):
+        return str(gold)
+    raise ConfigError(f"{where} must be a string or a finite number, got {type(gold).__name__} {gold!r}")
+
+
+def grade(prediction: str, gold: str | int | float, timeout: float = 5.0) -> Grade:
+    """Grade one item; uses a shared one-worker pool only if the string fast path cannot decide.
+    A numeric gold is graded as its str() (grade(text, 2) == grade(text, "2"))."""
+    import math
+
+    from ..schemas import ConfigError
+
+    if not isinstance(prediction, str):
+        raise ConfigError(f"grade(prediction, gold): prediction must be a string, got {type(prediction).__name__}")
+    gold = as_gold(gold)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"grade(..., timeout=): must be a finite number of seconds > 0, got {timeout!r}")
     fast, _ = _fast_grade(prediction, gold)
     if fast is not None:
         return fast

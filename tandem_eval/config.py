@@ -53,6 +53,9 @@ def _integer(v) -> bool:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+# The largest --batch-size: 16x the 1024 the committed GPU runs use. The engines size their caches by it
+# (rows x --max-context), so --batch-size 1000000000 failed in mmap after the models loaded.
+MAX_BATCH_SIZE = 16384
 
 
 def default_ks(n: int) -> tuple[int, ...]:
@@ -139,6 +142,11 @@ class EvalConfig:
         bad = [k for k in self.ks if k < 1 or k > self.n]
         if bad:
             raise ConfigError(f"--k values {bad} exceed --n {self.n} (pass@k needs k <= n); lower --k or raise --n")
+        if _integer(self.batch_size) and self.batch_size > MAX_BATCH_SIZE:
+            raise ConfigError(
+                f"--batch-size must be at most {MAX_BATCH_SIZE} (traces per forward pass; each holds a cache of up to "
+                f"--max-context tokens, so more cannot be allocated on any machine), got {self.batch_size}"
+            )
         for name, value in (
             ("--batch-size", self.batch_size),
             ("--tensor-parallel-size", self.tensor_parallel_size),

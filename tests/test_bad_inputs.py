@@ -1025,12 +1025,36 @@ def world45(world33):
         f.write(other)
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # as a time-preserving backup or sync tool does
     p.update(ck_rewritten=str(ck), rewritten=str(root / "rewritten"))
+
+    # a solo run of the first two problems only, recorded by content (no warning on reuse)
+    from tandem_eval.generate.plan import load_inputs
+
+    two = solo_cfg(paths["senior"], n=2, ks=(1, 2), limit=2)
+    two = dataclasses.replace(two, inputs=load_inputs(two)[1])
+    two = dataclasses.replace(two, senior=dataclasses.replace(two.senior, content=checkpoint_content(paths["senior"])))
+    write_run(root / "rf45" / "two_problems", two, flags)
+    p["two_problems"] = str(root / "rf45" / "two_problems")
     return root, p
 
 
 H45 = ["handoff", "--senior", "{ck_rewritten}", "--junior", "{junior}", "--n", "2", "--k", "1,2"]
 CASES_45 = [
     ("handoff-reusing-a-solo-run-of-weights-rewritten-with-mtime-restored", H45 + ["--out", "{rewritten}"], "content"),
+    # ---- up-front bounds: refused before any model loads or anything is generated
+    ("threads-above-the-cores", S + ["--threads", "100000"], "--threads 100000 exceeds the"),
+    ("handoff-threads-above-the-cores", H + ["--threads", "100000"], "--threads 100000 exceeds the"),
+    ("legibility-threads-above-the-cores", ["legibility", "--run", "{good}", "--threads", "100000"], "exceeds the"),
+    ("batch-size-absurd", S + ["--batch-size", "1000000000"], "--batch-size must be at most 16384"),
+    ("grader-startup-timeout-inf", S + ["--grader-startup-timeout", "inf"], "--grader-startup-timeout must be"),
+    ("grader-startup-timeout-1e400", S + ["--grader-startup-timeout", "1e400"], "finite number of seconds"),
+    ("grader-startup-timeout-nan", H + ["--grader-startup-timeout", "nan"], "--grader-startup-timeout"),
+    ("out-inside-a-complete-run-folder", S + ["--out", "{good}"], "inside the run folder"),
+    ("handoff-out-deep-inside-a-run-folder", H + ["--out", "{good}/a/b"], "inside the run folder"),
+    (
+        "handoff-allow-solo-mismatch-with-a-solo-run-of-other-problems",
+        H + ["--n", "2", "--k", "1,2", "--solo-run", "{two_problems}", "--allow-solo-mismatch"],
+        "never of other problems",
+    ),
 ]
 
 
@@ -1087,3 +1111,16 @@ def test_the_python_api_accepts_what_it_can_read_unambiguously():
     )
     assert grade("so \\boxed{2}", 2).correct and not grade("so \\boxed{3}", 2).correct
     assert grade("so \\boxed{0.5}", 0.5) == grade("so \\boxed{0.5}", "0.5")
+
+
+def test_tandem_train_output_dir_a_file_is_refused_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    import trainer.run
+
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.setattr(trainer.run, "build_trainer", lambda *a, **k: pytest.fail("models loaded before the check"))
+    for out, expect in ((tmp_path / "a_file", "is a file"), (tmp_path / "a_file" / "sub", "a_file is a file")):
+        code, _, err = _train(["--recipe", RECIPE, "--set", f"output_dir={out}"], capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("tandem-train: error: output_dir"), err
+        assert expect in lines[0], lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]

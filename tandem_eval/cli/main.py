@@ -286,6 +286,12 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     """The run's EvalConfig from a solo or handoff command's options (its parameters by name): the
     default senior (and junior), sampling, paths recorded absolute (the run reads the same from any
     working directory), --k, the label and the chat templates; other options are EvalConfig fields."""
+    from ..devices import check_threads
+    from ..generate.grading import check_startup_timeout
+
+    # the options that are not EvalConfig's to check, first: each refused before any work is done
+    check_startup_timeout(options["grader_startup_timeout"])
+    check_threads(options["threads"])
     o = {key: value for key, value in options.items() if key not in _NOT_CONFIG}
     senior = _default_senior(o.pop("senior"))
     junior = o.pop("junior", None)

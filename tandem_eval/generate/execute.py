@@ -37,7 +37,15 @@ from ..run.results import RunFolder, verify_run
 from ..schemas import RunFolderError, from_dict
 from ..schemas import to_jsonable as json_safe
 from .checks import solo_record
-from .grading import STARTUP_TIMEOUT_S, UNGRADED, Grader, GraderWorkerError, GradingIncomplete, ungraded
+from .grading import (
+    STARTUP_TIMEOUT_S,
+    UNGRADED,
+    Grader,
+    GraderWorkerError,
+    GradingIncomplete,
+    check_startup_timeout,
+    ungraded,
+)
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .schedules import JUNIOR, State, make_schedule, needs_junior
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
@@ -386,6 +394,7 @@ def run_eval(
 
     Plans (every input checked before the folder exists or an engine loads), then executes;
     `extra` is recorded in a new folder's config.json."""
+    check_startup_timeout(grader_startup_s)  # the grader starts after generation: its deadline checked first
     (rf,) = execute(plan_run(cfg, out, extra), engines, progress, flush_every, on_flush, grader_startup_s)
     return rf
 
@@ -400,6 +409,7 @@ def run_handoff(
 ) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them
     (plan.plan_handoff says which solo run is reused and how it is checked)."""
+    check_startup_timeout(grader_startup_s)
     plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)

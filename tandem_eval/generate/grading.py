@@ -252,8 +252,7 @@ class Grader:
     """
 
     def __init__(self, n_workers: int | None = None, startup_timeout: float = STARTUP_TIMEOUT_S):
-        if not startup_timeout > 0:
-            raise ValueError(f"the grader's start-up deadline must be > 0 seconds, got {startup_timeout}")
+        check_startup_timeout(startup_timeout)
         self.n_workers = n_workers or min(2, os.cpu_count() or 1)
         self.startup_timeout = float(startup_timeout)
         self._workers: list[_Worker] = []
@@ -428,6 +427,23 @@ def _shared_grader() -> Grader:
             g = _shared["grader"] = Grader(n_workers=1)
             atexit.register(g.close)
         return g
+
+
+def check_startup_timeout(seconds) -> float:
+    """--grader-startup-timeout as a finite number of seconds >= 1, or a one-line ConfigError (inf or
+    1e400 would wait for a hung worker forever, nan never expires); returns it as a float. Generate
+    commands check it before any work: the grader starts only after every sample is generated."""
+    import math
+
+    from ..schemas import ConfigError
+
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds)
+    if not ok or seconds < 1:
+        raise ConfigError(
+            f"--grader-startup-timeout must be a finite number of seconds >= 1 (default {STARTUP_TIMEOUT_S:g}), "
+            f"got {seconds!r}"
+        )
+    return float(seconds)
 
 
 def as_gold(gold, where: str = "gold") -> str:

@@ -144,9 +144,39 @@ def _check_safetensors(file: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _check_torch_bin(file: Path) -> dict[str, tuple[int, ...]]:
+    """A pytorch_model*.bin loads as transformers loads it (torch.load with weights_only=True), onto the
+    meta device (no tensor data read; torch's zip format is memory-mapped); returns each tensor's
+    shape. A pickle that weights_only refuses (one that could run code) would otherwise pass every
+    check and fail once the engine loads it."""
+    import warnings
+    import zipfile
+
+    import torch
+
+    check_regular(file, "copy or save the weights again", ModelError)
+    if file.stat().st_size == 0:
+        raise ModelError(f"{file} is empty; copy or save the weights again")
+    try:
+        with warnings.catch_warnings():  # torch's note on a pickle protocol is not the user's concern
+            warnings.simplefilter("ignore")
+            state = torch.load(file, map_location="meta", weights_only=True, mmap=zipfile.is_zipfile(file))
+    except Exception as e:  # noqa: BLE001 - unpickling raises many types; each is a file transformers cannot load
+        raise ModelError(
+            f"{file} does not load as weights only (torch.load(weights_only=True): {type(e).__name__}): a plain "
+            "pickle (it could run code) or a damaged file. Convert it to safetensors where you trust it "
+            "(load it, then model.save_pretrained(PATH)), or copy the weights again"
+        ) from None
+    if not isinstance(state, dict):
+        raise ModelError(
+            f"{file} holds a {type(state).__name__}, not a state dict; save the model with save_pretrained"
+        )
+    return {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+
+
 def check_weights(path: Path) -> dict[str, tuple[int, ...]]:
-    """Weights are present and (for safetensors) their headers and sizes are consistent; returns the
-    tensors' shapes from the safetensors headers ({} for pytorch_model.bin weights)."""
+    """Weights are present and loadable: safetensors headers and sizes consistent, pytorch_model.bin
+    files loadable as weights only; returns the tensors' shapes (headers; .bin files on the meta device)."""
     path = Path(path)
     for index in WEIGHT_INDEXES:
         if (path / index).exists():
@@ -160,16 +190,13 @@ def check_weights(path: Path) -> dict[str, tuple[int, ...]]:
                 shard = path / name
                 if not shard.is_file():
                     raise ModelError(f"{path}: weight shard {name} listed in {index} is missing; copy it")
-                if shard.suffix == ".safetensors":
-                    shapes.update(_check_safetensors(shard))
+                shapes.update(_check_safetensors(shard) if shard.suffix == ".safetensors" else _check_torch_bin(shard))
             return shapes
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             if name.endswith(".safetensors"):
                 return _check_safetensors(path / name)
-            if (path / name).stat().st_size == 0:
-                raise ModelError(f"{path / name} is empty; copy or save the weights again")
-            return {}
+            return _check_torch_bin(path / name)
     raise ModelError(f"{path} has no weights (model.safetensors or pytorch_model.bin); save them with save_pretrained")
 
 

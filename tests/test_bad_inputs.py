@@ -1034,6 +1034,20 @@ def world45(world33):
     two = dataclasses.replace(two, senior=dataclasses.replace(two.senior, content=checkpoint_content(paths["senior"])))
     write_run(root / "rf45" / "two_problems", two, flags)
     p["two_problems"] = str(root / "rf45" / "two_problems")
+
+    # a benchmark row nested past the recursion limit; weights only a plain pickle can hold
+    deep = "[" * 100_000 + "]" * 100_000
+    (root / "deep.jsonl").write_text(
+        '{"problem": "1+1?", "answer": "2"}\n{"problem": "x", "answer": "2", "extra": ' + deep + "}\n"
+    )
+    import pickle
+
+    pick = shutil.copytree(paths["senior"], root / "ck_pickle_bin")
+    weights = load_file(pick / "model.safetensors")
+    (pick / "model.safetensors").unlink()
+    with open(pick / "pytorch_model.bin", "wb") as f:
+        pickle.dump(dict(weights), f)  # what torch.load(weights_only=True), and so transformers, refuses
+    p["ck_pickle_bin"] = str(pick)
     return root, p
 
 
@@ -1055,6 +1069,9 @@ CASES_45 = [
         H + ["--n", "2", "--k", "1,2", "--solo-run", "{two_problems}", "--allow-solo-mismatch"],
         "never of other problems",
     ),
+    # ---- tracebacks that are one line now
+    ("benchmark-row-nested-past-the-recursion-limit", S + ["--benchmark", "{root}/deep.jsonl"], "line 2: JSON nested"),
+    ("pytorch-model-bin-a-plain-pickle", ["solo", "--senior", "{ck_pickle_bin}"], "does not load as weights only"),
 ]
 
 
@@ -1124,3 +1141,47 @@ def test_tandem_train_output_dir_a_file_is_refused_before_any_model_loads(tmp_pa
         assert code == 2 and len(lines) == 1 and lines[0].startswith("tandem-train: error: output_dir"), err
         assert expect in lines[0], lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+@pytest.fixture
+def real_inputs(tmp_path, monkeypatch):
+    """trainer.real's main with packaged.install failing the test: every input is checked before it."""
+    import trainer.real
+
+    monkeypatch.setattr(trainer.real.packaged, "install", lambda *a, **k: pytest.fail("installed before the check"))
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "no_block.md").write_text("# results\n")
+    for name, text in (("truncated", '{"senior-solo": {"wall_s": 1'), ("a_list", "[1, 2]"), ("bad_entry", '{"a": 1}')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "steps.json").write_text(text)
+    return trainer.real.main
+
+
+@pytest.mark.parametrize(
+    "argv,expect",
+    [
+        (["--out", "{t}/a_file"], "is a file"),
+        (["--out", "{t}/a_file/sub"], "a_file is a file"),
+        (["--out", "{t}/truncated"], "steps.json is not valid JSON"),
+        (["--out", "{t}/a_list"], "steps.json is not an object of step records"),
+        (["--out", "{t}/bad_entry"], "steps.json is not an object of step records"),
+        (["--out", "{t}/new", "--readme", "{t}/no_block.md"], "has no <!-- real-summary:begin -->"),
+        (["--out", "{t}/new", "--readme", "{t}/missing.md"], "--readme"),
+    ],
+    ids=[
+        "out-a-file",
+        "out-below-a-file",
+        "steps-truncated",
+        "steps-a-list",
+        "steps-entry-not-an-object",
+        "readme-without-its-block",
+        "readme-missing",
+    ],
+)
+def test_trainer_real_checks_its_inputs_before_any_step(real_inputs, tmp_path, capsys, argv, expect):
+    before = _tree(tmp_path)
+    code = real_inputs([a.format(t=tmp_path) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    assert expect in err[0], err[0]
+    assert _tree(tmp_path) == before

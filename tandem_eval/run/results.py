@@ -288,12 +288,14 @@ class RunFolder:
         if not check:
             return self
         if legacy is not None:
-            if cfg["config"].get("inputs") is not None:
-                # inputs by content were recorded only by versions that also write COMPLETE's table records
+            recorded = cfg["config"]
+            if recorded.get("inputs") is not None or (recorded.get("senior") or {}).get("content"):
+                # inputs and checkpoints by content were recorded only by versions that also write COMPLETE's
+                # table records: a record-less marker beside them is a downgrade
                 raise RunFolderError(
-                    f"{self.done_path} records no tables, but {self.config_path} records the run's inputs by content, "
-                    f"which only versions that record tables write: the marker was replaced, so the samples cannot "
-                    f"be verified; {self._regenerate()}"
+                    f"{self.done_path} records no tables, but {self.config_path} records the run's inputs or senior by "
+                    "content, which only versions that record tables write: the marker was replaced, so the samples "
+                    f"cannot be verified; {self._regenerate()}"
                 )
             self._verify_unrecorded_marker(cfg, legacy, allow_unrecorded)
             self._verified = True

@@ -144,8 +144,8 @@ class EvalConfig:
             raise ConfigError(f"--k values {bad} exceed --n {self.n} (pass@k needs k <= n); lower --k or raise --n")
         if _integer(self.batch_size) and self.batch_size > MAX_BATCH_SIZE:
             raise ConfigError(
-                f"--batch-size must be at most {MAX_BATCH_SIZE} (traces per forward pass; each holds a cache of up to "
-                f"--max-context tokens, so more cannot be allocated on any machine), got {self.batch_size}"
+                f"--batch-size must be at most {MAX_BATCH_SIZE} (traces per forward pass, each with a cache of up to "
+                f"--max-context tokens; 16x the largest the committed runs use), got {self.batch_size}"
             )
         for name, value in (
             ("--batch-size", self.batch_size),

@@ -1084,7 +1084,7 @@ CASES_45 = [
     ("legibility-threads-above-the-cores", ["legibility", "--run", "{good}", "--threads", "100000"], "exceeds the"),
     ("batch-size-absurd", S + ["--batch-size", "1000000000"], "--batch-size must be at most 16384"),
     ("grader-startup-timeout-inf", S + ["--grader-startup-timeout", "inf"], "--grader-startup-timeout must be"),
-    ("grader-startup-timeout-1e400", S + ["--grader-startup-timeout", "1e400"], "finite number of seconds"),
+    ("grader-startup-timeout-1e400", S + ["--grader-startup-timeout", "1e400"], "seconds and finite"),
     ("grader-startup-timeout-nan", H + ["--grader-startup-timeout", "nan"], "--grader-startup-timeout"),
     ("out-inside-a-complete-run-folder", S + ["--out", "{good}"], "inside the run folder"),
     ("handoff-out-deep-inside-a-run-folder", H + ["--out", "{good}/a/b"], "inside the run folder"),

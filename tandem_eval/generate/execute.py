@@ -409,7 +409,7 @@ def run_eval(
 
     Plans (every input checked before the folder exists or an engine loads), then executes;
     `extra` is recorded in a new folder's config.json."""
-    check_startup_timeout(grader_startup_s)  # the grader starts after generation: its deadline checked first
+    check_startup_timeout(grader_startup_s, 0.0, "grader_startup_s")  # the grader starts after generation: first
     (rf,) = execute(plan_run(cfg, out, extra), engines, progress, flush_every, on_flush, grader_startup_s)
     return rf
 
@@ -424,7 +424,7 @@ def run_handoff(
 ) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them
     (plan.plan_handoff says which solo run is reused and how it is checked)."""
-    check_startup_timeout(grader_startup_s)
+    check_startup_timeout(grader_startup_s, 0.0, "grader_startup_s")
     plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)

@@ -252,7 +252,7 @@ class Grader:
     """
 
     def __init__(self, n_workers: int | None = None, startup_timeout: float = STARTUP_TIMEOUT_S):
-        check_startup_timeout(startup_timeout)
+        check_startup_timeout(startup_timeout, 0.0, "the grader's start-up deadline")
         self.n_workers = n_workers or min(2, os.cpu_count() or 1)
         self.startup_timeout = float(startup_timeout)
         self._workers: list[_Worker] = []
@@ -429,20 +429,19 @@ def _shared_grader() -> Grader:
         return g
 
 
-def check_startup_timeout(seconds) -> float:
-    """--grader-startup-timeout as a finite number of seconds >= 1, or a one-line ConfigError (inf or
-    1e400 would wait for a hung worker forever, nan never expires); returns it as a float. Generate
-    commands check it before any work: the grader starts only after every sample is generated."""
+def check_startup_timeout(seconds, minimum: float = 1.0, name: str = "--grader-startup-timeout") -> float:
+    """A grader start-up deadline as a finite number of seconds (>= `minimum`; 0: any > 0), or a one-line
+    ConfigError (inf or 1e400 would wait for a hung worker forever, nan never expires); returns it as a
+    float. Generate commands check it before any work: the grader starts only after every sample is
+    generated. The CLI asks >= 1 s (its option's floor); the Python API (run_eval, Grader) any > 0."""
     import math
 
     from ..schemas import ConfigError
 
     ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds)
-    if not ok or seconds < 1:
-        raise ConfigError(
-            f"--grader-startup-timeout must be a finite number of seconds >= 1 (default {STARTUP_TIMEOUT_S:g}), "
-            f"got {seconds!r}"
-        )
+    if not ok or seconds < minimum or seconds <= 0:
+        bound = f">= {minimum:g}" if minimum > 0 else "> 0"
+        raise ConfigError(f"{name} must be {bound} seconds and finite (default {STARTUP_TIMEOUT_S:g}), got {seconds!r}")
     return float(seconds)
 
 

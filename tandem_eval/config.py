@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 
 # strict loading and its error live in the schema module; config loads with them and offers them (__all__)
@@ -52,6 +53,9 @@ def _integer(v) -> bool:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+# The largest --batch-size: 16x the 1024 the committed GPU runs use. The engines size their caches by it
+# (rows x --max-context), so --batch-size 1000000000 failed in mmap after the models loaded.
+MAX_BATCH_SIZE = 16384
 
 
 def default_ks(n: int) -> tuple[int, ...]:
@@ -138,6 +142,11 @@ class EvalConfig:
         bad = [k for k in self.ks if k < 1 or k > self.n]
         if bad:
             raise ConfigError(f"--k values {bad} exceed --n {self.n} (pass@k needs k <= n); lower --k or raise --n")
+        if _integer(self.batch_size) and self.batch_size > MAX_BATCH_SIZE:
+            raise ConfigError(
+                f"--batch-size must be at most {MAX_BATCH_SIZE} (traces per forward pass, each with a cache of up to "
+                f"--max-context tokens; 16x the largest the committed runs use), got {self.batch_size}"
+            )
         for name, value in (
             ("--batch-size", self.batch_size),
             ("--tensor-parallel-size", self.tensor_parallel_size),
@@ -164,11 +173,16 @@ class EvalConfig:
 def _check_types(cfg: EvalConfig) -> None:
     """The field types a Python caller must pass, as the CLI's typed options and the strict loader
     guarantee (a string where a tuple of benchmarks belongs would be read letter by letter); a list
-    is taken as the tuple it stands for."""
+    is taken as the tuple it stands for, and a checkpoint given as a string (a path or toy:NAME) as the
+    ModelSpec it names (with ModelSpec's defaults: float32, not hashed)."""
     for name in ("benchmarks", "ks"):
         value = getattr(cfg, name)
         if isinstance(value, list):
-            object.__setattr__(cfg, name, tuple(value))  # frozen: the one normalisation, at construction
+            object.__setattr__(cfg, name, tuple(value))  # frozen: the normalisations, at construction
+    for name in ("senior", "junior"):
+        value = getattr(cfg, name)
+        if isinstance(value, str | os.PathLike):
+            object.__setattr__(cfg, name, ModelSpec(os.fspath(value)))
     checks = {
         "senior": (ModelSpec,),
         "junior": (ModelSpec, type(None)),

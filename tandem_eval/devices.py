@@ -83,6 +83,18 @@ def default_threads(cores: int, load: float) -> int:
     return max(1, min(cores, cores - int(load)))
 
 
+def check_threads(threads: int | None) -> None:
+    """--threads at most the cores this process may use (None: all of them), or a one-line ConfigError:
+    torch would try to start 100000 threads and fail in mmap, and more threads than cores only slow
+    the run. Checked before any work (the CLI runs it with the other option checks)."""
+    cores = _usable_cores()
+    if threads is not None and threads > cores:
+        raise ConfigError(
+            f"--threads {threads} exceeds the {cores} cores this process may use; pass at most {cores}, or omit "
+            "it for the free cores"
+        )
+
+
 def use_threads(threads: int | None = None) -> int:
     """Set torch's CPU threads to `threads` (default: default_threads, the free cores) and return it;
     warn when the 1-minute load average already exceeds the cores, naming the threads chosen and

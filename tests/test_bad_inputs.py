@@ -991,3 +991,301 @@ def test_a_full_or_read_only_disk_is_one_line_and_leaves_no_partial_file(
     assert "Traceback" not in result.stderr and [ln for ln in lines if ln.startswith("error:")] == lines[-1:]
     assert lines[-1].startswith("error: cannot write") and errno_name in lines[-1], result.stderr
     assert _tree(tmp_path) == before, sorted(set(_tree(tmp_path)) ^ set(before))
+
+
+# ==== issue 45 (reliability v4): content identity a restored mtime cannot fool; every entry point's ======
+# ==== bad input in one line, before any work. Each row: one line, exit 2, nothing created or changed. ====
+@pytest.fixture(scope="module")
+def world45(world33):
+    """A checkpoint whose weights were rewritten in place with another checkpoint's bytes of the same size
+    and its mtime restored to the nanosecond, after a solo run of the old weights was made (and hashed)."""
+    import dataclasses
+    import os
+
+    from run_fixtures import solo_cfg, write_run
+    from safetensors.torch import load_file, save
+
+    from tandem_eval.models import checkpoint_content
+
+    root, paths = world33
+    p = dict(paths)
+    flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
+    ck = shutil.copytree(paths["senior"], root / "ck_rewritten")
+    for f in ck.iterdir():  # files written a minute ago: the hash cache keeps their entries
+        st = f.stat()
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+    made = solo_cfg(str(ck), n=2, ks=(1, 2))
+    made = dataclasses.replace(made, senior=dataclasses.replace(made.senior, content=checkpoint_content(ck)))
+    write_run(root / "rewritten" / "solo", made, flags)
+    weights = ck / "model.safetensors"
+    other = save({k: v + 0.5 for k, v in load_file(weights).items()}, {"format": "pt"})
+    st = weights.stat()
+    assert len(other) == st.st_size
+    with open(weights, "r+b") as f:  # in place: the same inode and size
+        f.write(other)
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # as a time-preserving backup or sync tool does
+    p.update(ck_rewritten=str(ck), rewritten=str(root / "rewritten"))
+
+    # a solo run of the first two problems only, recorded by content (no warning on reuse)
+    from tandem_eval.generate.plan import load_inputs
+
+    two = solo_cfg(paths["senior"], n=2, ks=(1, 2), limit=2)
+    two = dataclasses.replace(two, inputs=load_inputs(two)[1])
+    two = dataclasses.replace(two, senior=dataclasses.replace(two.senior, content=checkpoint_content(paths["senior"])))
+    write_run(root / "rf45" / "two_problems", two, flags)
+    p["two_problems"] = str(root / "rf45" / "two_problems")
+
+    # a benchmark row nested past the recursion limit; weights only a plain pickle can hold
+    deep = "[" * 100_000 + "]" * 100_000
+    (root / "deep.jsonl").write_text(
+        '{"problem": "1+1?", "answer": "2"}\n{"problem": "x", "answer": "2", "extra": ' + deep + "}\n"
+    )
+    import pickle
+
+    pick = shutil.copytree(paths["senior"], root / "ck_pickle_bin")
+    weights = load_file(pick / "model.safetensors")
+    (pick / "model.safetensors").unlink()
+    with open(pick / "pytorch_model.bin", "wb") as f:
+        pickle.dump(dict(weights), f)  # what torch.load(weights_only=True), and so transformers, refuses
+    p["ck_pickle_bin"] = str(pick)
+
+    # complete runs whose COMPLETE is an older marker: a run from before records (no inputs recorded: read,
+    # never written), and one that records its inputs (the marker was replaced: refused by every reader)
+    for name, cfg in (("legacy_old", solo_cfg(paths["senior"], n=2, ks=(1, 2))), ("legacy_replaced", two)):
+        rf = write_run(root / "rf45" / name, cfg, flags)
+        rf.done_path.write_text("2026-11-30T04:27:21+0000\n")
+        p[name] = str(rf.path)
+
+    # a solo run's legibility scored by junior folder J (content a...), beside a handoff that ran J as b...
+    import pandas as pd
+    from run_fixtures import handoff_cfg
+
+    out = root / "rf45" / "lens_other_junior"
+    solo = write_run(out / "solo", solo_cfg(paths["senior"], n=2, ks=(1, 2)), flags)
+    lens = pd.DataFrame({"benchmark": ["tiny"] * 4, "problem_id": ["tiny/0000"] * 2 + ["tiny/0001"] * 2})
+    solo.write_table("lens/junior/legibility.parquet", lens.assign(sample_idx=[0, 1, 0, 1], junior_nll_mean=1.0))
+    jr = str(Path(paths["junior"]).resolve())
+    solo.update_metrics({"lens": {"junior": {"legibility": {"junior": jr, "junior_content": "a" * 64}}}})
+    record = {"path": str(solo.path.resolve()), "fingerprint": solo.config()["fingerprint"], "differs": []}
+    cfg = handoff_cfg(paths["senior"], jr, n=2, ks=(1, 2))
+    cfg = dataclasses.replace(cfg, junior=dataclasses.replace(cfg.junior, content="b" * 64))
+    hand = write_run(out / "handoff-paragraph", cfg, flags, extra={"solo_run": record})
+    hand.update_metrics({"solo_run": record["path"]})
+    p["lens_other_junior"] = str(out)
+    return root, p
+
+
+H45 = ["handoff", "--senior", "{ck_rewritten}", "--junior", "{junior}", "--n", "2", "--k", "1,2"]
+CASES_45 = [
+    ("handoff-reusing-a-solo-run-of-weights-rewritten-with-mtime-restored", H45 + ["--out", "{rewritten}"], "content"),
+    # ---- up-front bounds: refused before any model loads or anything is generated
+    ("threads-above-the-cores", S + ["--threads", "100000"], "--threads 100000 exceeds the"),
+    ("handoff-threads-above-the-cores", H + ["--threads", "100000"], "--threads 100000 exceeds the"),
+    ("legibility-threads-above-the-cores", ["legibility", "--run", "{good}", "--threads", "100000"], "exceeds the"),
+    ("batch-size-absurd", S + ["--batch-size", "1000000000"], "--batch-size must be at most 16384"),
+    ("grader-startup-timeout-inf", S + ["--grader-startup-timeout", "inf"], "--grader-startup-timeout must be"),
+    ("grader-startup-timeout-1e400", S + ["--grader-startup-timeout", "1e400"], "seconds and finite"),
+    ("grader-startup-timeout-nan", H + ["--grader-startup-timeout", "nan"], "--grader-startup-timeout"),
+    ("out-inside-a-complete-run-folder", S + ["--out", "{good}"], "inside the run folder"),
+    ("handoff-out-deep-inside-a-run-folder", H + ["--out", "{good}/a/b"], "inside the run folder"),
+    (
+        "handoff-allow-solo-mismatch-with-a-solo-run-of-other-problems",
+        H + ["--n", "2", "--k", "1,2", "--solo-run", "{two_problems}", "--allow-solo-mismatch"],
+        "never of other problems",
+    ),
+    # ---- tracebacks that are one line now
+    ("benchmark-row-nested-past-the-recursion-limit", S + ["--benchmark", "{root}/deep.jsonl"], "line 2: JSON nested"),
+    ("pytorch-model-bin-a-plain-pickle", ["solo", "--senior", "{ck_pickle_bin}"], "does not load as weights only"),
+    # ---- an older COMPLETE marker: read-only for writers, refused where it replaced a newer one
+    ("legibility-on-a-legacy-marker-run", ["legibility", "--run", "{legacy_old}", "--junior", "{junior}"], "read-only"),
+    ("drift-on-a-legacy-marker-run", ["drift", "--run", "{legacy_old}", "--junior", "{junior}"], "read-only"),
+    ("regrade-on-a-legacy-marker-run", ["regrade", "{legacy_old}"], "read-only"),
+    (
+        "report-of-a-run-whose-marker-was-replaced",
+        ["report", "{legacy_replaced}", "--out", "{root}/r45", "--no-figures"],
+        "marker was replaced",
+    ),
+    (
+        "legibility-of-a-run-whose-marker-was-replaced",
+        ["legibility", "--run", "{legacy_replaced}", "--junior", "{junior}"],
+        "an older marker that records no tables",
+    ),
+    # ---- a lens table of other junior weights than the handoff beside it ran
+    (
+        "report-pairing-a-lens-of-replaced-junior-weights",
+        ["report", "{lens_other_junior}", "--out", "{root}/r45", "--no-figures"],
+        "weights were replaced in between",
+    ),
+    ("view-pairing-a-lens-of-replaced-junior-weights", ["view", "{lens_other_junior}"], "weights were replaced"),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name,argv,expect", CASES_45, ids=[c[0] for c in CASES_45])
+def test_reliability_v4_bad_input_is_one_line_exit_2_and_creates_nothing(world45, monkeypatch, name, argv, expect):
+    test_bad_input_is_one_line_exit_2_and_creates_nothing(world45, monkeypatch, name, argv, expect)
+
+
+def _api_calls():
+    """Python API calls a careless caller makes: (id, a thunk, the one-line ConfigError's substring)."""
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.data.benchmarks import load_benchmark, load_benchmarks
+    from tandem_eval.generate.grading import grade
+
+    senior = ModelSpec("toy:tandem")
+    return [
+        ("evalconfig-ks-a-float", lambda: EvalConfig(senior=senior, ks=(1.5,)), "--k must be integers"),
+        ("evalconfig-ks-above-n", lambda: EvalConfig(senior=senior, n=2, ks=(4,)), "exceed --n 2"),
+        ("evalconfig-senior-a-number", lambda: EvalConfig(senior=3), "EvalConfig.senior must be ModelSpec"),
+        ("evalconfig-limit-negative", lambda: EvalConfig(senior=senior, limit=-1), "--limit must be"),
+        ("grade-gold-a-bool", lambda: grade("\\boxed{2}", True), "gold must be a string or a finite number"),
+        ("grade-gold-inf", lambda: grade("\\boxed{2}", float("inf")), "gold must be a string or a finite number"),
+        ("grade-prediction-none", lambda: grade(None, "2"), "prediction must be a string"),
+        ("grade-timeout-nan", lambda: grade("\\boxed{2}", "2", timeout=float("nan")), "timeout"),
+        ("load-benchmarks-limit-negative", lambda: load_benchmarks(["tiny"], limit=-1), "--limit must be"),
+        ("load-benchmarks-limit-zero", lambda: load_benchmarks(["tiny"], limit=0), "--limit must be"),
+        ("load-benchmark-limit-a-float", lambda: load_benchmark("tiny", limit=2.5), "--limit must be"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(11), ids=[c[0] for c in _api_calls()])
+def test_the_python_api_refuses_bad_arguments_with_the_clis_one_line(case):
+    from tandem_eval.schemas import ConfigError
+
+    name, call, expect = _api_calls()[case]
+    with pytest.raises(ConfigError) as e:
+        call()
+    assert expect in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_python_api_accepts_what_it_can_read_unambiguously():
+    """A checkpoint as a string is the ModelSpec it names; a numeric gold is graded as its str()."""
+    from tandem_eval.config import EvalConfig, ModelSpec
+    from tandem_eval.generate.grading import grade
+
+    cfg = EvalConfig(senior="toy:tandem", junior=Path("/ckpt/jr"), mode="handoff", schedule="paragraph")
+    assert cfg.senior == ModelSpec("toy:tandem") and cfg.junior == ModelSpec("/ckpt/jr")
+    assert (
+        cfg.fingerprint()
+        == EvalConfig(
+            senior=ModelSpec("toy:tandem"), junior=ModelSpec("/ckpt/jr"), mode="handoff", schedule="paragraph"
+        ).fingerprint()
+    )
+    assert grade("so \\boxed{2}", 2).correct and not grade("so \\boxed{3}", 2).correct
+    assert grade("so \\boxed{0.5}", 0.5) == grade("so \\boxed{0.5}", "0.5")
+
+
+def test_tandem_train_output_dir_a_file_is_refused_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    import trainer.run
+
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.setattr(trainer.run, "build_trainer", lambda *a, **k: pytest.fail("models loaded before the check"))
+    for out, expect in ((tmp_path / "a_file", "is a file"), (tmp_path / "a_file" / "sub", "a_file is a file")):
+        code, _, err = _train(["--recipe", RECIPE, "--set", f"output_dir={out}"], capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("tandem-train: error: output_dir"), err
+        assert expect in lines[0], lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+@pytest.fixture
+def real_inputs(tmp_path, monkeypatch):
+    """trainer.real's main with packaged.install failing the test: every input is checked before it."""
+    import trainer.real
+
+    monkeypatch.setattr(trainer.real.packaged, "install", lambda *a, **k: pytest.fail("installed before the check"))
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "no_block.md").write_text("# results\n")
+    for name, text in (("truncated", '{"senior-solo": {"wall_s": 1'), ("a_list", "[1, 2]"), ("bad_entry", '{"a": 1}')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "steps.json").write_text(text)
+    return trainer.real.main
+
+
+@pytest.mark.parametrize(
+    "argv,expect",
+    [
+        (["--out", "{t}/a_file"], "is a file"),
+        (["--out", "{t}/a_file/sub"], "a_file is a file"),
+        (["--out", "{t}/truncated"], "steps.json is not valid JSON"),
+        (["--out", "{t}/a_list"], "steps.json is not an object of step records"),
+        (["--out", "{t}/bad_entry"], "steps.json is not an object of step records"),
+        (["--out", "{t}/new", "--readme", "{t}/no_block.md"], "has no <!-- real-summary:begin -->"),
+        (["--out", "{t}/new", "--readme", "{t}/missing.md"], "--readme"),
+    ],
+    ids=[
+        "out-a-file",
+        "out-below-a-file",
+        "steps-truncated",
+        "steps-a-list",
+        "steps-entry-not-an-object",
+        "readme-without-its-block",
+        "readme-missing",
+    ],
+)
+def test_trainer_real_checks_its_inputs_before_any_step(real_inputs, tmp_path, capsys, argv, expect):
+    before = _tree(tmp_path)
+    code = real_inputs([a.format(t=tmp_path) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    assert expect in err[0], err[0]
+    assert _tree(tmp_path) == before
+
+
+def test_lm_evals_own_device_and_batch_size_fill_in_what_model_args_leave_unset(tiny_pair, monkeypatch):
+    """`tandem-eval lm-eval --model tandem --model_args ...,device=cpu --device cuda`: lm-eval passes both
+    device values to the constructor (a TypeError before); model_args' own value is used."""
+    pytest.importorskip("lm_eval")
+    import tandem_eval.integrations.lm_eval_model as lm
+
+    seen: dict = {}
+    monkeypatch.setattr(lm.TandemLM, "__init__", lambda self, **kw: seen.update(kw))
+    extra = {"device": "cuda", "batch_size": 8, "max_batch_size": None}
+    lm.TandemLM.create_from_arg_string("senior=x,device=cpu", extra)
+    assert seen == {"senior": "x", "device": "cpu", "batch_size": 8}
+    seen.clear()
+    lm.TandemLM.create_from_arg_obj({"senior": "x", "batch_size": 2}, extra)
+    assert seen == {"senior": "x", "batch_size": 2, "device": "cuda"}
+    monkeypatch.undo()
+    model = lm.TandemLM.create_from_arg_string(f"senior={tiny_pair[0]},schedule=solo,device=cpu", {"device": "cuda"})
+    try:
+        assert model.options.device == "cpu"
+    finally:
+        model.close()
+
+
+def test_lm_eval_tax_names_a_wrong_filter_and_the_filters_present(tmp_path):
+    from tandem_eval.integrations.lm_eval_tax import lm_eval_tax
+    from tandem_eval.schemas import ConfigError
+
+    for run in ("solo", "paragraph"):
+        (tmp_path / run).mkdir()
+        lines = [
+            {"doc_id": d, "filter": f, "metrics": ["exact_match"], "exact_match": float(d % 2)}
+            for d in range(4)
+            for f in ("strict-match", "flexible-extract")
+        ]
+        (tmp_path / run / "samples_gsm8k_2026-12-04.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(ConfigError) as e:
+        lm_eval_tax(tmp_path / "solo", tmp_path / "paragraph", filter_name="flexible", n_boot=50)
+    assert "filter 'flexible' is not in" in str(e.value) and "flexible-extract, strict-match" in str(e.value)
+    tax = lm_eval_tax(tmp_path / "solo", tmp_path / "paragraph", filter_name="strict-match", n_boot=50)
+    assert tax["macro"]["pass@1"]["tax"]["estimate"] == 0.0
+
+
+def test_a_rerun_on_a_complete_folder_prints_the_samples_pass_at_k_not_an_edited_metrics_json(world, tmp_path):
+    """solo on a complete folder reuses it (nothing generated) and prints pass@k recomputed from its
+    verified samples; an edited metrics.json is named in a warning, its numbers never shown."""
+    _, paths = world
+    argv = ["solo", "--senior", paths["senior"], "--limit", "2", "--n", "1", "--max-new-tokens", "4", "-q"]
+    first = runner.invoke(app, [*argv, "--out", str(tmp_path)])
+    assert first.exit_code == 0, (first.stderr, first.exception)
+    metrics = tmp_path / "solo" / "metrics.json"
+    m = json.loads(metrics.read_text())
+    m["pass_at_k"]["macro"]["pass@1"] = 99.0
+    m["pass_at_k"]["per_benchmark"]["tiny"]["pass@1"] = 99.0
+    metrics.write_text(json.dumps(m))
+    again = runner.invoke(app, [*argv, "--out", str(tmp_path)])
+    assert again.exit_code == 0, (again.stderr, again.exception)
+    assert "99.0" not in again.stdout and again.stdout == first.stdout
+    assert "metrics.json: its pass@k differ from the samples'" in again.stderr

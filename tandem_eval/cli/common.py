@@ -215,8 +215,9 @@ AllowSoloMismatchOpt = Annotated[
     bool,
     typer.Option(
         "--allow-solo-mismatch",
-        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmarks or "
-        "grader (the differences are recorded in the handoff run's config.json).",
+        help="Reuse a solo run that differs in senior, seed, sampling, budget, chat template, benchmark files' "
+        "content or grader (the differences are recorded in the handoff run's config.json); never one of other "
+        "problems (the tax pairs problem by problem).",
     ),
 ]
 RayWorkersOpt = Annotated[

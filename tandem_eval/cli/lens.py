@@ -181,6 +181,9 @@ def _lens_command(kind: str, args: dict) -> None:
         allow_vocab_mismatch=args.get("allow_vocab_mismatch", False),  # drift refuses other vocabularies
         include_eos=args["include_eos"],
     )
+    from ..devices import check_threads
+
+    check_threads(args["threads"])  # before any model loads, as solo/handoff do
     fields = {f.name for f in dataclasses.fields(score.ScoreRequest)}
     req = score.ScoreRequest(
         **{k: v for k, v in args.items() if k in fields and "template" not in k},

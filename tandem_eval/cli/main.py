@@ -305,6 +305,12 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     """The run's EvalConfig from a solo or handoff command's options (its parameters by name): the
     default senior (and junior), sampling, paths recorded absolute (the run reads the same from any
     working directory), --k, the label and the chat templates; other options are EvalConfig fields."""
+    from ..devices import check_threads
+    from ..generate.grading import check_startup_timeout
+
+    # the options that are not EvalConfig's to check, first: each refused before any work is done
+    check_startup_timeout(options["grader_startup_timeout"])
+    check_threads(options["threads"])
     o = {key: value for key, value in options.items() if key not in _NOT_CONFIG}
     senior = _default_senior(o.pop("senior"))
     junior = o.pop("junior", None)
@@ -392,11 +398,14 @@ def solo(
         from ..generate.execute import run_eval
 
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet, grader_startup_s=grader_startup_timeout)
+    from ..generate.execute import verified_pass_at_k
+
+    shown = verified_pass_at_k(rf, cfg.ks)  # from the verified samples, not a metrics.json edited since
     if json_out:
-        print_json({"solo": rf.results()})
+        print_json({"solo": _results(rf, shown)})
         return
     console.print(f"run folder: {rf.path}")
-    print_passk({"solo": rf.metrics()["pass_at_k"]}, cfg.ks)
+    print_passk({"solo": shown}, cfg.ks)
     print_outcomes({"solo": rf.metrics()})
 
 
@@ -459,13 +468,23 @@ def handoff(
             allow_solo_mismatch=allow_solo_mismatch,
             grader_startup_s=grader_startup_timeout,
         )
+    from ..generate.execute import verified_pass_at_k
+
+    shown = {"solo": verified_pass_at_k(solo_rf, cfg.ks), "handoff": verified_pass_at_k(handoff_rf, cfg.ks)}
     if json_out:  # the tax is in the handoff run's metrics
-        print_json({"solo": solo_rf.results(), "handoff": handoff_rf.results()})
+        print_json({"solo": _results(solo_rf, shown["solo"]), "handoff": _results(handoff_rf, shown["handoff"])})
         return
     console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
-    print_passk({"solo": solo_rf.metrics()["pass_at_k"], "handoff": handoff_rf.metrics()["pass_at_k"]}, cfg.ks)
+    print_passk(shown, cfg.ks)
     print_outcomes({"solo": solo_rf.metrics(), "handoff": handoff_rf.metrics()})
     print_tax(tax, cfg.ks)
+
+
+def _results(rf, pass_at_k: dict) -> dict:
+    """A run's results (RunFolder.results) with the pass@k recomputed from its verified samples."""
+    res = rf.results()
+    res["metrics"]["pass_at_k"] = pass_at_k
+    return res
 
 
 @app.command()

@@ -48,6 +48,7 @@ from tandem_eval.data.rows import (
     read_local,
     to_problems,
 )
+from tandem_eval.schemas import ConfigError
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 log = logging.getLogger(__name__)
@@ -338,6 +339,12 @@ def package_file(spec: BenchmarkSpec, *, check: bool = True) -> Path:
     return path
 
 
+def check_limit(limit) -> None:
+    """`limit` is None (every problem) or an integer >= 1, as EvalConfig and the CLI's --limit require."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ConfigError(f"--limit must be an integer >= 1 (omit it for every problem), got {limit!r}")
+
+
 def load_benchmarks(
     names: str | Sequence[str | os.PathLike],
     *,
@@ -349,6 +356,7 @@ def load_benchmarks(
     Benchmark names are unique within the run, so (benchmark, problem_id) is too: local files whose
     stems collide (with each other or a registry name) are named by the shortest distinguishing
     path ("a/test", "b/test"). `group` (the CLI's --group) sets the group of a single local file."""
+    check_limit(limit)  # before any file is read: limit=-1 would otherwise return [] silently
     entries = resolve_benchmarks([os.fspath(n) for n in ([names] if isinstance(names, (str, os.PathLike)) else names)])
     local = [e for e in entries if e not in BENCHMARKS and Path(e).suffix.lower() in LOCAL_SUFFIXES]
     if group is not None and (len(entries) != 1 or len(local) != 1):
@@ -419,6 +427,7 @@ def load_benchmark(
     "name/0000"-style ids by row order. A local file's benchmark name is `name` (default: its
     stem; load_benchmarks passes path-based names where stems collide); its group is `group`,
     else its "group" column, else the registry group of its stem, else its benchmark name."""
+    check_limit(limit)
     key = os.fspath(name_or_path)
     if key in BENCHMARKS:
         spec = BENCHMARKS[key]
@@ -459,7 +468,7 @@ def load_benchmark(
         raise BenchmarkError(
             f"unknown benchmark '{key}'; valid: {', '.join(BENCHMARKS)} or a path to a .jsonl/.parquet file{hint}"
         )
-    return problems if limit is None else problems[: max(limit, 0)]
+    return problems if limit is None else problems[:limit]
 
 
 def check_paper_sets(folder: str | os.PathLike) -> tuple[list[dict[str, Any]], list[str]]:

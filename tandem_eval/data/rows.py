@@ -48,13 +48,22 @@ class Problem:
 Rows = Iterable[tuple[str, dict[str, Any]]]
 
 
+_TOO_DEEP = (
+    "JSON nested too deeply to read (deeper than Python's recursion limit); a row holds a problem and an "
+    "answer: fix or remove it"
+)
+
+
 def read_local(path: Path) -> tuple[Rows, str, list[str]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         text = _read_utf8(path)
         if suffix == ".json":
             with contextlib.suppress(json.JSONDecodeError):
-                data = json.loads(text)
+                try:
+                    data = json.loads(text)
+                except RecursionError:
+                    raise BenchmarkError(f"{path}: {_TOO_DEEP}") from None
                 if isinstance(data, list):
                     if not all(isinstance(r, dict) for r in data):
                         raise BenchmarkError(f"{path}: expected a JSON list of objects (or one object per line)")
@@ -100,6 +109,8 @@ def _jsonl_records(text: str, path: Path) -> Iterator[tuple[int, dict[str, Any]]
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BenchmarkError(f"{path} line {n}: invalid JSON ({exc.msg})") from exc
+        except RecursionError:  # json's parser recurses per nesting level
+            raise BenchmarkError(f"{path} line {n}: {_TOO_DEEP}") from None
         if not isinstance(record, dict):
             raise BenchmarkError(f"{path} line {n}: expected a JSON object, got {type(record).__name__}")
         yield n, record

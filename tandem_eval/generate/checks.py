@@ -11,6 +11,7 @@ per command, before any engine loads.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def check_out_paths(targets: Mapping[Path, EvalConfig | None]) -> None:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
+        if holder := _enclosing_run(path):
+            raise ConfigError(
+                f"--out would put the run folder {path} inside the run folder {holder} (every reader would then "
+                f"refuse {holder}); pass an --out outside it, such as {holder.parent}"
+            )
         reason = not_writable(path)
         if reason:
             raise ConfigError(f"--out {path}: {reason}; pass another --out")
@@ -42,6 +48,32 @@ def check_out_paths(targets: Mapping[Path, EvalConfig | None]) -> None:
                 pass
         if cfg is not None:
             rf.check_holds(cfg)
+
+
+def _enclosing_run(path: Path) -> Path | None:
+    """The nearest folder above `path` that is a run folder (its config.json beside samples, a shard
+    table or a COMPLETE marker), or None: a run folder never holds another."""
+    for above in Path(os.path.abspath(path)).parents:
+        rf = RunFolder(above)
+        if rf.config_path.is_file() and (rf.done_path.exists() or rf.samples_path.exists() or rf.shards()):
+            return above
+    return None
+
+
+def check_solo_problems(solo: RunFolder, samples, problems: list[Problem], how: str) -> None:
+    """A reused solo run covers exactly the handoff's problems, refused up front (the tax pairs them
+    problem by problem, so a difference would only surface after every handoff sample was generated).
+    --allow-solo-mismatch never allows it: it admits other settings, not other problems."""
+    have = set(map(tuple, samples[["benchmark", "problem_id"]].drop_duplicates().itertuples(index=False)))
+    want = {(p.benchmark, p.problem_id) for p in problems}
+    if have != want:
+        raise RunFolderError(
+            f"{how} {solo.path} covers other problems than this handoff ({len(want - have)} of its {len(want)} "
+            f"problems have no solo samples, {len(have - want)} solo problems are not in it); "
+            "--allow-solo-mismatch allows a solo run of other settings (senior, seed, sampling, budget, chat "
+            "template, grader), never of other problems: pass a solo run of the same --benchmark/--limit/--num-shards, "
+            "or omit --solo-run to make one"
+        )
 
 
 def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:

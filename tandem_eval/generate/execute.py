@@ -37,7 +37,15 @@ from ..run.results import RunFolder, verify_run
 from ..schemas import RunFolderError, from_dict
 from ..schemas import to_jsonable as json_safe
 from .checks import solo_record
-from .grading import STARTUP_TIMEOUT_S, UNGRADED, Grader, GraderWorkerError, GradingIncomplete, ungraded
+from .grading import (
+    STARTUP_TIMEOUT_S,
+    UNGRADED,
+    Grader,
+    GraderWorkerError,
+    GradingIncomplete,
+    check_startup_timeout,
+    ungraded,
+)
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
 from .schedules import JUNIOR, State, make_schedule, needs_junior
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
@@ -370,8 +378,26 @@ def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | N
     if solo is not None:
         tax = _tax(solo, samples, ks)
         if {k: rf.metrics().get(k) for k in tax} != tax:
+            rf.check_sealed("recording the tax")  # an older marker's folder is read-only
             rf.update_metrics(tax)
     return rf, samples
+
+
+def verified_pass_at_k(rf: RunFolder, ks) -> dict:
+    """pass@k of a finished run recomputed from its verified samples: what solo and handoff print, also
+    on a rerun that reuses a complete folder, whose metrics.json may have been edited since (it is not
+    hashed: lens commands add keys to it). A metrics.json that disagrees is named in a warning."""
+    pass_at_k = json_safe(summarize_pass_at_k(rf.verify().load_samples(), list(ks)))
+    stored = rf.metrics().get("pass_at_k")
+    # the keys both hold (a run finished before a key existed, e.g. the CIs, is not "edited")
+    if stored is not None and {k: stored[k] for k in pass_at_k if k in stored} != {
+        k: v for k, v in pass_at_k.items() if k in stored
+    }:
+        log.warning(
+            "%s: its pass@k differ from the samples' (edited after the run finished?); the samples' are shown",
+            rf.metrics_path,
+        )
+    return pass_at_k
 
 
 def run_eval(
@@ -388,6 +414,7 @@ def run_eval(
 
     Plans (every input checked before the folder exists or an engine loads), then executes;
     `extra` is recorded in a new folder's config.json."""
+    check_startup_timeout(grader_startup_s, 0.0, "grader_startup_s")  # the grader starts after generation: first
     (rf,) = execute(plan_run(cfg, out, extra), engines, progress, flush_every, on_flush, grader_startup_s)
     return rf
 
@@ -402,6 +429,7 @@ def run_handoff(
 ) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them
     (plan.plan_handoff says which solo run is reused and how it is checked)."""
+    check_startup_timeout(grader_startup_s, 0.0, "grader_startup_s")
     plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)

@@ -252,8 +252,7 @@ class Grader:
     """
 
     def __init__(self, n_workers: int | None = None, startup_timeout: float = STARTUP_TIMEOUT_S):
-        if not startup_timeout > 0:
-            raise ValueError(f"the grader's start-up deadline must be > 0 seconds, got {startup_timeout}")
+        check_startup_timeout(startup_timeout, 0.0, "the grader's start-up deadline")
         self.n_workers = n_workers or min(2, os.cpu_count() or 1)
         self.startup_timeout = float(startup_timeout)
         self._workers: list[_Worker] = []
@@ -430,8 +429,49 @@ def _shared_grader() -> Grader:
         return g
 
 
-def grade(prediction: str, gold: str, timeout: float = 5.0) -> Grade:
-    """Grade one item; uses a shared one-worker pool only if the string fast path cannot decide."""
+def check_startup_timeout(seconds, minimum: float = 1.0, name: str = "--grader-startup-timeout") -> float:
+    """A grader start-up deadline as a finite number of seconds (>= `minimum`; 0: any > 0), or a one-line
+    ConfigError (inf or 1e400 would wait for a hung worker forever, nan never expires); returns it as a
+    float. Generate commands check it before any work: the grader starts only after every sample is
+    generated. The CLI asks >= 1 s (its option's floor); the Python API (run_eval, Grader) any > 0."""
+    import math
+
+    from ..schemas import ConfigError
+
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds)
+    if not ok or seconds < minimum or seconds <= 0:
+        bound = f">= {minimum:g}" if minimum > 0 else "> 0"
+        raise ConfigError(f"{name} must be {bound} seconds and finite (default {STARTUP_TIMEOUT_S:g}), got {seconds!r}")
+    return float(seconds)
+
+
+def as_gold(gold, where: str = "gold") -> str:
+    """A reference answer as the grader reads it: a string as given, a finite number (2, 0.5) as its
+    str(); anything else (a bool, inf, None, a dict) is a one-line ConfigError, as a benchmark row's
+    answer is (data.rows)."""
+    import math
+
+    from ..schemas import ConfigError
+
+    if isinstance(gold, str):
+        return gold
+    if isinstance(gold, int | float) and not isinstance(gold, bool) and math.isfinite(gold):
+        return str(gold)
+    raise ConfigError(f"{where} must be a string or a finite number, got {type(gold).__name__} {gold!r}")
+
+
+def grade(prediction: str, gold: str | int | float, timeout: float = 5.0) -> Grade:
+    """Grade one item; uses a shared one-worker pool only if the string fast path cannot decide.
+    A numeric gold is graded as its str() (grade(text, 2) == grade(text, "2"))."""
+    import math
+
+    from ..schemas import ConfigError
+
+    if not isinstance(prediction, str):
+        raise ConfigError(f"grade(prediction, gold): prediction must be a string, got {type(prediction).__name__}")
+    gold = as_gold(gold)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"grade(..., timeout=): must be a finite number of seconds > 0, got {timeout!r}")
     fast, _ = _fast_grade(prediction, gold)
     if fast is not None:
         return fast

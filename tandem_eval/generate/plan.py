@@ -29,7 +29,7 @@ from ..models import Checkpoints, check_models, with_contents
 from ..run.durable import sha256_file
 from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
-from .checks import check_out_paths, check_prompts, check_solo_reuse, solo_record
+from .checks import check_out_paths, check_prompts, check_solo_problems, check_solo_reuse, solo_record
 from .grading import check_grader_versions
 from .schedules import needs_junior
 
@@ -167,6 +167,7 @@ def plan_handoff(
         record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how)
         runs: tuple[RunPlan, ...] = ()
         solo_table: SoloTable | None = SoloTable(folder, folder.load_samples())
+        check_solo_problems(folder, solo_table.samples, checked.problems, how)
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
         runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None

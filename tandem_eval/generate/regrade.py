@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..metrics.passk import summarize_pass_at_k
 from ..run.durable import atomic_write_json
-from ..run.results import verify_run
+from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
 from .grading import PINNED, Grader, check_grader_versions
 
@@ -65,6 +65,7 @@ def regrade(
         # 0 or less would turn every verdict into a timeout and record that as the run's regrade
         raise ConfigError(f"--timeout must be a number of seconds > 0, got {timeout}; the default is 5")
     # its own table may be unrecorded (a regrade stopped before recording it): this call rewrites it
+    RunFolder(run).check_sealed("regrade")  # it records regrade.parquet in COMPLETE
     rf = verify_run(run, rewriting=TABLE)
     new_versions = check_grader_versions(allow_grader_mismatch)
     with rf.amending(rewriting=TABLE):  # one writer of the folder from here to the record

@@ -126,6 +126,25 @@ class TandemOptions:
 class TandemLM(TemplateLM):
     """lm-eval's LM interface on a senior (and junior) pair of tandem-eval engines."""
 
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> TandemLM:
+        """lm-eval's --model_args string; see create_from_arg_obj."""
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None) -> TandemLM:
+        """--model_args first; lm-eval's own --device, --batch_size and --max_batch_size fill in only what
+        model_args leaves unset. lm-eval passes both to the constructor, so `device=cpu` in model_args
+        beside `--device cuda` (the flag every lm-eval user passes) raised "got multiple values for
+        keyword argument 'device'"."""
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in arg_dict}
+        for k, v in (additional_config or {}).items():
+            if v is not None and k in arg_dict and str(v) != str(arg_dict[k]) and k not in IGNORED_ARGS:
+                log.info("--model_args %s=%s is used; lm-eval's --%s %s is not", k, arg_dict[k], k, v)
+        return cls(**arg_dict, **extra)
+
     def __init__(self, **model_args):
         """`model_args`: TandemOptions' fields by name (lm-eval passes them as keywords, numbers and
         booleans often as text); lm-eval's own extras (IGNORED_ARGS) are dropped."""

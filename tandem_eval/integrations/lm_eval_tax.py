@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..metrics.tax import communication_tax
-from ..schemas import N_BOOT
+from ..schemas import N_BOOT, ConfigError
 
 INFO_PATH = ("arguments", "gen_args_0", "arg_2", "tandem")
 
@@ -52,8 +52,14 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _as_tax_samples(df: pd.DataFrame, metric: str, mode: str, filter_name: str | None) -> pd.DataFrame:
+def _as_tax_samples(df: pd.DataFrame, metric: str, mode: str, filter_name: str | None, where) -> pd.DataFrame:
     if filter_name is not None:
+        present = sorted({str(f) for f in df["filter"].dropna()}) if "filter" in df.columns else []
+        if filter_name not in present:  # else: an empty table, and "samples is empty" deep in pass@k
+            raise ConfigError(
+                f"filter {filter_name!r} is not in the {mode} sample log {where}; its filters: "
+                f"{', '.join(present) or 'none logged'}"
+            )
         df = df[df["filter"] == filter_name]
     if metric not in df.columns:
         raise ValueError(f"metric {metric!r} is not in the sample log; found {sorted(set(df.columns) & _METRICS)}")
@@ -79,6 +85,6 @@ def lm_eval_tax(
     """Solo, handoff, tax (points) and retention per task and macro with paired bootstrap CIs.
 
     filter_name picks one of the task's filters (default: the first logged for each doc)."""
-    a = _as_tax_samples(read_samples(solo), metric, "solo", filter_name)
-    b = _as_tax_samples(read_samples(handoff), metric, "handoff", filter_name)
+    a = _as_tax_samples(read_samples(solo), metric, "solo", filter_name, solo)
+    b = _as_tax_samples(read_samples(handoff), metric, "handoff", filter_name, handoff)
     return communication_tax(a, b, ks=[1], n_boot=n_boot)

@@ -156,12 +156,33 @@ class Collection:
                     f"{r.label}: lens outputs of juniors {have} in {r.path}; showing {have[0]!r} (pass --junior LABEL)",
                     stacklevel=2,
                 )
+            _check_lens_junior(r, recorded.get(r.junior), self.runs)
             r._pp.clear()
             for part in r.parts:
                 part.junior = r.junior if r.junior in part.lens_juniors() else None
                 part._pp.clear()
             out[r.label] = cast(str, r.junior_name())  # cast: a run with a chosen junior has its name
         return out
+
+
+def _check_lens_junior(solo, scored: dict | None, runs) -> None:
+    """Refuse a row that would pair `solo`'s lens outputs (scored by the junior `scored`) with a handoff
+    of its arm whose junior has the same folder but other content (weights replaced between the two
+    commands): the legibility shown would not be the handoff's junior's."""
+    if not scored or not scored.get("content"):
+        return
+    for h in runs:
+        spec = h.config.get("junior") or {}
+        if h.label != solo.label or h.mode != "handoff" or not spec.get("content"):
+            continue
+        theirs = junior_id(spec.get("path"), spec.get("content"))
+        if theirs["path"] == scored["path"] and theirs["content"] != scored["content"]:
+            raise ReportError(
+                f"{solo.path}: its lens outputs ({solo.junior!r}) were scored by junior {scored['path']} with "
+                f"content sha256 {scored['content'][:12]}, but {h.path} ran that folder with content "
+                f"{theirs['content'][:12]} (its weights were replaced in between); rescore with the handoff's "
+                "junior (tandem-eval legibility --run ...) or report the runs separately"
+            )
 
 
 @dataclass

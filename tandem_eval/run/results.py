@@ -240,6 +240,19 @@ class RunFolder:
             raise RunFolderError(f"{self.done_path} is damaged (no table records); {self._repair()}")
         return rec
 
+    def _regenerate(self) -> str:
+        return f"regenerate it: move {self.path} aside and rerun the command that wrote it"
+
+    def check_sealed(self, writer: str) -> None:
+        """Refuse a writer (`writer`: the command) into a complete run whose COMPLETE is an older marker
+        recording no tables: a new record would vouch for whatever the folder holds now (an edited
+        samples.parquet included), so such a folder is read-only; readers still check its row counts."""
+        if self.is_complete() and self.complete_record() is None:
+            raise RunFolderError(
+                f"{writer} would add a record to {self.done_path}, an older marker that records no tables: the "
+                f"samples it would vouch for cannot be verified, so the folder is read-only; {self._regenerate()}"
+            )
+
     def _repair(self) -> str:
         return (
             f"delete {self.done_path} and rerun the command that wrote the run: it resumes, keeping the samples "
@@ -277,6 +290,15 @@ class RunFolder:
         if not check:
             return self
         if legacy is not None:
+            recorded = cfg["config"]
+            if recorded.get("inputs") is not None or (recorded.get("senior") or {}).get("content"):
+                # inputs and checkpoints by content were recorded only by versions that also write COMPLETE's
+                # table records: a record-less marker beside them is a downgrade
+                raise RunFolderError(
+                    f"{self.done_path} records no tables, but {self.config_path} records the run's inputs or senior by "
+                    "content, which only versions that record tables write: the marker was replaced, so the samples "
+                    f"cannot be verified; {self._regenerate()}"
+                )
             self._verify_unrecorded_marker(cfg, legacy, allow_unrecorded)
             self._verified = True
             return self
@@ -417,15 +439,8 @@ class RunFolder:
         with contextlib.nullcontext() if self._held else self.lock(wait_s=30):
             self._verified = False  # another process may have changed the folder since this one verified it
             self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
-            rec = self.complete_record()
-            if rec is None:  # a marker without records, checked by verify: seal what passed its checks
-                fp = self.config()["fingerprint"]
-                finished = read_regular(self.done_path, self._repair()).decode("utf-8", "replace").strip()
-                rec = {"finished": finished, "fingerprint": fp, "tables": {}}
-                off = self._per_sample_tables_off(_table_record(self.samples_path)["rows"])
-                for t in self.tables():
-                    if t not in off:
-                        rec["tables"][t] = _table_record(self.path / t)
+            self.check_sealed(f"recording {rel}")  # a marker without records is never sealed after the fact
+            rec = cast(dict, self.complete_record())  # cast: check_sealed refused a marker without records
             rec["tables"][rel] = _table_record(path)
             self._write_record(rec)
 
@@ -435,6 +450,7 @@ class RunFolder:
         writes it (or registering it) repairs the folder."""
         path = self.path / name
         check_write_target(path, self.path)
+        self.check_sealed(f"writing {name}")  # before the table exists: it would stay unrecorded
         durable.make_dirs(path.parent)
         atomic_write_parquet(path, df, self.path)  # refuses a link planted while the folder was made
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
@@ -452,7 +468,9 @@ class RunFolder:
         with self.lock():
             self._held, self._verified = True, False
             try:
-                yield self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
+                self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
+                self.check_sealed(f"adding {rewriting or 'a table'}")
+                yield self
             finally:
                 self._held = False
 

@@ -211,8 +211,10 @@ def _junior_spec(junior: str | None, senior: str) -> str:
 
 def _given_run(req: ScoreRequest):
     """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)."""
-    from ..run.results import verify_run
+    from ..run.results import RunFolder, verify_run
 
+    # before any weights load (and before verify's notes on an older marker): the table is recorded in COMPLETE
+    RunFolder(cast(str | Path, req.run)).check_sealed("a lens command")
     rf = verify_run(cast(str | Path, req.run), allow_unrecorded=True)  # cast: called only when a run is given
     cfg = rf.config()["config"]
     if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):

@@ -162,8 +162,10 @@ class EvalConfig:
             raise ConfigError("no benchmarks given; pass --benchmark NAME (see `tandem-eval benchmarks`)")
         if not 0 <= self.shard_index < self.num_shards:
             raise ConfigError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
-        if self.engine not in ("hf", "vllm"):
-            raise ConfigError(f"unknown engine {self.engine!r}; valid: hf, vllm")
+        from .engines import ENGINES  # the one list of engines (engines/__init__.py; numpy only)
+
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}; valid: {', '.join(ENGINES)}")
 
     def fingerprint(self) -> str:
         """Hash of the fields that change samples (not sharding or batch size)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tandem_eval.engines import ENGINES as ENGINE_LOADERS
 from tandem_eval.run.durable import atomic_write_json
 from tandem_eval.schemas import to_jsonable
 
@@ -37,7 +38,7 @@ from .toy.task import write_benchmark
 from .toy.training import read_jsonl
 from .toy.world import REPO, run
 
-ENGINES = ("hf", "vllm")
+ENGINES = tuple(ENGINE_LOADERS)  # every engine tandem_eval has: each trains the same recipe
 SENIOR = "toy:emergent/init"
 BUDGET = 37  # the emergent scenario's token budget (trainer.toy.scales.EMERGENT)
 

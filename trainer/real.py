@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tandem_eval import packaged
+from tandem_eval.engines import ENGINES
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, mcnemar_exact, paired_compare
@@ -172,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--problems", type=int, default=100, help="the first N GSM8K test problems")
     ap.add_argument("--max-new-tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--engine", default="hf", choices=("hf", "vllm"))
+    ap.add_argument("--engine", default="hf", choices=tuple(ENGINES))
     ap.add_argument("--dtype", default="bfloat16", choices=packaged.DTYPES)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)

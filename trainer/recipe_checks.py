@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tandem_eval.config import DTYPES
+from tandem_eval.engines import ENGINES
 from tandem_eval.generate.schedules import needs_junior, parse_schedule
 from tandem_eval.schemas import ConfigError
 
@@ -69,8 +70,8 @@ def _check_arm(r) -> None:
         raise ConfigError("kl_ref must be init, junior or a checkpoint path")
     if r.kl_clamp is not None and not r.kl_clamp > 0:
         raise ConfigError(f"kl_clamp must be > 0 (or unset), got {r.kl_clamp}")
-    if r.engine not in ("hf", "vllm") or r.heldout_engine not in ("hf", "vllm"):
-        raise ConfigError(f"unknown engine {r.engine!r}/{r.heldout_engine!r}; valid: hf, vllm")
+    if r.engine not in ENGINES or r.heldout_engine not in ENGINES:
+        raise ConfigError(f"unknown engine {r.engine!r}/{r.heldout_engine!r}; valid: {', '.join(ENGINES)}")
     if r.dtype not in DTYPES:
         raise ConfigError(f"unknown dtype {r.dtype!r}; valid: {', '.join(DTYPES)}")
 

@@ -217,7 +217,7 @@ def _cached(m: PackagedModel, gguf: Path, record: Path) -> dict | None:
         problem = None if isinstance(sources, dict) else f"its record {record} is not a JSON object"
     except (OSError, UnicodeDecodeError, ValueError, ModelError):
         sources, problem = None, f"its record {record} is missing or damaged"
-    if problem is None and (gguf.stat().st_size, _sha256(gguf)) != (m.size, m.sha256):
+    if problem is None and m.sha256 is not None and (gguf.stat().st_size, _sha256(gguf)) != (m.size, m.sha256):
         problem = f"it is not the recorded file ({m.size} bytes, SHA-256 {m.sha256[:12]}..): damaged or zeroed"
     if problem is None:
         return sources

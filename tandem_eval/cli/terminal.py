@@ -65,6 +65,7 @@ def print_passk(runs: dict[str, dict], ks) -> None:
     and the macro when there are several groups; columns = pass@k [95% CI] per run."""
     first = next(iter(runs.values()))
     n = first.get("n_problems", {})
+    rows: list[tuple[str, str | None, int | None]]  # (name, level: None = the macro, problems)
     rows = [(b, "per_benchmark", n.get("per_benchmark", {}).get(b)) for b in first["per_benchmark"]]
     rows += [
         (g, "per_group", n.get("per_group", {}).get(g)) for g in first["per_group"] if g not in first["per_benchmark"]

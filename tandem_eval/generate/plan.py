@@ -166,8 +166,9 @@ def plan_handoff(
         folder = verify_run(solo_dir)
         record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how)
         runs: tuple[RunPlan, ...] = ()
-        solo_table: SoloTable | None = SoloTable(folder, folder.load_samples())
-        check_solo_problems(folder, solo_table.samples, checked.problems, how)
+        reused = SoloTable(folder, folder.load_samples())
+        check_solo_problems(folder, reused.samples, checked.problems, how)
+        solo_table: SoloTable | None = reused
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
         runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None

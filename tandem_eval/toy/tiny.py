@@ -99,7 +99,7 @@ def build_model(tokenizer, size: TinySize = TinySize(), seed: int = 0):
     """A randomly initialised Qwen3ForCausalLM sized for `tokenizer` (fp32, untied embeddings)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    config = Qwen3Config(**config_kwargs(tokenizer, size), head_dim=size.head_dim, torch_dtype="float32")
+    config = Qwen3Config(**config_kwargs(tokenizer, size), head_dim=size.head_dim, dtype="float32")
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
     sharpen(model, tokenizer)

@@ -36,7 +36,8 @@ from .schemas import check_regular, read_regular
 if TYPE_CHECKING:
     from .config import EvalConfig, ModelSpec
 
-TOY_DIR = Path(__file__).resolve().parent / "toy" / "checkpoints"
+INSTALL_DIR = Path(__file__).resolve().parents[1]  # the checkout (or site-packages) holding tandem_eval/
+TOY_DIR = INSTALL_DIR / "tandem_eval" / "toy" / "checkpoints"
 log = logging.getLogger(__name__)
 META_FILE = "tandem_meta.json"  # written by trainer/ into every checkpoint it saves
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -80,6 +81,51 @@ def resolve_model(name: str | Path) -> Path:
             f"{path} has no tokenizer files; save the tokenizer next to the weights (tokenizer.save_pretrained(PATH))"
         )
     return path
+
+
+def recorded_checkpoint(name: str | Path) -> Path:
+    """A checkpoint that a run folder recorded, found on this machine (for reading, e.g. its tokenizer):
+    `toy:NAME` through resolve_model; a path that exists; else, for an absolute path written on another
+    machine or checkout, the same folder inside this install (`/elsewhere/tandem_eval/toy/checkpoints/X`
+    -> this install's tandem_eval/toy/checkpoints/X), or the bundled checkpoint whose tandem_meta.json
+    records that it was copied from that path. A ModelError naming the path otherwise."""
+    if str(name).startswith("toy:"):
+        return resolve_model(str(name))
+    path = Path(str(name)).expanduser()
+    if path.exists():
+        return path
+    # longest suffix first, two parts at least: a bare `init` must not match some folder of this checkout
+    for i in range(1, len(path.parts) - 1):
+        here = INSTALL_DIR.joinpath(*path.parts[i:])
+        if (here / "config.json").exists() or (here / "tokenizer.json").exists():
+            return here
+    bundled = bundled_sources().get(str(path))
+    if bundled is not None:
+        return bundled
+    raise ModelError(f"{path} not found (recorded on another machine, and no bundled checkpoint was copied from it)")
+
+
+def bundled_sources() -> dict[str, Path]:
+    """{absolute path a bundled toy checkpoint was copied from: its folder here}, from what each bundled
+    tandem_meta.json records: `source` (trainer.toy.world's bundle step), the trainer's output_dir and
+    optimizer_step (the checkpoint-N folder it saved), and the recipe's junior, which the bundle names as
+    `toy:SCENARIO/junior`."""
+    out: dict[str, Path] = {}
+    for meta_file in sorted(TOY_DIR.glob(f"*/*/{META_FILE}")) if TOY_DIR.exists() else ():
+        try:
+            meta = metadata(meta_file.parent)
+        except ModelError:
+            continue  # a damaged bundle is reported where it is loaded, not while looking up aliases
+        recipe: dict = meta["recipe"] if isinstance(meta.get("recipe"), dict) else {}
+        if meta.get("source"):
+            out[str(meta["source"])] = meta_file.parent
+        if recipe.get("output_dir") and meta.get("optimizer_step") is not None:
+            out[f"{recipe['output_dir']}/checkpoint-{meta['optimizer_step']}"] = meta_file.parent
+        junior = meta.get("junior")
+        if recipe.get("junior") and str(junior).startswith("toy:"):
+            with contextlib.suppress(ModelError):
+                out.setdefault(str(recipe["junior"]), resolve_model(str(junior)))
+    return out
 
 
 def metadata(path: Path) -> dict:
@@ -320,6 +366,54 @@ def load_tokenizer(path: Path):
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelError(f"cannot load the tokenizer at {path}: {_short(e)}") from None
+
+
+class Vocabulary:
+    """A tokenizer's vocabulary read from tokenizer.json with the `tokenizers` library alone: what token
+    boundaries need (convert_ids_to_tokens, all_special_ids, get_vocab), without transformers, whose import
+    loads torch (seconds, for commands that load no model: `view`, the notebooks)."""
+
+    def __init__(self, path: Path):
+        from tokenizers import Tokenizer
+
+        fix = "restore the tokenizer files (tokenizer.save_pretrained(PATH))"
+        check_regular(path / "tokenizer.json", fix, ModelError)
+        try:
+            self._tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as e:  # the Rust library raises its own Exception type on a damaged file
+            raise ModelError(f"cannot load the tokenizer at {path}: {_short(e)}") from None
+        special = {i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
+        # bos/eos/pad/unk named in tokenizer_config.json count as special even when not marked so
+        cfg_file = path / "tokenizer_config.json"
+        try:
+            cfg = json.loads(read_regular(cfg_file, fix, error=ModelError)) if cfg_file.exists() else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelError(f"{cfg_file} is not valid JSON ({_short(e)}); {fix}") from None
+        cfg = cfg if isinstance(cfg, dict) else {}
+        for key in ("bos_token", "eos_token", "pad_token", "unk_token"):
+            token = cfg.get(key)
+            token = token.get("content") if isinstance(token, dict) else token
+            token_id = self._tok.token_to_id(token) if isinstance(token, str) else None
+            if token_id is not None:
+                special.add(token_id)
+        self.all_special_ids = sorted(special)
+
+    def convert_ids_to_tokens(self, ids) -> list[str | None]:
+        return [self._tok.id_to_token(int(i)) for i in ids]
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._tok.get_vocab(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+
+def load_vocabulary(path: Path):
+    """The vocabulary of the tokenizer at `path` for reading token ids: a Vocabulary (no torch) when a
+    tokenizer.json is there, else transformers' tokenizer (a slow-only tokenizer: vocab.json + merges.txt
+    or a SentencePiece model)."""
+    path = Path(path)
+    return Vocabulary(path) if (path / "tokenizer.json").exists() else load_tokenizer(path)
 
 
 def same_vocab(tok_a, tok_b) -> bool:

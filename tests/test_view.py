@@ -208,3 +208,66 @@ def test_view_of_a_toy_tandem_run_loads_its_tokenizer(tmp_path):
     want = load_at(resolve_model("toy:tandem"))
     assert tok is not None and tok.get_vocab() == want.get_vocab()
     assert '"tok"' in page, "traces carry token surfaces only when a tokenizer loaded"
+
+
+def test_vocabulary_reads_what_transformers_reads(tmp_path):
+    """models.Vocabulary (the `tokenizers` library, no torch) gives the same tokens, special ids and vocabulary
+    as transformers' tokenizer, on the bundled toy tokenizers and on the fixtures' byte-level BPE."""
+    from tandem_eval.models import TOY_DIR, Vocabulary, load_tokenizer
+
+    fixture = tmp_path / "tok"
+    tokenizer().save_pretrained(str(fixture))
+    folders = [fixture, *sorted(p.parent for p in TOY_DIR.glob("*/*/tokenizer.json"))]
+    assert len(folders) > 1
+    for folder in folders:
+        want, got = load_tokenizer(folder), Vocabulary(folder)
+        ids = list(range(len(want)))
+        assert got.convert_ids_to_tokens(ids) == want.convert_ids_to_tokens(ids), folder
+        assert got.all_special_ids == sorted(want.all_special_ids), folder
+        assert got.get_vocab() == want.get_vocab() and len(got) == len(want), folder
+
+
+def test_checkpoints_recorded_on_another_machine_resolve_to_the_bundle(tmp_path):
+    """A run folder written elsewhere records absolute paths that do not exist here: the bundled checkpoint
+    is found by its folder inside this install, or by the source its tandem_meta.json records; an unknown
+    path is a ModelError naming it, and run_tokenizer's warning names it (no model is loaded either way)."""
+    import warnings
+
+    from tandem_eval.models import TOY_DIR, ModelError, bundled_sources, recorded_checkpoint
+    from tandem_eval.run.runs import run_tokenizer
+
+    bundled = TOY_DIR / "emergent" / "tandem"
+    elsewhere = Path("/no/such/machine/checkout/tandem_eval/toy/checkpoints/emergent/tandem")
+    assert recorded_checkpoint(elsewhere) == bundled
+    assert recorded_checkpoint("toy:emergent/tandem") == bundled
+    meta = json.loads((bundled / "tandem_meta.json").read_text())
+    source = f"{meta['recipe']['output_dir']}/checkpoint-{meta['optimizer_step']}"
+    assert not Path(source).exists() and bundled_sources()[source] == bundled
+    assert recorded_checkpoint(source) == bundled
+    assert recorded_checkpoint(meta["recipe"]["junior"]) == TOY_DIR / "emergent" / "junior"
+    with pytest.raises(ModelError, match="/no/such/machine/init"):
+        recorded_checkpoint("/no/such/machine/init")  # a one-part suffix never matches a folder here
+    cfg = {"senior": {"path": str(elsewhere)}, "junior": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tok = run_tokenizer(cfg)
+    assert tok is not None and len(tok) > 0
+    with pytest.warns(UserWarning, match="/no/such/machine/x/checkpoint-1"):
+        assert run_tokenizer({"senior": {"path": "/no/such/machine/x/checkpoint-1"}}) is None
+
+
+def test_committed_toy_runs_find_their_tokenizer_without_the_writers_paths():
+    """results/toy's seed-0 runs were written in another checkout (/work/wt-toy/...): their tokenizer
+    is found in the bundle, so the notebooks and `view` split tokens without a warning."""
+    import warnings
+
+    from tandem_eval.run.runs import Run, run_tokenizer
+
+    run_dir = Path(__file__).resolve().parents[1] / "results/toy/emergent/tandem/seed0/handoff-paragraph"
+    if not (run_dir / "config.json").exists():
+        pytest.skip("results/toy/emergent is not committed in this checkout")
+    cfg = Run.load(run_dir).config
+    assert not Path(cfg["senior"]["path"]).exists()  # the premise: recorded on another machine
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run_tokenizer(cfg) is not None

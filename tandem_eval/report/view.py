@@ -13,8 +13,9 @@ Filters: benchmark, problem, correct, mode.
     python -c "from tandem_eval.report.view import write_page; write_page('runs/x/solo')"
 
 Token boundaries need the tokenizer (the senior's checkpoint folder, from config.json, or
---tokenizer PATH); only the tokenizer is loaded, never a model. Without one the page shows each
-trace's plain text. Byte-level BPE pieces are decoded to bytes and joined with an incremental
+--tokenizer PATH; a path recorded on another machine is found in this install, run_tokenizer); only
+its vocabulary is read (tokenizer.json, without transformers or torch), never a model. Without one
+the page shows each trace's plain text. Byte-level BPE pieces are decoded to bytes and joined with an incremental
 UTF-8 decoder, so a character split over two tokens is shown once, on the token that completes it.
 """
 

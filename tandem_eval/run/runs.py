@@ -567,20 +567,17 @@ def runs_in(path: str | Path) -> list[Run]:
 
 
 def run_tokenizer(cfg: dict, override: str | Path | None = None):
-    """A run's tokenizer (override, else the senior's, else the junior's checkpoint), or None with a
-    warning when none loads (an explicit override that fails raises ReportError). Checkpoint names
-    toy:NAME goes through models.resolve_model, the one resolver; a path needs only tokenizer files."""
-    from tandem_eval.models import ModelError, load_tokenizer, resolve_model
+    """A run's tokenizer vocabulary (override, else the senior's, else the junior's checkpoint), or None
+    with a warning when none loads (an explicit override that fails raises ReportError). Recorded names
+    go through models.recorded_checkpoint (toy:NAME, and a path from another machine found in this
+    install); only tokenizer files are read, with models.load_vocabulary (no transformers, no torch)."""
+    from tandem_eval.models import ModelError, load_vocabulary, recorded_checkpoint
 
     candidates = [override] if override else [(cfg.get(r) or {}).get("path") for r in ("senior", "junior")]
     errors = []
     for c in filter(None, candidates):
         try:
-            # toy:NAME through the one resolver; a path needs only tokenizer files (no weights or config)
-            path = resolve_model(c) if str(c).startswith("toy:") else Path(str(c)).expanduser()
-            if not path.exists():
-                raise ModelError(f"{path} not found")
-            return load_tokenizer(path)
+            return load_vocabulary(recorded_checkpoint(c))
         except ModelError as e:
             errors.append(f"{c}: {e}")
     if override:
@@ -588,7 +585,7 @@ def run_tokenizer(cfg: dict, override: str | Path | None = None):
     warnings.warn(
         "no tokenizer for token boundaries ("
         + "; ".join(errors or ["none recorded"])
-        + "); showing plain text. Pass --tokenizer PATH",
+        + "); showing plain text. Pass a tokenizer folder: `--tokenizer PATH` (view), run_tokenizer(cfg, PATH)",
         stacklevel=2,
     )
     return None

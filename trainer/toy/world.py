@@ -523,7 +523,8 @@ def stage_bundle(picks_: dict, init: dict, data: dict, s: Scale, dest: Path = TO
             if (src / f).exists():
                 shutil.copy(src / f, dst / f)
         meta = json.loads((src / "tandem_meta.json").read_text()) if (src / "tandem_meta.json").exists() else {}
-        meta.update({"junior": f"toy:{sc}/junior", "scenario": sc, "arm": meta.get("arm", name)})
+        # source: where it was copied from, which run folders record (models.recorded_checkpoint finds it here)
+        meta.update({"junior": f"toy:{sc}/junior", "scenario": sc, "arm": meta.get("arm", name), "source": str(src)})
         (dst / "tandem_meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
 
 

@@ -172,7 +172,10 @@ def fig_passk(
             style.title(
                 ax, f"{'Macro' if scope == MACRO else scope} (n={n_problems_in(col, scope)}{over}; bands ±1 SE)"
             )
-            mark_degenerate(ax, part["estimate"], n_problems_in(col, scope))
+            # judged on what the panel draws, the lines and their bands: equal means under a band of
+            # spread are data (n = 1 sample per problem draws flat lines with wide bands)
+            drawn = pd.concat([part["estimate"], part["estimate"] - part["se"], part["estimate"] + part["se"]])
+            mark_degenerate(ax, drawn, n_problems_in(col, scope))
             ax.set_xlabel("k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
         modes = sorted(curves["mode"].unique(), key=["solo", "handoff"].index)
@@ -274,7 +277,10 @@ def fig_legibility(
     reader = named[0] if len(who) == 1 else "juniors " + ", ".join(who)
     colors = style.arm_colors({a for _, _, _, frames in panels for a in frames}, col.palette())
     with style.paper():
-        fig, axes = panel_grid(len(panels), ncols=2, panel_h=1.9 + 0.08 * max(0, len(col.arms) - 3))
+        # >3 arms: the names stand upright under the violins (_distribution_panel); the panels grow by
+        # the longest name, so the axes keep their height and the y label stays beside them
+        longest = max((len(a) for a in col.arms), default=0) if len(col.arms) > 3 else 0
+        fig, axes = panel_grid(len(panels), ncols=2, panel_h=1.9 + 0.05 * longest)
         first_pos = True
         for ax, (kind, name, ylabel, frames) in zip(axes, panels):
             if kind == "dist":
@@ -340,14 +346,12 @@ def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, s
         n_arm = len(f[PROBLEM_KEY].drop_duplicates())
         sizes.append(f"n={n_arm} problems" + (f" × {n_seeds} seeds" if n_seeds > 1 else ""))
     # the sizes go under each arm's name only where arms differ in them (else once, in the title);
-    # more than 3 names are slanted so that they never overlap
+    # more than 3 names stand upright so that they never overlap (slanted ones reach left into the
+    # y label: a trainer's `run/checkpoint-N` names are long)
     labels = [f"{a}\n{n}" for a, n in zip(arms, sizes)] if len(set(sizes)) > 1 else arms
     ax.set_xticks(range(len(arms)), labels)
     if len(arms) > 3:
-        ax.tick_params(axis="x", labelrotation=30)
-        for t in ax.get_xticklabels():
-            t.set_horizontalalignment("right")
-            t.set_rotation_mode("anchor")
+        ax.tick_params(axis="x", labelrotation=90)
     sources = sorted({s for _, s, _ in frames.values()})
     n_problems = max(len(frames[a][0][PROBLEM_KEY].drop_duplicates()) for a in arms)
     style.title(

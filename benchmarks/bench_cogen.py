@@ -65,7 +65,7 @@ from tandem_eval.engines.hf import HFEngine
 from tandem_eval.engines.sampling import filtered_probs
 from tandem_eval.generate.schedules import make_schedule
 from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
-from trainer.tiny import TinySize, build_model, save_pair, train_tokenizer
+from tandem_eval.toy.tiny import TinySize, build_model, save_pair, train_tokenizer
 
 SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=0)
 

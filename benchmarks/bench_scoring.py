@@ -49,7 +49,7 @@ def _pair(args):
     from tandem_eval.data.benchmarks import load_benchmark
     from tandem_eval.data.prompts import prompt_ids
     from tandem_eval.engines.hf import HFEngine
-    from trainer.tiny import TinySize, build_tiny_pair
+    from tandem_eval.toy.tiny import TinySize, build_tiny_pair
 
     size = TinySize(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, intermediate=256)
     senior_path, junior_path = build_tiny_pair(tempfile.mkdtemp(prefix="bench_scoring_"), size=size)

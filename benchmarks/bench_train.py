@@ -225,7 +225,7 @@ def main() -> None:
 
     import torch
 
-    from trainer.tiny import build_tiny_pair
+    from tandem_eval.toy.tiny import build_tiny_pair
 
     torch.set_num_threads(a.threads)
     wall: dict[str, list[float]] = {"grpo": [], "tandem": []}

@@ -53,6 +53,9 @@ def _integer(v) -> bool:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+# The engines' names: the one list config, recipes and commands check against. Their loaders are
+# tandem_eval.engines.ENGINES, built from it (engines import config, so the names live here).
+ENGINE_NAMES = ("hf", "vllm")
 # The largest --batch-size: 16x the 1024 the committed GPU runs use. The engines size their caches by it
 # (rows x --max-context), so --batch-size 1000000000 failed in mmap after the models loaded.
 MAX_BATCH_SIZE = 16384
@@ -162,10 +165,8 @@ class EvalConfig:
             raise ConfigError("no benchmarks given; pass --benchmark NAME (see `tandem-eval benchmarks`)")
         if not 0 <= self.shard_index < self.num_shards:
             raise ConfigError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
-        from .engines import ENGINES  # the one list of engines (engines/__init__.py; numpy only)
-
-        if self.engine not in ENGINES:
-            raise ConfigError(f"unknown engine {self.engine!r}; valid: {', '.join(ENGINES)}")
+        if self.engine not in ENGINE_NAMES:
+            raise ConfigError(f"unknown engine {self.engine!r}; valid: {', '.join(ENGINE_NAMES)}")
 
     def fingerprint(self) -> str:
         """Hash of the fields that change samples (not sharding or batch size)."""

@@ -12,7 +12,7 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 @pytest.fixture(scope="session")
 def tiny_pair(tmp_path_factory):
-    from trainer.tiny import build_tiny_pair
+    from tandem_eval.toy.tiny import build_tiny_pair
 
     senior, junior = build_tiny_pair(tmp_path_factory.mktemp("tiny"))
     return str(senior), str(junior)

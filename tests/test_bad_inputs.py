@@ -24,7 +24,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def world(tiny_pair, tmp_path_factory):
     """A working directory holding damaged checkpoints, files and templates; returns (root, paths)."""
-    from trainer.tiny import build_model, train_tokenizer
+    from tandem_eval.toy.tiny import build_model, train_tokenizer
 
     root = tmp_path_factory.mktemp("bad")
     senior, junior = tiny_pair

@@ -40,7 +40,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tok():
-    from trainer.tiny import train_tokenizer
+    from tandem_eval.toy.tiny import train_tokenizer
 
     return train_tokenizer()
 

@@ -40,7 +40,7 @@ def _handoff_with_its_solo(root: Path, senior: str, solo_ok: bool, handoff_ok: b
     return solo, hand
 
 
-@pytest.mark.parametrize("label", [None, "checkpoint-200"], ids=["no-label", "cli-default-label"])
+@pytest.mark.parametrize("label", [None, "checkpoint-200"], ids=["no-label", "older-cli-default-label"])
 def test_two_checkpoints_of_one_name_are_two_arms_and_a_handoff_gets_its_own_solo(tmp_path, label):
     a_solo = write_run(
         tmp_path / "runA/solo", solo_cfg("/ckpt/A/checkpoint-200", n=2, ks=(1, 2), label=label), _flags(True)

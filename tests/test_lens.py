@@ -33,7 +33,7 @@ FAST = LensOptions(n_boot=200, chunk=64, batch_tokens=2048, include_eos=True)
 # ---- fixtures ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    from trainer.tiny import build_tiny_pair
+    from tandem_eval.toy.tiny import build_tiny_pair
 
     senior, junior = build_tiny_pair(tmp_path_factory.mktemp("tiny"))
     return {"senior": senior, "junior": junior}
@@ -262,7 +262,7 @@ def test_truncated_flag_and_summaries(drift_hf, samples):
 def foreign_junior(tmp_path_factory):
     """A junior with its own (smaller) BPE vocabulary and the same chat template."""
     from tandem_eval.engines.hf import HFEngine
-    from trainer.tiny import build_model, train_tokenizer
+    from tandem_eval.toy.tiny import build_model, train_tokenizer
 
     tok = train_tokenizer(vocab_size=300)
     path = tmp_path_factory.mktemp("foreign")

@@ -36,7 +36,7 @@ def _strip_template(folder: Path) -> None:
 @pytest.fixture(scope="module")
 def base(tiny_pair, tmp_path_factory):
     """Copies of the tiny senior and junior without chat templates, and a ChatML template file."""
-    from trainer.tiny import CHATML_TEMPLATE
+    from tandem_eval.toy.tiny import CHATML_TEMPLATE
 
     root = tmp_path_factory.mktemp("base")
     out = {"senior": tiny_pair[0], "junior": tiny_pair[1]}
@@ -168,7 +168,7 @@ def test_every_option_a_message_names_exists():
 @pytest.fixture(scope="module")
 def foreign_junior(tmp_path_factory):
     """A junior with its own (smaller) vocabulary: scored in bits per byte only."""
-    from trainer.tiny import build_model, train_tokenizer
+    from tandem_eval.toy.tiny import build_model, train_tokenizer
 
     tok = train_tokenizer(vocab_size=300)
     path = tmp_path_factory.mktemp("foreign") / "foreign"
@@ -341,13 +341,16 @@ def test_threads_are_recorded_but_not_fingerprinted_and_a_busy_machine_is_named(
     with caplog.at_level("WARNING", logger="tandem_eval.devices"):
         use_threads(1)
         use_threads(None)
-    assert calls == [1, len(os.sched_getaffinity(0))]  # default: every core this process may use
+    assert calls == [1, 1]  # default: the free cores, at least 1 (a load of 99 leaves none free)
     assert sum("load average is 99.0" in r.getMessage() and "--threads" in r.getMessage() for r in caplog.records) == 2
+    from tandem_eval.devices import default_threads
+
+    assert default_threads(4, 0.3) == 4 and default_threads(4, 2.6) == 2 and default_threads(2, 9.0) == 1
 
 
 def test_viewer_shows_special_tokens_as_nothing():
     from tandem_eval.report.view import display_surfaces, trace_segments
-    from trainer.tiny import train_tokenizer
+    from tandem_eval.toy.tiny import train_tokenizer
 
     tok = train_tokenizer()
     ids = tok.encode("So 3 + 4 = \\boxed{7}.", add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
@@ -389,7 +392,7 @@ def test_fig_tax_gives_every_run_its_own_colour_and_keeps_its_title_inside():
 def test_drift_vocabulary_error_names_tokenizer_sizes_not_embedding_rows(solo_run, tmp_path):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from trainer.tiny import TinySize, config_kwargs, train_tokenizer
+    from tandem_eval.toy.tiny import TinySize, config_kwargs, train_tokenizer
 
     tok = train_tokenizer(vocab_size=300)
     kw = {**config_kwargs(tok, TinySize()), "vocab_size": 320}  # padded embedding rows, as real checkpoints have

@@ -16,7 +16,7 @@ from tandem_eval.config import EvalConfig, ModelSpec, Sampling
 from tandem_eval.generate.execute import merge_shards, open_engines, run_eval, run_handoff
 from tandem_eval.run.results import RunFolder
 from tandem_eval.schemas import ConfigError, RunFolderError
-from trainer.tiny import CHATML_TEMPLATE
+from tandem_eval.toy.tiny import CHATML_TEMPLATE
 
 SAMPLING = Sampling(temperature=1.0, top_p=0.9, top_k=50, max_new_tokens=24)
 COLS = ["benchmark", "problem_id", "sample_idx", "token_ids", "author_mask", "correct", "grade_status"]
@@ -147,7 +147,7 @@ def test_cli_bad_inputs(tiny_pair, tmp_path, monkeypatch):
 
 
 def test_cli_vocab_mismatch_and_missing_chat_template(tiny_pair, tmp_path):
-    from trainer.tiny import build_model, train_tokenizer
+    from tandem_eval.toy.tiny import build_model, train_tokenizer
 
     senior, _ = tiny_pair
     other_tok = train_tokenizer(["completely different corpus " * 3] * 20, vocab_size=300)
@@ -199,7 +199,7 @@ def test_cli_help_explains_commands():
 
 def test_text_level_handoff_with_different_vocabularies(tiny_pair, tmp_path):
     """--allow-vocab-mismatch: the junior re-tokenizes text; the trace stays in senior ids."""
-    from trainer.tiny import build_model, train_tokenizer
+    from tandem_eval.toy.tiny import build_model, train_tokenizer
 
     senior, _ = tiny_pair
     other_tok = train_tokenizer(["Tom has 3 pens.\n\nSo he has 5 pens. The answer is \\boxed{5}."] * 40, vocab_size=330)

@@ -64,7 +64,7 @@ def pair(tmp_path_factory):
     emits greedily mid-answer), like Qwen3's <|im_end|> + <|endoftext|>, so EOS stops are tested."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.tiny import build_tiny_pair
+    from tandem_eval.toy.tiny import build_tiny_pair
 
     senior, junior = build_tiny_pair(tmp_path_factory.mktemp("tiny"))
     tok = AutoTokenizer.from_pretrained(str(senior))

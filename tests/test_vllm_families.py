@@ -81,7 +81,7 @@ def references(tmp_path_factory):
     """family -> checkpoint path, prompts, HF greedy outputs + log-probs, catch-up context + its reference."""
     from transformers import AutoModelForCausalLM
 
-    from trainer.tiny import train_tokenizer
+    from tandem_eval.toy.tiny import train_tokenizer
 
     tok = train_tokenizer()
     root = tmp_path_factory.mktemp("families")

@@ -26,11 +26,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "exper
 
 def resolve_checkpoint(name: str, role: str) -> Path:
     """A checkpoint folder for `name`: a path, a bundled `toy:NAME`, or `tiny:DIR` (a random tiny
-    senior/junior pair from trainer.tiny, built in DIR on first use; role picks which)."""
+    senior/junior pair from tandem_eval.toy.tiny, built in DIR on first use; role picks which)."""
     if name.startswith("tiny:"):
         root = Path(name[5:])
         if not (root / "senior" / "config.json").exists():
-            from trainer.tiny import build_tiny_pair
+            from tandem_eval.toy.tiny import build_tiny_pair
 
             build_tiny_pair(root)
         return (root / role).resolve()

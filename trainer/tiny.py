@@ -1,23 +1,12 @@
-"""The tiny offline senior/junior pairs, under the trainer's name: tandem_eval.toy.tiny holds them (the
-demo builds its fallback pair there, and the library never imports the trainer).
-
-    python -m trainer.tiny OUT_DIR        # = python -m tandem_eval.toy.tiny OUT_DIR
-"""
+"""`python -m trainer.tiny OUT_DIR`: the tiny offline senior/junior pair, built by tandem_eval.toy.tiny
+(its home: the demo builds its fallback pair there, and the library never imports the trainer).
+Code imports it from tandem_eval.toy.tiny."""
 
 from __future__ import annotations
 
 import sys
 
-from tandem_eval.toy.tiny import (  # noqa: F401  (the names trainer code and tests import from here)
-    CHATML_TEMPLATE,
-    TinySize,
-    build_model,
-    build_tiny_pair,
-    config_kwargs,
-    save_pair,
-    sharpen,
-    train_tokenizer,
-)
+from tandem_eval.toy.tiny import build_tiny_pair
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

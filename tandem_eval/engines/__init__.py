@@ -8,6 +8,7 @@ unavailable("vllm")   # None when vLLM is installed, else the one-line reason wi
 
 from __future__ import annotations
 
+from ..config import ENGINE_NAMES
 from .base import Completion, Engine, Request, generate
 
 
@@ -23,7 +24,8 @@ def _load_vllm(path, sampling, **kw):
     return VLLMEngine(path, sampling, **kw)
 
 
-ENGINES = {"hf": _load_hf, "vllm": _load_vllm}
+_LOADERS = {"hf": _load_hf, "vllm": _load_vllm}
+ENGINES = {name: _LOADERS[name] for name in ENGINE_NAMES}  # config.ENGINE_NAMES: a name without a loader fails here
 
 
 def unavailable(name: str) -> str | None:

@@ -299,7 +299,10 @@ def model_path(cfg: dict) -> str:
 def has_path_label(cfg: dict) -> bool:
     """The run's label is derived from its checkpoint's path (no `--label` was given): the CLI's
     default (paths.senior_label) or none at all."""
-    return not cfg.get("label") or str(cfg["label"]) == senior_label(model_path(cfg))
+    path = model_path(cfg)
+    # the folder name alone: the default of runs made before senior_label named RUN/checkpoint-N
+    older = Path(path.replace("toy:", "toy-").rstrip("/")).name
+    return not cfg.get("label") or str(cfg["label"]) in (senior_label(path), older)
 
 
 def disambiguate_labels(runs: list[Run]) -> None:

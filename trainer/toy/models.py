@@ -2,7 +2,7 @@
 
 One byte-level BPE tokenizer (trained on the task's own corpus, both solution styles) serves
 every toy model, so all seniors and juniors share it, as the method requires. Tokenizer and
-models come from `trainer.tiny` (Qwen2-style BPE with ChatML; Qwen3ForCausalLM with head_dim
+models come from `tandem_eval.toy.tiny` (Qwen2-style BPE with ChatML; Qwen3ForCausalLM with head_dim
 32 and untied embeddings, loadable by vLLM).
 
     from trainer.toy.models import toy_tokenizer, build_toy_model, prompt_text
@@ -19,7 +19,7 @@ from functools import lru_cache
 # assistant header. Re-exported so toy code and the evaluator can never disagree on it.
 from tandem_eval.data.prompts import INSTRUCTION as PROMPT_SUFFIX
 from tandem_eval.data.prompts import prompt_ids, prompt_text, user_message
-from trainer.tiny import TinySize, build_model, train_tokenizer
+from tandem_eval.toy.tiny import TinySize, build_model, train_tokenizer
 from trainer.toy.task import Difficulty, generate
 
 __all__ = [

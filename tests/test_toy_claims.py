@@ -258,12 +258,12 @@ def test_two_point_pass_at_k_in_closed_form():
 
 
 def test_headroom_would_have_stopped_v5_before_its_pilot():
-    """H on the committed v5 aggregates (results/toy/dialects: gates.json's G0 numbers, init/heldout.jsonl):
+    """H on the committed v5 aggregates (results/toy/dialects-v5: gates.json's G0 numbers, init/heldout.jsonl):
     the tax at 100% B (the senior forced into B minus the junior after B) leaves +6.0 points over the
     initial senior's held-out tax@4, below +15 (and below G1's +10), but +38 at pass@1."""
     from pathlib import Path
 
-    results = Path(__file__).resolve().parents[1] / "results" / "toy" / "dialects"
+    results = Path(__file__).resolve().parents[1] / "results" / "toy" / "dialects-v5"
     h = gates.headroom_of(results)
     g0 = json.loads((results / "gates.json").read_text())["G0"]["numbers"]["accuracy_pct"]
     init = json.loads((results / "init" / "heldout.jsonl").read_text().splitlines()[0])
@@ -298,14 +298,14 @@ def test_the_chooser_of_step_ones_dialect_is_the_author_of_the_token_after_the_n
 
 
 def test_the_committed_g0_checks_follow_from_its_numbers():
-    """results/toy/dialects/gates.json: each G0 check is what its rule says of the recorded numbers (the
+    """results/toy/dialects-v5/gates.json: each G0 check is what its rule says of the recorded numbers (the
     gate's verdict is recomputable from what it recorded, not only stored)."""
     import json
     from pathlib import Path
 
     from trainer.toy import gates
 
-    g0 = json.loads((Path(__file__).resolve().parents[1] / "results/toy/dialects/gates.json").read_text())["G0"]
+    g0 = json.loads((Path(__file__).resolve().parents[1] / "results/toy/dialects-v5/gates.json").read_text())["G0"]
     n = g0["numbers"]
     args = (n["dialect_shares_pct"]["senior (T 1)"], n["accuracy_pct"], n["junior_nll_reference"])
     checks = gates._g0_checks(*args, rules=gates.V5_G0)  # the rules it was read with

@@ -4,6 +4,7 @@ the committed summary, the docs/toy-world.md block and figures regenerate from t
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from trainer.toy import markdown, scales
@@ -71,7 +72,15 @@ def test_toy_world_ci_scale_end_to_end(tmp_path):
     assert "not_run" in entry["claims"] and json.loads((results / "dialects" / "gates.json").read_text()) == gates
     pilot = work / "pilot" / "dialects" / "grpo" / f"seed{ci.pilot_seeds[0]}"  # GRPO's held-out tax, at its plateau
     assert (pilot / "heldout-handoff" / f"step-{ci.pilot_steps:06d}" / "handoff-paragraph" / "COMPLETE").exists()
-    assert not (results / "dialects" / "pilot").exists()  # pilot seeds never reach the results
+    assert not (results / "dialects" / "pilot").exists()  # pilot seeds never reach the results as runs...
+    evidence = results / "dialects" / "evidence"  # ...only as the raw evidence of the gates, in parquet tables
+    g0_samples = pd.read_parquet(evidence / "g0-samples.parquet")
+    junior_own = g0_samples[g0_samples["run"] == "junior forced A"]
+    own_acc = gates["G0"]["numbers"]["accuracy_pct"]["junior forced A"]
+    assert own_acc == pytest.approx(100 * junior_own["correct"].mean())  # the gate recomputes from its samples
+    held = pd.read_parquet(evidence / "pilot-heldout-samples.parquet")
+    assert {"grpo", "tandem"} <= set(held["arm"]) and set(held["seed"]) == set(ci.pilot_seeds)
+    assert not any(evidence.rglob("config.json"))  # no run folder: report and the summary never read it as an arm
     # grpo-g16 matches tandem's compute with twice the rollouts per prompt
     recipe = (work / "train" / "dialects" / "grpo-g16" / "seed0" / "recipe.yaml").read_text()
     assert f"num_generations: {2 * ci.group_size}" in recipe
@@ -172,8 +181,8 @@ def test_the_headroom_stage_records_h_and_stops_a_full_run_before_its_pilot(tmp_
 
     sc = tmp_path / "dialects"
     (sc / "init").mkdir(parents=True)
-    shutil.copy(REPO / "results" / "toy" / "dialects" / "gates.json", sc / "gates.json")
-    shutil.copy(REPO / "results" / "toy" / "dialects" / "init" / "heldout.jsonl", sc / "init" / "heldout.jsonl")
+    shutil.copy(REPO / "results" / "toy" / "dialects-v5" / "gates.json", sc / "gates.json")
+    shutil.copy(REPO / "results" / "toy" / "dialects-v5" / "init" / "heldout.jsonl", sc / "init" / "heldout.jsonl")
     with pytest.raises(toy_world.GateFailed, match="gate H"):
         toy_world.stage_headroom(tmp_path, scales.SCALES["full"])
     gates = json.loads((sc / "gates.json").read_text())

@@ -174,8 +174,12 @@ def _acc(d: pd.DataFrame) -> float:
     return 100.0 * float(d["correct"].mean())
 
 
-def g0(senior_dir: Path, junior_dir: Path, budget: int, n_problems: int = G0_PROBLEMS) -> dict:
-    """G0 (module docstring) of an initial senior and its junior."""
+def g0(
+    senior_dir: Path, junior_dir: Path, budget: int, n_problems: int = G0_PROBLEMS, samples: Path | None = None
+) -> dict:
+    """G0 (module docstring) of an initial senior and its junior; with `samples`, every sampled answer it was
+    read from is also written there (one parquet table, a row per sample with its `run`), so a reader can
+    recompute each share and accuracy."""
     import torch
 
     from trainer.toy.models import load_checkpoint
@@ -200,6 +204,11 @@ def g0(senior_dir: Path, junior_dir: Path, budget: int, n_problems: int = G0_PRO
         "junior after A": sample_answers(junior, tok, problems, first["A"], budget),
         "junior after B": sample_answers(junior, tok, problems, first["B"], budget),
     }
+    if samples is not None:
+        from tandem_eval.run.durable import atomic_write_parquet
+
+        samples.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_parquet(samples, pd.concat([r.assign(run=k) for k, r in runs.items()], ignore_index=True))
     shares = {
         k: {d: 100.0 * float((r["dialect"] == d).mean()) for d in ("A", "B", "plain", "mixed")} for k, r in runs.items()
     }
@@ -429,6 +438,7 @@ def main(argv=None) -> None:
     a.add_argument("--budget", type=int, help="new-token budget (default: the full scale's for dialects)")
     a.add_argument("--problems", type=int, default=G0_PROBLEMS)
     a.add_argument("--out", type=Path, help="also write the gate as JSON")
+    a.add_argument("--samples", type=Path, help="also write every sampled answer G0 reads (parquet)")
     h = sub.add_parser("headroom", help="H: the two-point model's tax ceiling, from G0 and the initial senior's run")
     h.add_argument("--results", type=Path, required=True, help="results/toy/<scenario>: gates.json, init/heldout.jsonl")
     h.add_argument("--out", type=Path, help="also write the gate as JSON")
@@ -457,7 +467,8 @@ def main(argv=None) -> None:
                 f"error: {d} is not a checkpoint folder (no config.json); pass --senior/--junior DIR", file=sys.stderr
             )
             raise SystemExit(2)
-    _finish("G0", g0(args.senior, args.junior, args.budget or SCALES["full"].budget(SCENARIO), args.problems), args.out)
+    budget = args.budget or SCALES["full"].budget(SCENARIO)
+    _finish("G0", g0(args.senior, args.junior, budget, args.problems, args.samples), args.out)
 
 
 def _finish(name: str, g: dict, out: Path | None) -> None:

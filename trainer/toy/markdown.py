@@ -96,6 +96,17 @@ def gate_lines(entry: dict) -> list[str]:
     return lines
 
 
+def earlier_lines(scenario: str, entry: dict) -> list[str]:
+    """One line per earlier design of a gated scenario (summary.earlier_designs): where it stopped, and where
+    its gates are kept."""
+    lines = []
+    for version, d in entry.get("earlier_designs", {}).items():
+        gates = ", ".join(f"{name} {'PASS' if g['pass'] else 'FAIL'}" for name, g in d["gates"].items())
+        stop = f"stopped at {d['stopped_at']}" if d["stopped_at"] else "no gate failed"
+        lines += [f"Earlier design {version}: {stop} ({gates}; `results/toy/{scenario}-{version}/gates.json`).", ""]
+    return lines
+
+
 def _p(p: float | None) -> str:
     return "–" if p is None else f"{p:.2g}"
 
@@ -214,7 +225,7 @@ def verdict_lines(summary: dict) -> list[str]:
     for sc, entry in summary["scenarios"].items():
         lines += [f"**{sc}**", ""]
         if "gates" in entry:  # v4: gates, then the pre-registered verdicts
-            lines += gate_lines(entry) + claim_lines(entry)
+            lines += earlier_lines(sc, entry) + gate_lines(entry) + claim_lines(entry)
             continue
         if line := precondition_line(entry):
             lines += [line, ""]

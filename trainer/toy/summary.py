@@ -85,9 +85,24 @@ def build_summary(results: str | Path, arms_by_scenario: dict[str, tuple[str, ..
 
                 entry["claims_v4_reanalysis"] = evaluate(frames, str(results / sc), designed_arms(sc))
         summary["scenarios"][sc] = entry
+    for sc, entry in summary["scenarios"].items():
+        if sc in GATED and (earlier := earlier_designs(results, sc)):
+            entry["earlier_designs"] = earlier
     if (results / "lr_sweep.json").exists():
         summary["lr_sweep"] = json.loads((results / "lr_sweep.json").read_text())
     return to_jsonable(summary)
+
+
+def earlier_designs(results: Path, scenario: str) -> dict:
+    """{version: {"gates", "stopped_at"}} of a gated scenario's earlier designs, each kept beside it as
+    results/<scenario>-<version>/gates.json (v5's: results/toy/dialects-v5/) when a revised design replaced it:
+    the numbers a revision was read from stay in the summary, never under the new design's name."""
+    out = {}
+    for folder in sorted(results.glob(f"{scenario}-v*"), key=lambda p: int(p.name.rsplit("-v", 1)[1] or 0)):
+        gates = _gates(folder)
+        failed = [name for name, g in gates.items() if not g["pass"]]
+        out[folder.name.rsplit("-", 1)[1]] = {"gates": gates, "stopped_at": failed[0] if failed else None}
+    return out
 
 
 def _gates(scenario_dir: Path) -> dict:
@@ -149,11 +164,16 @@ def write_summary(
     return summary
 
 
+# folders of a scenario that hold no RL arm: the untrained roles, and the raw evidence of its gates (G0's
+# samples, the pilot's held-out samples: world.keep_evidence), which are parquet tables, not run folders
+NOT_ARMS = ("junior", "init", "evidence")
+
+
 def arms_found(root: Path) -> dict[str, tuple[str, ...]]:
     """{scenario: its RL arms} of the scenario folders under `root`, in Scale.arms' order (scales.arm_order)."""
     arms = {}
     for sc in (sc for sc in SCENARIOS if (root / sc).is_dir()):
-        found = (p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in ("junior", "init"))
+        found = (p.name for p in (root / sc).glob("*") if p.is_dir() and p.name not in NOT_ARMS)
         arms[sc] = tuple(sorted(found, key=arm_order))
     return arms
 

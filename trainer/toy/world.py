@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from tandem_eval.models import TOY_DIR
-from tandem_eval.run.durable import atomic_write_json
+from tandem_eval.run.durable import atomic_write_json, atomic_write_parquet
 from tandem_eval.schemas import RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects
@@ -379,8 +379,47 @@ def stage_g0(work: Path, results: Path, init: dict, s: Scale) -> None:
             log(f"G0: the {sc} initial senior and junior on the held-out split")
             pair = ["--senior", str(init[sc]["senior"]), "--junior", str(init[sc]["junior"])]
             size = ["--budget", str(s.budget(sc)), "--problems", str(s.gate_problems), "--out", str(out)]
-            run(["-m", "trainer.toy.gates", "g0", *pair, *size], work / "logs" / "gates.log")
+            keep = ["--samples", str(out.with_name("G0-samples.parquet"))]
+            run(["-m", "trainer.toy.gates", "g0", *pair, *size, *keep], work / "logs" / "gates.log")
+        keep_evidence(results / sc / EVIDENCE, {"g0-samples.parquet": out.with_name("G0-samples.parquet")})
         record_gate(results, sc, "G0", json.loads(out.read_text()), s)
+
+
+EVIDENCE = "evidence"  # results/<scenario>/evidence/: the samples a gate was read from (parquet, no run folders)
+
+
+def keep_evidence(dest: Path, files: dict[str, Path]) -> None:
+    """Copy each gate's raw evidence into the committed results (dest/NAME), so a reader recomputes every gate
+    figure from samples, not from the gate's JSON alone."""
+    for name, src in files.items():
+        if src.exists():
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / name)
+
+
+def pilot_evidence(runs: dict[str, list[Path]], into: Path) -> dict[str, Path]:
+    """The G1 pilot's evidence as two parquet tables under `into`: every held-out sample its runs evaluated
+    (evals/step-N/ and heldout-handoff/step-N/ run folders: arm, seed, step, source, mode and the samples'
+    columns) and every logged rollout (rollouts.jsonl: reward and text by author). The checkpoints stay in
+    work/ (2.4 MB each); these tables hold what G1's shares, pass@k and plateau were computed from."""
+    samples, rollouts = [], []
+    for arm, dirs in runs.items():
+        for d in dirs:
+            seed = int(d.name.removeprefix("seed"))
+            for source in ("evals", "heldout-handoff"):
+                for path in sorted((d / source).glob("step-*/*/samples.parquet")):
+                    step = int(path.parent.parent.name.removeprefix("step-"))
+                    df = pd.read_parquet(path)
+                    samples.append(df.assign(arm=arm, seed=seed, step=step, source=source, run=path.parent.name))
+            if (d / "rollouts.jsonl").exists():  # segments: [[author, text], ...] kept as its JSON text
+                df = pd.read_json(d / "rollouts.jsonl", lines=True)
+                rollouts.append(df.assign(arm=arm, seed=seed, segments=df["segments"].map(json.dumps)))
+    out = {}
+    for name, parts in (("pilot-heldout-samples.parquet", samples), ("pilot-rollouts.parquet", rollouts)):
+        if parts:
+            atomic_write_parquet(into / name, pd.concat(parts, ignore_index=True))
+            out[name] = into / name
+    return out
 
 
 def stage_headroom(results: Path, s: Scale) -> None:
@@ -428,6 +467,7 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
             with ThreadPoolExecutor(jobs) as pool:
                 list(pool.map(heldout_handoff, *zip(*[(work, data, init, s, sc, d, at) for d in runs["grpo"]])))
             atomic_write_json(out, to_jsonable(g1(runs, work / "heldout" / sc / "init")))
+        keep_evidence(results / sc / EVIDENCE, pilot_evidence(runs, work / "gates" / sc))
         gate = json.loads(out.read_text())
         record_gate(results, sc, "G1", gate, s)
         if gate["numbers"]["steps"]:

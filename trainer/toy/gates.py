@@ -269,8 +269,8 @@ def two_point_pass_at_k(fractions: dict[str, float], shares: dict[str, float], k
     nothing: plain and mixed overrun the budget). Exact: a sum over which dialects solve the problem."""
     ds = list(fractions)
     fail = 0.0
-    for member in itertools.product((False, True), repeat=len(ds)):
-        p = float(np.prod([fractions[d] if m else 1 - fractions[d] for d, m in zip(ds, member)]))
+    for member in itertools.product((False, True), repeat=len(ds)):  # axis 0: floats, or (B,) bootstrap arrays
+        p = np.prod([fractions[d] if m else 1 - fractions[d] for d, m in zip(ds, member)], axis=0)
         cover = sum(shares.get(d, 0.0) for d, m in zip(ds, member) if m)
         fail += p * (1 - cover) ** k
     return 100.0 * (1 - fail)

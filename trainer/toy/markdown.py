@@ -79,6 +79,11 @@ def precondition_line(entry: dict) -> str:
     )
 
 
+def cell(text: str) -> str:
+    """Text as one markdown table cell: a rule's own bars (|A - B|) escaped, else they split the row."""
+    return text.replace("|", "\\|")
+
+
 def gate_lines(entry: dict) -> list[str]:
     """A gated scenario's gates, each check PASS/FAIL with its number and rule."""
     lines = []
@@ -91,7 +96,7 @@ def gate_lines(entry: dict) -> list[str]:
         ]
         for key, c in g["checks"].items():
             value = "–" if c["value"] is None else f"{c['value']:.3g}"
-            lines.append(f"| {key} | {value} | {c['rule']} | {'PASS' if c['pass'] else 'FAIL'} |")
+            lines.append(f"| {key} | {value} | {cell(c['rule'])} | {'PASS' if c['pass'] else 'FAIL'} |")
         lines.append("")
     return lines
 
@@ -105,6 +110,13 @@ def earlier_lines(scenario: str, entry: dict) -> list[str]:
         stop = f"stopped at {d['stopped_at']}" if d["stopped_at"] else "no gate failed"
         lines += [f"Earlier design {version}: {stop} ({gates}; `results/toy/{scenario}-{version}/gates.json`).", ""]
     return lines
+
+
+def diagnosis_lines(entry: dict) -> list[str]:
+    """A stopped scenario's diagnosis from its gate's samples (trainer/toy/diagnosis.py), when recorded."""
+    from trainer.toy.diagnosis import lines
+
+    return lines(entry["diagnosis"]) if "diagnosis" in entry else []
 
 
 def _p(p: float | None) -> str:
@@ -225,7 +237,7 @@ def verdict_lines(summary: dict) -> list[str]:
     for sc, entry in summary["scenarios"].items():
         lines += [f"**{sc}**", ""]
         if "gates" in entry:  # v4: gates, then the pre-registered verdicts
-            lines += earlier_lines(sc, entry) + gate_lines(entry) + claim_lines(entry)
+            lines += earlier_lines(sc, entry) + gate_lines(entry) + diagnosis_lines(entry) + claim_lines(entry)
             continue
         if line := precondition_line(entry):
             lines += [line, ""]

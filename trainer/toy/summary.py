@@ -119,6 +119,9 @@ def stopped_entry(scenario_dir: Path) -> dict | None:
     if not failed:
         return None
     why = f"gate {failed[0]} failed: the full run did not start (the pre-registered rule), so no verdict"
+    from trainer.toy.diagnosis import diagnosis_of
+
+    diagnosis = diagnosis_of(scenario_dir) if failed[0] == "G0" else None  # G1's: from the pilot's evidence
     return {
         "arms": {},
         "differences": {},
@@ -128,6 +131,7 @@ def stopped_entry(scenario_dir: Path) -> dict | None:
         "stopped_at": failed[0],
         "dialects": {},
         "claims": {"not_run": why},
+        **({"diagnosis": diagnosis} if diagnosis else {}),
     }
 
 

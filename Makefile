@@ -52,8 +52,11 @@ lint: venv
 	$(BIN)/mypy
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pre-commit run --all-files --show-diff-on-failure
 
+# two pytest-xdist workers, a test file each at a time (loadfile: a file's tests share its fixtures and
+# folders), on CI's two cores; PYTEST_WORKERS=0 runs the suite in one process
+PYTEST_WORKERS ?= 2
 test: venv lint
-	$(BIN)/python -m pytest -q -ra --timeout=1200 --durations=25
+	$(BIN)/python -m pytest -q -ra --timeout=1200 --durations=25 -n $(PYTEST_WORKERS) --dist loadfile
 
 demo: venv
 	$(BIN)/python -m tandem_eval.demo --out $(DEMO)

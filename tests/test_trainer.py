@@ -94,6 +94,26 @@ def test_shipped_recipes_load_and_split_the_paper_batch():
     assert (kl.kl_ref, kl.kl_clamp, kl.beta) == ("junior", 10.0, 0.01)  # the paper's ablation: toward the junior
 
 
+def test_the_toy_example_trains_the_bundled_pair_on_its_own_generated_task():
+    """cpu-toy-tandem.yaml (the CPU example that learns): toy:emergent names the toy world's RL training problems,
+    generated as trainer.toy.world writes them (2-step, seed 2000); an unknown scenario is one line naming the
+    valid ones."""
+    from trainer.run import toy_problems
+    from trainer.toy.scales import DIFFICULTIES
+    from trainer.toy.task import generate
+
+    r = load_recipe(RECIPES / "cpu-toy-tandem.yaml", ["train_limit=50"])
+    assert (r.senior, r.junior, r.arm) == ("toy:emergent/init", "toy:emergent/junior", "tandem")
+    assert r.max_completion_length == 37  # the scenario's budget
+    problems = toy_problems(r)
+    assert [p.problem_id for p in problems] == [
+        p.problem_id for p in generate("train", 50, seed=2000, difficulty=DIFFICULTIES["emergent"])
+    ]
+    assert all(len(p.steps) == 2 for p in problems) and toy_problems(load_recipe(RECIPES / "cpu-tandem.yaml")) is None
+    with pytest.raises(ConfigError, match="no such toy scenario; valid: toy:"):
+        toy_problems(load_recipe(RECIPES / "cpu-toy-tandem.yaml", ["train_data=toy:nope"]))
+
+
 def test_recipe_sets_any_trl_field_from_yaml_and_from_the_command_line(tmp_path, capsys):
     import yaml
 

@@ -84,7 +84,9 @@ class Recipe(GRPOConfig):
     arm: str | None = _help(f"the arm: {', '.join(ARMS)} (required)")
     senior: str | None = _help("initial senior checkpoint: HF folder, toy:NAME or tiny:DIR (required)")
     junior: str | None = _help("frozen junior checkpoint; unset = the senior's initial checkpoint (self-paired)")
-    train_data: str | None = _help("training problems: benchmark name or local jsonl with problem/answer (required)")
+    train_data: str | None = _help(
+        "training problems: benchmark name, local jsonl with problem/answer, or toy:SCENARIO (generated) (required)"
+    )
     train_limit: int | None = _help("use only the first N training problems")
     schedule: str = _help("co-generation schedule of the rollouts (tandem: word:0.5:32; other arms: solo)", "solo")
     kl_ref: str = _help(

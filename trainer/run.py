@@ -66,6 +66,27 @@ def check_vocabularies(senior: Path, others: dict[str, Path]) -> None:
             )
 
 
+TOY_TRAIN_N, TOY_TRAIN_SEED = 2000, 2000  # the toy world's RL training problems (trainer.toy.world.stage_data)
+
+
+def toy_problems(recipe: Recipe) -> list | None:
+    """`train_data: toy:SCENARIO`: the toy world's RL training problems of that scenario (its difficulty, seed
+    2000, `train_limit` or 2000 of them), generated here rather than shipped, so the bundled toy seniors train
+    on their own task (cpu-toy-tandem.yaml); None for any other train_data."""
+    if not recipe.train_data.startswith("toy:"):
+        return None
+    from trainer.toy.aggregate import SCENARIOS
+    from trainer.toy.scales import DIFFICULTIES
+    from trainer.toy.task import Difficulty, generate
+
+    scenario = recipe.train_data.removeprefix("toy:")
+    if scenario not in SCENARIOS:
+        raise ConfigError(f"train_data {recipe.train_data!r}: no such toy scenario; valid: "
+                          + ", ".join(f"toy:{sc}" for sc in SCENARIOS))  # fmt: skip
+    n = recipe.train_limit or TOY_TRAIN_N
+    return generate("train", n, seed=TOY_TRAIN_SEED, difficulty=DIFFICULTIES.get(scenario, Difficulty()))
+
+
 def load_train_dataset(recipe: Recipe, tokenizer):
     """trl dataset: one row per problem with `prompt` (the problem text), `answer`, `problem_id`.
 
@@ -76,7 +97,7 @@ def load_train_dataset(recipe: Recipe, tokenizer):
     from tandem_eval.data import load_benchmark, prompt_ids
 
     limit = min(recipe.max_prompt_tokens or recipe.max_context, recipe.max_context - 1)
-    problems = load_benchmark(recipe.train_data, limit=recipe.train_limit)
+    problems = toy_problems(recipe) or load_benchmark(recipe.train_data, limit=recipe.train_limit)
     rows = [
         {"prompt": p.problem, "answer": p.answer, "problem_id": p.problem_id}
         for p in problems

@@ -287,8 +287,10 @@ def dialects_figure(summary: dict, colors: dict):
     if not arms:
         return None
     line = _matched_solo_line(summary["scenarios"][sc])
+    bars = chooser_bars((readings.get("tandem") or {}).get("rollouts") or {})
     with style.paper():
-        fig, axes = panel_grid(len(arms) + 1 + (line is not None), ncols=4, panel_h=1.7)
+        # panels only where there is something to draw: no chooser bars before tandem logs rollouts
+        fig, axes = panel_grid(len(arms) + bool(bars) + (line is not None), ncols=4, panel_h=1.7)
         for ax, arm in zip(axes, arms):
             t = readings[arm]["training"]
             rows = pd.DataFrame(t["rows"], columns=t["columns"])
@@ -300,33 +302,40 @@ def dialects_figure(summary: dict, colors: dict):
         for ax in axes[: len(arms) : 4]:
             ax.set_ylabel(f"{sc}: held-out CoTs (%)")
         handles = [Line2D([], [], linewidth=0.8, label=f"dialect {d}", **kw) for d, kw in DIALECT_STYLE.items()]
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.3, label="last 10 steps"))
-        _reward_by_chooser(axes[len(arms)], (readings.get("tandem") or {}).get("rollouts") or {})
+        more = iter(axes[len(arms) :])
+        if bars:
+            _reward_by_chooser(next(more), bars)
+            last = Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.3, label="last 10 steps")
+            handles.append(last)
         if line is not None:  # tax@4 against solo pass@4 per arm-seed: the matched-solo line (claims.py)
-            _matched_solo_panel(axes[len(arms) + 1], line, colors)
+            _matched_solo_panel(next(more), line, colors)
             handles += [Line2D([], [], marker="o", linestyle="", color=colors[a], label=a) for a in line["points"]]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6))
-        fig.suptitle(f"toy world {sc}: dialect shares along RL, and tandem's reward by chooser")
+        fig.suptitle(f"toy world {sc}: dialect shares along RL" + (", and tandem's reward by chooser" if bars else ""))
     return fig
 
 
-def _reward_by_chooser(ax, roll: dict) -> None:
+def chooser_bars(roll: dict) -> list[tuple[str, dict]]:
+    """(hatch, cell) of tandem's rollout cells worth a bar: per (who chose step 1's dialect, which dialect),
+    the first 10 steps plain, the last 10 hatched; rare cells (under 5 rollouts) would only add noise."""
+    return [
+        (hatch, r)
+        for part, hatch in (("first10", ""), ("last10", "//"))
+        for r in sorted(roll.get(part, []), key=lambda r: (r["chooser"], r["dialect"]))
+        if r["dialect"] in DIALECT_STYLE and r["n"] >= 5
+    ]
+
+
+def _reward_by_chooser(ax, bars: list[tuple[str, dict]]) -> None:
     """tandem's mean rollout reward per (who chose step 1's dialect, which dialect), first and last 10 steps."""
     from tandem_eval.report import style
 
-    labels, x, n = [], 0, []
-    for part, hatch in (("first10", ""), ("last10", "//")):
-        for r in sorted(roll.get(part, []), key=lambda r: (r["chooser"], r["dialect"])):
-            if r["dialect"] not in DIALECT_STYLE or r["n"] < 5:
-                continue  # rare cells (a handful of rollouts) would only add noise to the bars
-            color = DIALECT_STYLE[r["dialect"]]["color"]
-            ax.bar(x, r["reward"], color=color, hatch=hatch, edgecolor="black", linewidth=0.3)
-            labels.append(f"{r['chooser'][0].upper()}:{r['dialect']}")
-            n.append(r["n"])
-            x += 1
-    ax.set_xticks(range(len(labels)), labels, rotation=90)
+    for x, (hatch, r) in enumerate(bars):
+        color = DIALECT_STYLE[r["dialect"]]["color"]
+        ax.bar(x, r["reward"], color=color, hatch=hatch, edgecolor="black", linewidth=0.3)
+    ax.set_xticks(range(len(bars)), [f"{r['chooser'][0].upper()}:{r['dialect']}" for _, r in bars], rotation=90)
     ax.set_ylabel("tandem rollout reward")
-    style.title(ax, f"by who chose step 1's dialect (S/J; n = {sum(n)} rollouts)")
+    style.title(ax, f"by who chose step 1's dialect (S/J; n = {sum(r['n'] for _, r in bars)} rollouts)")
 
 
 def _matched_solo_panel(ax, line: dict, colors: dict) -> None:

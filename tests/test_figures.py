@@ -13,6 +13,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 import report_fixtures
+from matplotlib.collections import PolyCollection
 from matplotlib.text import Text
 
 from tandem_eval.report import figures, training_figures
@@ -29,7 +30,9 @@ ARM_NAMES = ["tandem", "grpo", "kl-init@0.1", "grpo-g16", "kl-junior@0.1", "tand
 def col(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"arms{request.param}")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(report_fixtures, "ARMS", {a: 0.3 + 0.05 * i for i, a in enumerate(ARM_NAMES[: request.param])})
+        # 4 arms: the longer names (a legend of 4 columns was cut at both edges of one paper column)
+        names = ARM_NAMES[-4:] if request.param == 4 else ARM_NAMES[: request.param]
+        mp.setattr(report_fixtures, "ARMS", {a: 0.3 + 0.05 * i for i, a in enumerate(names)})
         report_fixtures.make_results(root)
     return collect([root])
 
@@ -239,3 +242,27 @@ def test_dialect_curves_count_the_seeds_they_hold(tmp_path):
         log.parent.mkdir(parents=True)
         log.write_text(json.dumps({"heldout": heldout, "rollouts": []}))
     assert dialects.summarize(tmp_path, {"tandem": {}})["tandem"]["training"]["n_seeds"] == 1
+
+
+def test_one_sample_per_problem_draws_bars_and_says_so(col):
+    """pass@1 alone (one sample per problem): a band over one k has no width, so the SE is drawn as error
+    bars, the title says bars, and the k axis says why there is one k."""
+    curves = figures.passk_curves(col)
+    fig = figures.fig_passk(col, curves=curves[curves["k"] == 1])
+    for ax in fig.axes:
+        assert "bars ±1 SE" in ax.get_title() and "bands" not in ax.get_title()
+        assert ax.containers and not any(isinstance(c, PolyCollection) for c in ax.collections)  # no empty band
+        assert ax.get_xlabel() == "k = 1 only (1 sample per problem)"
+    outside, overlapping = problems(fig)
+    assert not outside and not overlapping
+
+
+def test_an_all_zero_truncation_panel_says_no_trace_truncated(col, monkeypatch):
+    train = col.trainings[0]
+    monkeypatch.setattr(train, "log", train.log.assign(truncation_rate=0.0))
+    fig = training_figures.fig_training(col)
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "no trace truncated\n(rate 0 at every step)" in notes
+    assert not any(n.startswith("degenerate") for n in notes)
+    outside, overlapping = problems(fig)
+    assert not outside and not overlapping

@@ -266,3 +266,14 @@ def test_an_all_zero_truncation_panel_says_no_trace_truncated(col, monkeypatch):
     assert not any(n.startswith("degenerate") for n in notes)
     outside, overlapping = problems(fig)
     assert not outside and not overlapping
+
+
+def test_arms_get_their_own_colours_before_their_seeds_labels():
+    """The palette of the committed emergent runs, 6 arms × 8 seeds (notebook 03): the seed labels, which
+    only by_seed figures draw, no longer use up the colours before kl-reg@1 gets one of its own."""
+    from tandem_eval.report import style
+
+    arms = [f"emergent/{a}" for a in ("grpo", "grpo-g16", "init", "kl-reg@0.1", "kl-reg@1", "tandem")]
+    colors = style.arm_colors([*arms, *(f"{a}/s{s}" for a in arms for s in range(8))])
+    assert len({colors[a] for a in arms}) == len(arms)
+    assert colors["emergent/kl-reg@0.1"] == style.arm_color("kl-reg") != colors["emergent/kl-reg@1"]

@@ -320,6 +320,19 @@ def test_committed_toy_tables_regenerate_byte_for_byte(tmp_path):
             assert (tmp_path / folder.name / path.name).read_bytes() == path.read_bytes(), f"{folder.name}/{path.name}"
 
 
+def test_committed_real_report_regenerates_byte_for_byte(tmp_path):
+    """results/real/report is what `tandem-eval report results/real --out results/real/report` writes now.
+    The report writes no timestamp, path or version (tables; PNG and PDF metadata), so a file that differs
+    was drawn by older code (the figures of 55ec3ab were, until issue 42's figure changes were redrawn):
+    rerun that command and commit what it writes."""
+    committed = REPO / "results" / "real" / "report"
+    files = build_report([REPO / "results" / "real"], tmp_path)
+    written = sorted(p.name for p in [*files.tables, *files.figures])
+    assert written == sorted(p.name for p in committed.iterdir())
+    stale = [name for name in written if (tmp_path / name).read_bytes() != (committed / name).read_bytes()]
+    assert not stale, f"stale in {committed.relative_to(REPO)}: {stale}; rerun tandem-eval report results/real"
+
+
 def test_report_from_training_logs_only(results, tmp_path):
     files = build_report([results / "train"], tmp_path, boot=Bootstrap(n_boot=200))
     assert files.tables == [] and any("table2" in s for s in files.skipped)

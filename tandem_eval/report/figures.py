@@ -10,7 +10,7 @@ bar or violin per arm, as in the table: mean over seeds, intervals from the two-
 bootstrap over seeds × problems (stats.scoped_cis, cluster=seed); `by_seed=True` (report
 --by-seed) draws one per seed's run instead.
 
-Figures: fig_passk (bands = ±1 bootstrap SE over problems), fig_tax (bars, 95% CI),
+Figures: fig_passk (bands = ±1 bootstrap SE over problems; error bars where a curve has one k), fig_tax (bars, 95% CI),
 fig_legibility (junior NLL and KL drift distributions + per-position curves), fig_training
 (trainer log, truncation rate, response length + held-out pass@k against step), fig_dose (pass@k
 against the takeover point). Every panel states its n and its interval; a panel whose data are
@@ -32,6 +32,7 @@ from tandem_eval.report.panels import (
     arm_labels,
     arm_legend,
     common_ks,
+    legend_columns,
     mark_degenerate,
     n_problems_in,
     panel_grid,
@@ -151,36 +152,50 @@ def fig_passk(
         fig, axes = panel_grid(len(scopes))
         for ax, scope in zip(axes, scopes):
             part = curves[curves["scope"] == scope]
-            for (arm, mode), line in part.groupby(["senior", "mode"], sort=True):
-                line = line.sort_values("k")
-                color = colors[arm]
-                ax.plot(line["k"], line["estimate"], color=color, **style.MODE_LINE[mode])
-                ax.fill_between(
-                    line["k"],
-                    line["estimate"] - line["se"],
-                    line["estimate"] + line["se"],
-                    color=color,
-                    alpha=0.18,
-                    linewidth=0,
-                )
+            spread = _passk_panel(ax, part, colors)
             ks = sorted(part["k"].unique())
             ax.set_xscale("log", base=2)
             ax.set_xticks(ks, [str(int(k)) for k in ks])
+            if len(ks) == 1:  # room for the dodged error bars around the one k
+                ax.set_xlim(ks[0] * 2**-0.5, ks[0] * 2**0.5)
             ax.minorticks_off()
             seeds = sorted(part["n_seeds"].unique()) if "n_seeds" in part and len(part) else [1]
             over = f"; means over {'≤' if len(seeds) > 1 else ''}{seeds[-1]} seeds" if seeds[-1] > 1 else ""
             style.title(
-                ax, f"{'Macro' if scope == MACRO else scope} (n={n_problems_in(col, scope)}{over}; bands ±1 SE)"
+                ax, f"{'Macro' if scope == MACRO else scope} (n={n_problems_in(col, scope)}{over}; {spread} ±1 SE)"
             )
             # judged on what the panel draws, the lines and their bands: equal means under a band of
             # spread are data (n = 1 sample per problem draws flat lines with wide bands)
             drawn = pd.concat([part["estimate"], part["estimate"] - part["se"], part["estimate"] + part["se"]])
             mark_degenerate(ax, drawn, n_problems_in(col, scope))
-            ax.set_xlabel("k (samples, log2 scale)")
+            one = ks == [1]  # pass@1 alone: the runs hold one sample per problem
+            ax.set_xlabel("k = 1 only (1 sample per problem)" if one else "k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
         modes = sorted(curves["mode"].unique(), key=["solo", "handoff"].index)
         arm_legend(fig, sorted(curves["senior"].unique()), modes, colors)
     return fig
+
+
+def _passk_panel(ax, part: pd.DataFrame, colors: dict) -> str:
+    """One panel's curves, a ±1 SE band around each; a curve of a single k (one sample per problem)
+    has no band to draw, so its SE is an error bar, the curves' points set a little apart at that k.
+    Returns what the spread is drawn as ('bands', 'bars' or both), for the title."""
+    lines = list(part.groupby(["senior", "mode"], sort=True))
+    dodge = np.linspace(-0.12, 0.12, len(lines)) if len(lines) > 1 else np.zeros(1)  # in log2(k) units
+    drawn = set()
+    for ((arm, mode), line), dx in zip(lines, dodge):
+        line = line.sort_values("k")
+        color = colors[arm]
+        if len(line) == 1:
+            k = line["k"] * 2**dx
+            ax.errorbar(k, line["estimate"], yerr=line["se"], color=color, capsize=2, **style.MODE_LINE[mode])
+            drawn.add("bars")
+            continue
+        ax.plot(line["k"], line["estimate"], color=color, **style.MODE_LINE[mode])
+        low, high = line["estimate"] - line["se"], line["estimate"] + line["se"]
+        ax.fill_between(line["k"], low, high, color=color, alpha=0.18, linewidth=0)
+        drawn.add("bands")
+    return " and ".join(sorted(drawn)) or "bands"
 
 
 def fig_tax(table: Table | None, colors: dict[str, str] | None = None):
@@ -220,7 +235,7 @@ def fig_tax(table: Table | None, colors: dict[str, str] | None = None):
         values = pd.concat([rows["solo"], rows["handoff"]]) if {"solo", "handoff"} <= set(rows) else rows["tax"]
         mark_degenerate(ax, values, int(n.max()) if len(n) else None)
         # below the axes, inside the canvas (constrained layout makes room), whatever the number of arms
-        fig.legend(loc="outside lower center", ncol=min(len(arms), 4))
+        fig.legend(loc="outside lower center", ncol=legend_columns(fig, arms, 4))
     return fig
 
 

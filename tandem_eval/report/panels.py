@@ -80,17 +80,23 @@ def degenerate_reason(values, n_problems: int | None = None) -> str | None:
 def mark_degenerate(ax, values, n_problems: int | None = None) -> None:
     reason = degenerate_reason(values, n_problems)
     if reason:
-        ax.text(
-            0.5,
-            0.5,
-            f"degenerate data: {reason}",
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-            color="#C00000",
-            fontsize=7,
-            bbox={"facecolor": "white", "edgecolor": "#C00000", "linewidth": 0.6, "alpha": 0.9},
-        )
+        panel_note(ax, f"degenerate data: {reason}", "#C00000")
+
+
+def panel_note(ax, text: str, color: str = "#404040") -> None:
+    """A boxed line across the panel's centre: what its data cannot show (red), or what a flat panel
+    means (grey, e.g. no trace truncated), so an empty-looking panel is never left to be guessed."""
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color=color,
+        fontsize=7,
+        bbox={"facecolor": "white", "edgecolor": color, "linewidth": 0.6, "alpha": 0.9},
+    )
 
 
 def arm_legend(fig, arms: list[str], modes: list[str] | None = None, colors: dict | None = None) -> None:
@@ -98,7 +104,18 @@ def arm_legend(fig, arms: list[str], modes: list[str] | None = None, colors: dic
     handles = [Line2D([], [], color=colors[a], linewidth=3, label=a) for a in arms]
     for m in modes or []:
         handles.append(Line2D([], [], color="black", label=style.MODE_LABEL[m], **style.MODE_LINE[m]))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6 if len(handles) <= 8 else 4))
+    ncol = legend_columns(fig, [h.get_label() for h in handles], 6 if len(handles) <= 8 else 4)
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol)
+
+
+def legend_columns(fig, labels: list[str], most: int) -> int:
+    """How many columns of a legend below the axes fit the figure's width (a wider legend is cut at both
+    edges): a column is about 0.6 em per character of the longest label, plus the handle and gaps (4 em)."""
+    from matplotlib.font_manager import FontProperties
+
+    em_in = FontProperties(size=plt.rcParams["legend.fontsize"]).get_size_in_points() / 72
+    column_in = (0.6 * max(map(len, labels), default=1) + 4) * em_in
+    return max(1, min(most, len(labels), int(fig.get_figwidth() // column_in)))
 
 
 def panel_grid(n: int, ncols: int = 3, panel_h: float = 1.6):

@@ -94,9 +94,11 @@ def arm_colors(arms, fixed: dict[str, str] | None = None) -> dict[str, str]:
     """The colors of `arms`: those in `fixed` (a report's map) keep theirs; the others get their fixed
     color (arm_color) unless an arm already holds it (two labels of one arm name, as `tandem/s0` and
     `tandem/s1` with by_seed, or a hash collision), then the first unreserved color nobody uses. The
-    assignment depends only on the set of arms (sorted, reserved names first)."""
+    assignment depends only on the set of arms (sorted: arms before their seeds' labels, which only
+    by_seed figures draw, so 5 arms × 8 seeds never use up the palette before kl-reg@1 gets a color of
+    its own; reserved names first)."""
     fixed = fixed or {}
-    order = sorted(set(map(str, arms)), key=lambda a: (arm_name(a) not in ARM_COLORS, a))
+    order = sorted(set(map(str, arms)), key=lambda a: (bool(_SEED.search(a)), arm_name(a) not in ARM_COLORS, a))
     palette = [*FALLBACK_COLORS, *plt.get_cmap("tab20").colors]  # type: ignore[attr-defined]  # a ListedColormap
     out = {a: fixed[a] for a in order if a in fixed}
     for arm in (a for a in order if a not in fixed):

@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import style
 from tandem_eval.report.collect import TRAIN_LOG, Collection
-from tandem_eval.report.panels import arm_legend, common_ks, mark_degenerate, panel_grid, pooled_cis
+from tandem_eval.report.panels import arm_legend, common_ks, mark_degenerate, panel_grid, panel_note, pooled_cis
 from tandem_eval.run.runs import split_seed
 from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
@@ -102,7 +102,7 @@ def fig_training(
             _log_panel(ax, key, label, arms, logs, colors)
         if not evals.empty:
             _heldout_panel(axes[-1], evals, col, colors)
-        arm_legend(fig, sorted(set(arms) | set(evals["senior"])))
+        arm_legend(fig, sorted(set(arms) | set(evals["senior"])), colors=colors)
     return fig
 
 
@@ -137,7 +137,10 @@ def _log_panel(ax, key: str, label: str, arms: dict, logs: list, colors: dict) -
     ax.set_ylabel(label)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     values = pd.concat([t.log[c] for t in logs if (c := _train_column(t.log, key))])
-    if key != "kl" and key != "truncation_rate":  # zero KL / no truncation are ordinary
+    if key == "truncation_rate" and values.dropna().eq(0).all():  # ordinary, but a flat line at 0 reads as empty
+        ax.set_ylim(-0.02, 1)  # the line on the floor of a rate's whole range, the note above it
+        panel_note(ax, "no trace truncated\n(rate 0 at every step)")
+    elif key != "kl" and key != "truncation_rate":  # zero KL is ordinary
         mark_degenerate(ax, values)
 
 

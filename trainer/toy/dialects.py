@@ -104,7 +104,9 @@ def summarize(scenario_dir: Path, runs: dict) -> dict:
             if len(curve):
                 mean = curve.groupby("step")[list(DIALECT_NAMES)].mean()
                 rows += [[int(step), *map(float, r)] for step, r in mean.iterrows()]
-            entry["training"] = {"columns": ["step", *DIALECT_NAMES], "rows": rows, "n_seeds": len(logs)}
+            # the seeds behind the curve: those with a held-out evaluation (a run still training may have none)
+            seeds = sum(1 for log in logs if log["heldout"])
+            entry["training"] = {"columns": ["step", *DIALECT_NAMES], "rows": rows, "n_seeds": seeds}
             entry["rollouts"] = rollout_table([r for log in logs for r in log["rollouts"]])
         if entry:
             out[arm] = entry

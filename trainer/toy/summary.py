@@ -32,7 +32,7 @@ from pathlib import Path
 from tandem_eval.run.durable import atomic_write_text
 from tandem_eval.schemas import ALPHA, N_BOOT, RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS, arm_runs, arm_summary, difference, frame, tax_vs_grpo
-from trainer.toy.figures import plot_dialects, plot_frontier, plot_summary, plot_training
+from trainer.toy.figures import plot_figures
 from trainer.toy.gates import GATED
 from trainer.toy.markdown import summary_markdown, update_readme
 from trainer.toy.scales import arm_order, designed_arms, kl_coef
@@ -159,10 +159,7 @@ def write_summary(
     # key order kept (not sorted): scenarios, arms and differences read in the order they are rendered
     atomic_write_text(results / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
     atomic_write_text(results / "summary.md", summary_markdown(summary))
-    plot_summary(summary, results)
-    plot_frontier(summary, results)
-    plot_training(summary, results)
-    plot_dialects(summary, results)
+    plot_figures(summary, results)
     if readme is not None:
         update_readme(readme, summary)
     return summary

@@ -31,7 +31,8 @@ def heldout_pass1(record: dict) -> float | None:
 
 def training_summary(scenario_dir: Path, arm: str) -> dict:
     """Reward and zero-variance-group fraction (mean of the first and last 10 steps, over seeds) and
-    the held-out solo pass@1 curve (mean over seeds; step 0 = the initial senior)."""
+    the held-out solo pass@1 curve (mean over seeds; step 0 = the initial senior) with its n per point
+    ("heldout_n": [step, seeds, problems], the figures' n: a step not every seed reached has fewer)."""
     logs = [read_jsonl(p) for p in sorted(scenario_dir.glob(f"{arm}/seed*/train/train_log.jsonl"))]
     logs = [rows for rows in logs if rows]
     if not logs:
@@ -41,13 +42,18 @@ def training_summary(scenario_dir: Path, arm: str) -> dict:
         return float(np.mean([np.mean([r[key] for r in rows[part]]) for rows in logs]))
 
     curve: dict[int, list[float]] = {}
-    init = read_jsonl(scenario_dir / "init" / "heldout.jsonl")
-    for rec in init:
-        curve.setdefault(0, []).append(heldout_pass1(rec))
+    problems: dict[int, set[int]] = {}
+
+    def add(step: int, rec: dict) -> None:
+        curve.setdefault(step, []).append(heldout_pass1(rec))
+        problems.setdefault(step, set()).add(((rec.get("solo") or {}).get("n_problems") or {}).get("macro"))
+
+    for rec in read_jsonl(scenario_dir / "init" / "heldout.jsonl"):
+        add(0, rec)
     for p in sorted(scenario_dir.glob(f"{arm}/seed*/train/eval_log.jsonl")):
         for rec in read_jsonl(p):
             if heldout_pass1(rec) is not None:
-                curve.setdefault(int(rec["step"]), []).append(heldout_pass1(rec))
+                add(int(rec["step"]), rec)
     return {
         "n_seeds": len(logs),
         "steps": max(len(rows) for rows in logs),
@@ -60,6 +66,7 @@ def training_summary(scenario_dir: Path, arm: str) -> dict:
             for k in ("reward", "frac_reward_zero_std")
         },
         "heldout_pass@1": [[s, float(np.mean(v))] for s, v in sorted(curve.items())],
+        "heldout_n": [[s, len(v), max((n for n in problems[s] if n), default=None)] for s, v in sorted(curve.items())],
     }
 
 

@@ -60,7 +60,10 @@ def n_problems_in(col: Collection, scope: str) -> int:
 
 
 def scopes_of(values) -> list[str]:
-    return sorted(s for s in set(values) if s != MACRO) + [MACRO]
+    """A figure's panels (or bar groups): each benchmark group, then the macro over them, only when there are
+    several (the macro of one group is that group again: a panel that adds nothing, as the tables omit it)."""
+    groups = sorted(s for s in set(values) if s != MACRO)
+    return groups if len(groups) == 1 else groups + [MACRO]
 
 
 def degenerate_reason(values, n_problems: int | None = None) -> str | None:

@@ -55,6 +55,7 @@ class HFEngine:
     name = "hf"
     may_overrun = False  # stops exactly where a segment ends (`Request.until`); the loop never truncates
     full_distributions = True  # serves exact_kl (both models' full next-token distributions)
+    live_counter = "generated"  # the `stats` entry that grows per sampled token (the progress display's count)
 
     def __init__(
         self,

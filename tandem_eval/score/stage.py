@@ -407,7 +407,9 @@ def _summary_fields(kind: str, per_sample, opts: LensOptions) -> tuple[dict, lis
     }
     if kind == "drift":
         extra.update(method=str(per_sample["method"].iloc[0]), direction="KL(senior || junior); lower = less drift")
-        return extra, lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
+        from ..metrics.registry import DRIFT_ESTIMATORS
+
+        return extra, list(DRIFT_ESTIMATORS), ["kl_bins", "k1_bins"]
     matched = bool(per_sample["vocab_match"].all())
     extra.update(
         # one unit per metric: nats per (shared) token only when the vocabularies match

@@ -16,11 +16,11 @@ Killing a run loses at most the unflushed traces; rerunning the same command ski
 (problem_id, sample_idx) already in a shard. Because each trace's randomness depends only on its
 own seed, the resumed run's samples equal an uninterrupted run's.
 
-Nothing in a folder is trusted blindly: `verify_run(path)` (what every reader calls; `require_complete`
-is the same function) re-hashes the settings in config.json and compares them with the recorded
-fingerprint, and checks every table recorded in COMPLETE (samples.parquet, and the lens tables
-registered with `RunFolder.write_table` / `register_table`) for its row count and SHA-256. A
-changed, truncated or missing file is refused with a one-line RunFolderError naming the file.
+Nothing in a folder is trusted blindly: `verify_run(path)` (what every reader calls) re-hashes the
+settings in config.json and compares them with the recorded fingerprint, and checks every table
+recorded in COMPLETE (samples.parquet, and the lens tables registered with `RunFolder.write_table` /
+`register_table`) for its row count and SHA-256. A changed, truncated or missing file is refused with
+a one-line RunFolderError naming the file.
 
     rf = verify_run("runs/my-senior/solo"); df = rf.load_samples()
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
@@ -571,9 +571,6 @@ def verify_run(
     if not Path(path).is_dir():
         raise RunFolderError(f"{path} is not a run folder (no such directory); pass a folder written by tandem-eval")
     return RunFolder(path).verify(complete, allow_unrecorded, _rewriting=rewriting)
-
-
-require_complete = verify_run  # a complete, verified run folder: the same function
 
 
 def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them

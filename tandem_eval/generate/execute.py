@@ -209,8 +209,8 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
 def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
     progress, flush_every, on_flush, _ = how
     tok = engines["senior"].tokenizer
-    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
-    schedule = make_schedule(cfg.schedule, tok)
+    schedule = make_schedule(cfg.schedule, tok)  # parsed once per run: whether the junior writes is its own
+    junior = engines.get("junior") if schedule.junior else None
     # a generator: no trace starts before the loop below asks for the first one
     traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
     if isinstance(junior, RetokenizingEngine):

@@ -49,7 +49,8 @@ class Backend:
     missing: str = ""
 
 
-# The one list of engines: config checks, recipes, commands' choices and the loaders all read it.
+# The one list of engines: the entry points' checks (backend, unavailable), recipes, the commands'
+# --engine choices and load_engine all read it.
 ENGINES: dict[str, Backend] = {
     "hf": Backend(
         "tandem_eval.engines.hf:HFEngine", exact_kl=True, shares_weights=True, takes_device=True, fp32_reproducible=True
@@ -69,15 +70,19 @@ ENGINES: dict[str, Backend] = {
 def backend(name: str) -> Backend:
     """The facts of engine `name`; a name that is none is refused in one line listing the valid ones."""
     if name not in ENGINES:
-        raise ConfigError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")
+        raise ConfigError(_unknown(name))
     return ENGINES[name]
+
+
+def _unknown(name: str) -> str:
+    return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
 
 
 def unavailable(name: str) -> str | None:
     """Why engine `name` cannot load in this environment (unknown name, vLLM not installed), naming
     the fix; None when it can."""
     if name not in ENGINES:
-        return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
+        return _unknown(name)
     b = ENGINES[name]
     if b.available and not _named(b.available)():
         return f"--engine {name}: {b.missing}"

@@ -99,8 +99,9 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
             senior_model = engines["senior"].model  # type: ignore[attr-defined]  # a backend that shares_weights has one
             engines["junior"] = load_engine(cfg.engine, senior_model, cfg.sampling, tokenizer=tok, **kw)
         elif checkpoints.shared:
-            # (vLLM) the senior's engine serves both roles. A trace has one live segment at a time, and
-            # the loop credits each finished segment to its trace's current author, not to an engine.
+            # a backend that cannot share weights (vLLM): the senior's engine serves both roles. A trace has
+            # one live segment at a time, and the loop credits each finished segment to its trace's current
+            # author, not to an engine.
             log.info("the junior %s is the senior's own model: one %s engine serves both", junior.path, cfg.engine)
             engines["junior"] = engines["senior"]
         else:

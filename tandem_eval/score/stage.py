@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..config import EvalConfig, ModelSpec, Sampling, default_ks
 from ..devices import resolve_dtype, use_threads
+from ..metrics.registry import DRIFT_ESTIMATORS
 from ..models import checkpoint_content
 from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, senior_label
 from ..run.lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
@@ -407,9 +408,7 @@ def _summary_fields(kind: str, per_sample, opts: LensOptions) -> tuple[dict, lis
     }
     if kind == "drift":
         extra.update(method=str(per_sample["method"].iloc[0]), direction="KL(senior || junior); lower = less drift")
-        from ..metrics.registry import DRIFT_ESTIMATORS
-
-        return extra, list(DRIFT_ESTIMATORS), ["kl_bins", "k1_bins"]
+        return extra, list(DRIFT_ESTIMATORS), ["kl_bins", "k1_bins"]  # read now: an estimator registered later counts
     matched = bool(per_sample["vocab_match"].all())
     extra.update(
         # one unit per metric: nats per (shared) token only when the vocabularies match

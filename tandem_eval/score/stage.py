@@ -210,8 +210,9 @@ def _junior_spec(junior: str | None, senior: str) -> str:
     return found
 
 
-def _given_run(req: ScoreRequest):
-    """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)."""
+def _given_run(req: ScoreRequest) -> tuple[RunFolder, dict]:
+    """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)
+    and its recorded config, read once here for every check that needs it."""
     from ..run.results import RunFolder, verify_run
 
     # before any weights load (and before verify's notes on an older marker): the table is recorded in COMPLETE
@@ -235,14 +236,15 @@ def _given_run(req: ScoreRequest):
             f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "
             "the template recorded in its config.json; drop --chat-template (or drop --run)"
         )
-    return rf
+    return rf, cfg
 
 
-def _check_senior_unchanged(rf, spec: str) -> str | None:
-    """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash):
-    drift would score them with other weights, legibility read them with another tokenizer. Returns
-    the warning for a run from before these hashes (logged once every check has passed)."""
-    recorded = (rf.config()["config"].get("senior") or {}).get("content")
+def _check_senior_unchanged(rf, config: dict, spec: str) -> str | None:
+    """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash in
+    `config`, the run's recorded config): drift would score them with other weights, legibility read them
+    with another tokenizer. Returns the warning for a run from before these hashes (logged once every
+    check has passed)."""
+    recorded = (config.get("senior") or {}).get("content")
     if recorded is None:
         return f"{rf.path} predates content hashes of checkpoints: its senior {spec} is not checked"
     now = checkpoint_content(_model_path(spec, "senior"))
@@ -265,11 +267,11 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
     if reason := unavailable(req.engine):
         raise LensError(reason)
-    rf = _given_run(req) if req.run is not None else None
-    senior_template = rf.config()["config"].get("chat_template") if rf else req.chat_template
-    # recorded absolute; cast: without --senior, --run was given (checked above), so rf is a run
-    senior_spec = req.senior or cast("RunFolder", rf).config()["config"]["senior"]["path"]
-    unchecked = _check_senior_unchanged(rf, senior_spec) if rf is not None else None
+    rf, recorded = _given_run(req) if req.run is not None else (None, None)
+    senior_template = recorded.get("chat_template") if recorded is not None else req.chat_template
+    # recorded absolute; cast: without --senior, --run was given (checked above), so its config was read
+    senior_spec = req.senior or cast(dict, recorded)["senior"]["path"]
+    unchecked = _check_senior_unchanged(rf, cast(dict, recorded), senior_spec) if rf is not None else None
     junior_spec = _junior_spec(req.junior, senior_spec)
     junior_tok = check_model(junior_spec)
     # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer

@@ -24,8 +24,9 @@ alive); old code imports the new path:
 - the command line: tandem_eval.cli (the module) -> tandem_eval.cli.main (the package tandem_eval.cli
   still offers app, and python -m tandem_eval.cli runs it), cli_common -> cli.common, cli_lens ->
   cli.lens, terminal -> cli.terminal, demo -> cli.demo.
-Two old paths were commands and still run as such (files that only run the new module, importing nothing):
-`python -m tandem_eval.demo` and `python -m tandem_eval.grading ANSWER GOLD`.
+Two old paths were commands and still run as such (files that only run the new module):
+`python -m tandem_eval.demo` and `python -m tandem_eval.grading ANSWER GOLD` (whose grader names are
+forwarded, below).
 
 Forwarded (old name -> new name, since):
 - tandem_eval.generate.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):
@@ -40,6 +41,13 @@ Forwarded (old name -> new name, since):
 - tandem_eval.run.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
   (2026-12-02); results.atomic_write_text -> tandem_eval.run.durable; results.PACKAGES, git_commit ->
   tandem_eval.run.provenance (2026-12-01). (The names results itself uses stay importable from it.)
+- tandem_eval.run.results.require_complete -> tandem_eval.run.results.verify_run (2026-12-06: it was
+  the same function under a second name).
+- tandem_eval.grading.NAME -> tandem_eval.generate.grading.NAME (2026-12-03, the stage packages; served
+  since 2026-12-06, when `from tandem_eval.grading import grade`, the documented Python path, raised
+  ImportError): grade, Grade, Grader, extract_answer, normalize_answer, fast_match, as_gold, ungraded,
+  check_grader_versions, check_startup_timeout, GraderVersionError, GraderWorkerError, GradingIncomplete,
+  PINNED, STARTUP_TIMEOUT_S, UNGRADED.
 - tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable (2026-12-01).
 - tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads (2026-12-03: threads are a
   device setting, and the score stage sets them without importing the generate stage).
@@ -72,6 +80,26 @@ import importlib
 import warnings
 
 _PLAN_SPLIT, _FINGERPRINTS, _BOUNDARIES = "2026-12-01", "2026-12-02", "2026-12-03"
+_ONCE = "2026-12-06"  # issue 41: each question answered once
+# the grader's public names, as `from tandem_eval.grading import grade` reached them before the stage packages
+_GRADER = (
+    "PINNED",
+    "STARTUP_TIMEOUT_S",
+    "UNGRADED",
+    "Grade",
+    "Grader",
+    "GraderVersionError",
+    "GraderWorkerError",
+    "GradingIncomplete",
+    "as_gold",
+    "check_grader_versions",
+    "check_startup_timeout",
+    "extract_answer",
+    "fast_match",
+    "grade",
+    "normalize_answer",
+    "ungraded",
+)
 
 # old module -> {old name: ("new.module", "new_name", since)}
 FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
@@ -112,7 +140,11 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
         "atomic_write_text": ("tandem_eval.run.durable", "atomic_write_text", _PLAN_SPLIT),
         "PACKAGES": ("tandem_eval.run.provenance", "PACKAGES", _PLAN_SPLIT),
         "git_commit": ("tandem_eval.run.provenance", "git_commit", _PLAN_SPLIT),
+        "require_complete": ("tandem_eval.run.results", "verify_run", _ONCE),
     },
+    # a module that only runs the grader's command (python -m tandem_eval.grading ANSWER GOLD); its names
+    # were the documented Python path (README: `from tandem_eval.grading import grade`)
+    "tandem_eval.grading": {name: ("tandem_eval.generate.grading", name, _BOUNDARIES) for name in _GRADER},
     "tandem_eval.config": {"json_safe": ("tandem_eval.schemas", "to_jsonable", _PLAN_SPLIT)},
     "tandem_eval.generate": {"use_threads": ("tandem_eval.devices", "use_threads", _BOUNDARIES)},
     "tandem_eval.score.lens": {

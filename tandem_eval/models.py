@@ -676,7 +676,12 @@ def check_chat_template(tokenizer, chat_template: str | None, source: str, optio
 def check_model(spec_path: str):
     """Checkpoint files (config, weights headers) and tokenizer of one model; returns the tokenizer.
     Every command that loads a model's weights runs this first (solo, handoff, legibility, drift, lm-eval)."""
-    path = resolve_model(spec_path)
+    return check_folder(resolve_model(spec_path))
+
+
+def check_folder(path: Path):
+    """check_model of a checkpoint folder already resolved (check_models resolves each one once); every
+    checkpoint check of a command passes here."""
     check_checkpoint(path)
     tok = load_tokenizer(path)
     check_embedding_rows(path, tok)
@@ -699,12 +704,14 @@ def check_models(cfg: EvalConfig, junior_needed: bool, templates: bool = True, o
     templates=False (lm-eval): the senior's template is checked only when `cfg.chat_template` is given
     (lm-eval renders with it only under --apply_chat_template), the junior's never (it reads text).
     `option` is the flag that replaces the senior's template, as errors name it."""
-    tok = check_model(cfg.senior.path)
-    junior_tok, same = None, True
+    senior = resolve_model(cfg.senior.path)  # each checkpoint resolved once, then passed on
+    tok = check_folder(senior)
+    junior, junior_tok, same = None, None, True
     if cfg.junior is not None and junior_needed:
-        junior_tok = check_model(cfg.junior.path)
+        junior = resolve_model(cfg.junior.path)
+        junior_tok = check_folder(junior)
         same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
-    checkpoints = run_checkpoints(cfg, junior_needed, same)
+    checkpoints = _checkpoints(cfg, senior, junior, same)
     renders = [(tok, cfg.chat_template, "senior", cfg.senior.path, option)] if templates or cfg.chat_template else []
     if junior_tok is not None and templates and (not same or cfg.junior_chat_template):  # the junior's own prompt
         junior_path = cast("ModelSpec", cfg.junior).path  # cast: junior_tok is only loaded from cfg.junior
@@ -742,9 +749,14 @@ def run_checkpoints(cfg: EvalConfig, junior_needed: bool, same_vocab: bool | Non
     """`cfg`'s checkpoints resolved (the junior's only when `junior_needed`); `same_vocab` as already
     checked (None: the tokenizers are loaded and compared here)."""
     senior = resolve_model(cfg.senior.path)
-    if cfg.junior is None or not junior_needed:
+    junior = resolve_model(cfg.junior.path) if cfg.junior is not None and junior_needed else None
+    return _checkpoints(cfg, senior, junior, same_vocab)
+
+
+def _checkpoints(cfg: EvalConfig, senior: Path, junior: Path | None, same_vocab: bool | None) -> Checkpoints:
+    """run_checkpoints of folders already resolved (None: no junior needed)."""
+    if junior is None:
         return Checkpoints(senior)
-    junior = resolve_model(cfg.junior.path)
     if same_vocab is None:
         same_vocab = check_vocab(load_tokenizer(senior), load_tokenizer(junior), cfg.allow_vocab_mismatch)
     return Checkpoints(senior, junior, same_vocab, shares_senior_model(cfg))

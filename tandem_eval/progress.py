@@ -193,20 +193,17 @@ def _rate_column(rate: Rate):
 
 def live_token_counter(engines: list) -> Callable[[], int] | None:
     """Tokens the engines generated from now on, live traces included, or None when an engine keeps no
-    such counter: `stats["generated"]` (a text-level junior's inner engine's), which the HF engine bumps
-    per sampled token; vLLM's counts a segment when it ends, so its live count is `stats["rows"]`, one per
-    running request per engine step. One engine serving two roles (self-paired vLLM) counts once."""
+    such counter: the `stats` entry each engine names as its `live_counter` (a text-level junior's inner
+    engine's): the HF engine bumps "generated" per sampled token; vLLM's counts a segment when it ends, so
+    its live count is "rows", one per running request per engine step. One engine serving two roles
+    (self-paired vLLM) counts once."""
     inner = {id(e): getattr(e, "inner", e) for e in engines if e is not None}.values()
-    keys = [_LIVE_KEY.get(getattr(e, "name", ""), "generated") for e in inner]
+    keys = [getattr(e, "live_counter", "generated") for e in inner]
     stats: list = [getattr(e, "stats", None) for e in inner]  # dicts (checked next), or None
     if not all(isinstance(s, dict) and k in s for s, k in zip(stats, keys)):
         return None
     base = sum(s[k] for s, k in zip(stats, keys))  # engines are reused across runs (solo, then handoff)
     return lambda: sum(s[k] for s, k in zip(stats, keys)) - base
-
-
-# Which stats counter of an engine (by its `name`) grows with every token of a live trace.
-_LIVE_KEY = {"hf": "generated", "vllm": "rows"}
 
 
 @contextlib.contextmanager

@@ -36,6 +36,15 @@ def test_each_deprecated_name_forwards_to_its_new_home_and_warns(module, name):
     assert f"{new_name}" in compat.__doc__ and name in compat.__doc__, "compat's docstring lists old -> new"
 
 
+def test_the_documented_grading_import_works_and_names_the_new_path():
+    """README before the stage packages: `from tandem_eval.grading import grade` (it raised ImportError)."""
+    from tandem_eval.generate import grading
+
+    with pytest.warns(FutureWarning, match=r"tandem_eval\.grading\.grade .*from tandem_eval\.generate\.grading import"):
+        from tandem_eval.grading import grade
+    assert grade is grading.grade
+
+
 def test_an_old_import_statement_warns_once_per_line_and_works():
     code = (
         "import warnings\n"

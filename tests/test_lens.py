@@ -20,6 +20,7 @@ import torch
 
 from tandem_eval.config import Sampling
 from tandem_eval.engines.base import Request, generate
+from tandem_eval.metrics.registry import DRIFT_ESTIMATORS
 from tandem_eval.run.lens_layout import LensError
 from tandem_eval.score import lens
 from tandem_eval.score.lens import LensOptions
@@ -235,7 +236,7 @@ def test_truncated_flag_and_summaries(drift_hf, samples):
     assert (drift_hf["truncated"] == (samples["finish_reason"] == "length").to_numpy()).all()
     per["benchmark"] = np.where(per.problem_id < "tiny/0004", "bench_a", "bench_b")  # two groups: a real macro
     per["group"] = per["benchmark"].str.replace("bench", "group")
-    summ = lens.summarize(per, lens.DRIFT_METRICS, ["kl_bins"], FAST, {"note": "x"})
+    summ = lens.summarize(per, list(DRIFT_ESTIMATORS), ["kl_bins"], FAST, {"note": "x"})
     json.dumps(summ, allow_nan=False)
     assert summ["n_truncated"] == int(per.truncated.sum()) and summ["note"] == "x"
 

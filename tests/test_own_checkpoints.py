@@ -306,7 +306,7 @@ def test_live_token_counter_reads_the_engines_counters():
     assert live_token_counter([s, object()]) is None  # an engine without a counter: finished traces only
 
     class VLLM:  # counts a segment's tokens when it ends; one running request per step is live
-        name = "vllm"
+        live_counter = "rows"  # the engine names its live counter (the progress display never reads a name)
 
         def __init__(self):
             self.stats = {"generated": 0, "rows": 2}

@@ -378,7 +378,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     calls, writes = [], []
     for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
         _spy(monkeypatch, calls, module, name)
-    _spy(monkeypatch, calls, models, "check_model")
+    _spy(monkeypatch, calls, models, "check_folder")  # check_model's, after the one resolution
     write = results.atomic_write_json  # every metrics.json and COMPLETE of a run folder is written here
 
     def spy_write(path, data, root=None):
@@ -397,7 +397,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
         "check_out_paths": 1,
         "load_inputs": 1,
         "check_prompts": 1,
-        "check_model": models,
+        "check_folder": models,
     }
     summary = ["grade_status", "handoffs_per_trace", "mean_tokens", "n_problems", "n_samples", "pass_at_k"]
     summary += ["senior_fraction", "truncation_rate", "n_truncated", "n_no_answer"]

@@ -39,6 +39,9 @@ from .toy.training import read_jsonl
 from .toy.world import REPO, run
 
 ENGINES = tuple(ENGINE_LOADERS)  # every engine tandem_eval has: each trains the same recipe
+# The verdict compares two engines' gains, in ENGINES' order: the HF reference, then vLLM.
+REFERENCE, OTHER = ENGINES
+COLORS = ("#1f77b4", "#d62728")  # one per engine, in ENGINES' order
 SENIOR = "toy:emergent/init"
 BUDGET = 37  # the emergent scenario's token budget (trainer.toy.scales.EMERGENT)
 
@@ -169,14 +172,13 @@ def summarize(out: Path, s: Scale, inits: dict[int, float], command: str) -> dic
             "logp_difference_max": max(diffs[engine], default=None),
             "wall_s": sum(float(rows[-1].get("elapsed_s", 0.0)) for rows in logs.values() if rows),
         }
-    gap = engines["vllm"]["gain_mean"] - engines["hf"]["gain_mean"]
+    gap = engines[OTHER]["gain_mean"] - engines[REFERENCE]["gain_mean"]
     # the same weights draw the same tokens on both engines (position-keyed sampling): the reward curves
     # agree until a float tie sends one trajectory another way
     rewards = [e["reward_per_step"] for e in engines.values()]
     checks = {
-        f"hf gain >= {s.min_gain:g}": engines["hf"]["gain_mean"] >= s.min_gain,
-        f"vllm gain >= {s.min_gain:g}": engines["vllm"]["gain_mean"] >= s.min_gain,
-        f"|vllm - hf| <= {s.max_gap:g}": abs(gap) <= s.max_gap,
+        **{f"{e} gain >= {s.min_gain:g}": engines[e]["gain_mean"] >= s.min_gain for e in (REFERENCE, OTHER)},
+        f"|{OTHER} - {REFERENCE}| <= {s.max_gap:g}": abs(gap) <= s.max_gap,
     }
     return {
         "command": command,
@@ -184,7 +186,7 @@ def summarize(out: Path, s: Scale, inits: dict[int, float], command: str) -> dic
         "recipe": "trainer/recipes/cpu-grpo.yaml",
         "scale": asdict(s),
         "engines": engines,
-        "vllm_minus_hf_gain": gap,
+        f"{OTHER}_minus_{REFERENCE}_gain": gap,
         "reward_difference_per_step": [abs(a - b) for a, b in zip(*rewards)],
         "checks": checks,
         "verdict": "same learning" if all(checks.values()) else "differs",
@@ -198,7 +200,7 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"hf": "#1f77b4", "vllm": "#d62728"}
+    colors = dict(zip(ENGINES, COLORS))
     s = summary["scale"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
     for engine, e in summary["engines"].items():

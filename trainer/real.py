@@ -45,7 +45,7 @@ from pathlib import Path
 from tandem_eval import packaged
 from tandem_eval.engines import ENGINES
 from tandem_eval.metrics.passk import per_problem_pass_at_k
-from tandem_eval.metrics.registry import fmt_p
+from tandem_eval.metrics.registry import DRIFT_ESTIMATORS, fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, mcnemar_exact, paired_compare
 from tandem_eval.models import ModelError
 from tandem_eval.run.results import RunFolder
@@ -410,11 +410,7 @@ def _lens_summary(s: Settings, lens: dict) -> dict:
             JUNIOR: lens_entry(JUNIOR, "legibility", "junior_nll_mean"),
             READER: lens_entry(READER, "legibility", "junior_bpb"),
         },
-        "drift": {
-            m: lens_entry(JUNIOR, "drift", m)
-            for m in ("kl_exact", "kl_reverse", "kl_k1", "kl_k3")
-            if m in lens[JUNIOR]["drift"]
-        },
+        "drift": {m: lens_entry(JUNIOR, "drift", m) for m in DRIFT_ESTIMATORS if m in lens[JUNIOR]["drift"]},
     }
 
 

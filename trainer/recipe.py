@@ -37,6 +37,7 @@ import yaml
 from trl import GRPOConfig
 
 from tandem_eval.config import Sampling
+from tandem_eval.engines import backend
 from tandem_eval.generate.schedules import parse_schedule
 from tandem_eval.schemas import ConfigError, TypeMismatch, conform
 
@@ -290,9 +291,9 @@ def trl_batch_fields(recipe: Recipe, num_processes: int) -> dict[str, Any]:
         logging_steps=upd,  # one log record per step
         bf16=recipe.dtype == "bfloat16",
         fp16=recipe.dtype == "float16",
-        use_vllm=recipe.engine == "vllm",
+        use_vllm=backend(recipe.engine).trl_colocate,  # the senior rolls out in trl's colocate engine
     )
-    if recipe.engine == "vllm":
+    if kw["use_vllm"]:
         kw.update(vllm_mode="colocate", vllm_max_model_length=recipe.max_context)
     return kw
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from tandem_eval.data import prompt_ids
+from tandem_eval.engines import backend, load_engine
 from tandem_eval.engines.base import FINISH_LENGTH, LOGPROBS_SAMPLING
 from tandem_eval.generate.schedules import make_schedule, needs_junior
 from tandem_eval.generate.tandem import Trace, TraceSpec, budget, cogenerate, trace_seed
@@ -186,7 +187,7 @@ class TandemRollout:
 
     @contextmanager
     def _open_senior(self, trainer) -> Iterator:
-        if self.recipe.engine == "vllm":
+        if backend(self.recipe.engine).trl_colocate:  # the senior lives in trl's colocate engine
             from .vllm_compat import colocate_senior_engine
 
             engine = colocate_senior_engine(
@@ -201,13 +202,13 @@ class TandemRollout:
             return
         from trl.models import unwrap_model_for_generation
 
-        from tandem_eval.engines.hf import HFEngine
-
         # The live senior: the very model being trained (gathered under ZeRO-3). A fresh engine per
         # batch, so no KV cache computed with the previous weights survives an update.
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             was_training = model.training  # HFEngine switches to eval(); trl reads .training
-            engine = HFEngine(
+            # a backend that shares_weights runs on the loaded model itself (the HF engine)
+            engine = load_engine(
+                self.recipe.engine,
                 model,
                 self.recipe.rollout_sampling,
                 tokenizer=self.tokenizer,
@@ -224,14 +225,13 @@ class TandemRollout:
         if self._junior is None:
             if self.junior_path is None:
                 raise ValueError("the schedule hands off to the junior, but the recipe resolved no junior")
-            if self.recipe.engine == "vllm":
+            if backend(self.recipe.engine).trl_colocate:  # beside trl's engine: its share of GPU memory
                 from .vllm_compat import junior_vllm_engine
 
                 self._junior = junior_vllm_engine(self.junior_path, self.recipe)
             else:
-                from tandem_eval.engines.hf import HFEngine
-
-                self._junior = HFEngine(
+                self._junior = load_engine(
+                    self.recipe.engine,
                     str(self.junior_path),
                     self.recipe.rollout_sampling,
                     dtype=self.recipe.dtype,

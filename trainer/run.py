@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from tandem_eval.devices import torch_dtype
+from tandem_eval.engines import backend
 from tandem_eval.schemas import ConfigError
 
 from .recipe import Recipe, recipe_to_dict, trl_batch_fields
@@ -137,7 +138,7 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
     split = trl_batch_fields(recipe, n)
     if any(getattr(recipe, k) != split[k] for k in ("gradient_accumulation_steps", "steps_per_generation")):
         raise ConfigError(f"the recipe was resolved for another number of processes than this run's {n} (WORLD_SIZE)")
-    if recipe.engine == "vllm":
+    if backend(recipe.engine).trl_colocate:  # its workarounds go in before trl builds its colocate LLM
         from .vllm_compat import install
 
         install(recipe)

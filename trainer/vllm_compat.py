@@ -142,7 +142,7 @@ def junior_vllm_engine(path: Path, recipe: Recipe) -> VLLMEngine:
     # asks for the same utilisation share as the senior's engine (vLLM checks it is free).
     share = None if devices.on_cpu() else recipe.vllm_gpu_memory_utilization
     return load_engine(
-        "vllm",
+        recipe.engine,  # a trl_colocate backend (vLLM)
         str(path),
         recipe.rollout_sampling,
         dtype=recipe.dtype,

@@ -7,16 +7,19 @@ Each option is defined once here (typer `Annotated` types) and used by tandem_ev
 tandem_eval/cli/lens.py, so `--engine` or `--senior` read the same in every command; the options of
 solo and handoff alone (`--k`, `--seed`, sampling, shards, Ray) close the module. Choices with a
 fixed set (`--engine`, `--dtype`) are `Literal`s: typer refuses other values before a command runs.
-This module imports only typer and the standard library: `tandem-eval --help` must not pay for torch.
+This module imports only typer, the standard library and the engine registry (which loads no engine):
+`tandem-eval --help` must not pay for torch.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
+
+from ..engines import ENGINES
 
 # ---- user errors ------------------------------------------------------------------------------
 
@@ -56,7 +59,10 @@ def fail(message: str) -> None:
 
 # ---- options shared by several commands --------------------------------------------------------
 
-Engine = Literal["hf", "vllm"]
+if TYPE_CHECKING:
+    Engine = str
+else:  # typer offers the engine registry's names as --engine's choices (engines.ENGINES, imported without torch)
+    Engine = Literal[tuple(ENGINES)]
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]  # devices.DTYPE_CHOICES
 
 SeniorOpt = Annotated[

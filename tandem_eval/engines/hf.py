@@ -55,6 +55,7 @@ class HFEngine:
     name = "hf"
     may_overrun = False  # stops exactly where a segment ends (`Request.until`); the loop never truncates
     full_distributions = True  # serves exact_kl (both models' full next-token distributions)
+    live_counter = "generated"  # the `stats` entry that grows per sampled token (the progress display's count)
 
     def __init__(
         self,
@@ -320,13 +321,6 @@ class HFEngine:
         return done
 
     # ---- teacher forcing ------------------------------------------------------------------
-    @torch.inference_mode()
-    def hidden_states(self, prompt: Sequence[int], continuation: Sequence[int]) -> torch.Tensor:
-        """Final hidden states predicting each continuation token: [len(continuation), H]."""
-        ids = torch.tensor([list(prompt) + list(continuation)], device=self.device)
-        out = self._decoder(input_ids=ids).last_hidden_state[0]
-        return out[len(prompt) - 1 : len(prompt) + len(continuation) - 1]
-
     def logits_chunks(self, hidden: torch.Tensor, chunk: int = 512):
         """Yield fp32 logits [<=chunk, V] for consecutive row blocks of `hidden` (bounded memory)."""
         for a in range(0, hidden.shape[0], chunk):

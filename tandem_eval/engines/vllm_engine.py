@@ -112,6 +112,9 @@ class VLLMEngine:
     name = "vllm"
     may_overrun = False  # pauses at every stop token and checks `Request.until` there; never overruns
     full_distributions = False  # prompt log-probs of the given tokens only: drift falls back to k1/k3
+    # the `stats` entry that grows with live traces: "generated" counts a segment only when it ends, "rows"
+    # one per running request per engine step (the progress display's count)
+    live_counter = "rows"
 
     def __init__(self, path, sampling, **options):
         """`options`: VLLMOptions fields (dtype, max_batch, ..., verbose: show vLLM's own log lines)."""

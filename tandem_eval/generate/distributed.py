@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from ..config import EvalConfig
+from ..engines import backend
 from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
 from .plan import handoff_dirname
@@ -175,7 +176,7 @@ def _unfinished(out_root: Path, n: int, kinds: list[str]) -> list[int]:
 
 def _gpus(ray, cfg: EvalConfig) -> float:
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
-    return float(cfg.tensor_parallel_size) if cfg.engine == "vllm" and has_gpus else 0.0
+    return float(cfg.tensor_parallel_size) if backend(cfg.engine).tensor_parallel and has_gpus else 0.0
 
 
 def _cluster_workers(ray, cfg: EvalConfig) -> int:

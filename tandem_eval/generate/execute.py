@@ -27,7 +27,7 @@ import pandas as pd
 from .. import devices  # devices.use_threads: generate.use_threads is a former name (generate/__init__, compat)
 from ..config import EvalConfig, ModelSpec, config_diff
 from ..data import prompt_ids
-from ..engines import load_engine
+from ..engines import backend, load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..metrics import summarize_pass_at_k
 from ..metrics.tax import tax_table
@@ -58,9 +58,9 @@ def reproducibility(cfg: EvalConfig) -> str:
     fingerprint (a run resumes under any), so this says when they can change the samples
     (docs/reliability.md: "Which runs are bit-reproducible")."""
     dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
-    if cfg.engine == "hf" and dtypes == {"float32"}:
+    if backend(cfg.engine).fp32_reproducible and dtypes == {"float32"}:
         return (
-            "float32 on the hf engine: the same samples under any --threads and --batch-size (measured: "
+            f"float32 on the {cfg.engine} engine: the same samples under any --threads and --batch-size (measured: "
             "SmolLM2-135M, 8 of 8 traces for threads 1/2 and batch 8/1; tests/test_real_gsm8k.py)"
         )
     return (
@@ -83,7 +83,8 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
 def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict:
     """open_engines without setting threads, from the checkpoints as the plan resolved them."""
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
-    if cfg.engine == "vllm":
+    facts = backend(cfg.engine)
+    if facts.tensor_parallel:
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
         kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
     log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
@@ -93,19 +94,21 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
     junior = cast(ModelSpec, cfg.junior)  # cast: a junior checkpoint is resolved only from cfg.junior
     tok = engines["senior"].tokenizer
     try:
-        if checkpoints.shared and cfg.engine == "hf":  # one set of weights, two engines (own KV rows)
+        if checkpoints.shared and facts.shares_weights:  # one set of weights, two engines (own KV rows)
             log.info("the junior %s is the senior's own model: sharing its loaded weights", junior.path)
-            senior_model = engines["senior"].model  # type: ignore[attr-defined]  # an HF engine here
-            engines["junior"] = load_engine("hf", senior_model, cfg.sampling, tokenizer=tok, **kw)
+            senior_model = engines["senior"].model  # type: ignore[attr-defined]  # a backend that shares_weights has one
+            engines["junior"] = load_engine(cfg.engine, senior_model, cfg.sampling, tokenizer=tok, **kw)
         elif checkpoints.shared:
-            # vLLM: the senior's engine serves both roles. A trace has one live segment at a time, and
-            # the loop credits each finished segment to its trace's current author, not to an engine.
-            log.info("the junior %s is the senior's own model: one vLLM engine serves both", junior.path)
+            # a backend that cannot share weights (vLLM): the senior's engine serves both roles. A trace has
+            # one live segment at a time, and the loop credits each finished segment to its trace's current
+            # author, not to an engine.
+            log.info("the junior %s is the senior's own model: one %s engine serves both", junior.path, cfg.engine)
             engines["junior"] = engines["senior"]
         else:
             log.info("loading the junior %s on %s", junior.path, cfg.engine)
             kw["dtype"] = junior.dtype
-            if cfg.engine == "hf" and checkpoints.same_vocab and same_tokenizer(checkpoints.senior, checkpoints.junior):
+            one_tokenizer = checkpoints.same_vocab and same_tokenizer(checkpoints.senior, checkpoints.junior)
+            if facts.shares_weights and one_tokenizer:
                 kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
             engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
@@ -119,7 +122,7 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
 
 
 def close_engines(engines: dict) -> None:
-    for e in {id(e): e for e in engines.values()}.values():  # a self-paired vLLM engine serves two roles
+    for e in {id(e): e for e in engines.values()}.values():  # a self-paired engine may serve two roles (vLLM)
         e.close()
 
 
@@ -207,8 +210,8 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
 def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
     progress, flush_every, on_flush, _ = how
     tok = engines["senior"].tokenizer
-    junior = engines.get("junior") if needs_junior(cfg.schedule) else None
-    schedule = make_schedule(cfg.schedule, tok)
+    schedule = make_schedule(cfg.schedule, tok)  # parsed once per run: whether the junior writes is its own
+    junior = engines.get("junior") if schedule.junior else None
     # a generator: no trace starts before the loop below asks for the first one
     traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
     if isinstance(junior, RetokenizingEngine):

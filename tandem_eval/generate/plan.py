@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -73,12 +72,11 @@ class Validated:
     checkpoints: Checkpoints | None = None
 
 
-def validate(cfg: EvalConfig, outs: Sequence = (), solo_run: str | Path | None = None) -> Validated:
+def validate(cfg: EvalConfig) -> Validated:
     """Check everything a run needs, cheaply (benchmarks, configs, tokenizers, safetensors headers,
     prompts), before any engine loads or anything is written; raises a user error (one-line message).
     Each lower module is asked once, in one order: benchmarks, grader, schedule, engine, checkpoints,
-    prompts. `outs` and `solo_run` (out folders to check without comparing settings, a solo run that
-    must be complete) serve callers from before plans; plan_run/plan_handoff check their folders themselves."""
+    prompts. Out folders and a reused solo run are the plan's to check (plan_run, plan_handoff)."""
     problems, inputs = load_inputs(cfg)
     cfg = dataclasses.replace(cfg, inputs=inputs)
     if not problems:
@@ -93,10 +91,6 @@ def validate(cfg: EvalConfig, outs: Sequence = (), solo_run: str | Path | None =
     tok, checkpoints = check_models(cfg, junior_needed=junior)
     cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run
     prompts = check_prompts(cfg, tok, problems)
-    if outs:
-        check_out_paths(dict.fromkeys(map(Path, outs)))
-    if solo_run is not None:
-        verify_run(solo_run)
     return Validated(problems, grader_versions, cfg, prompts, checkpoints)
 
 

@@ -84,6 +84,7 @@ class Schedule:
     """Base: solo senior. Subclasses override the hooks."""
 
     name = "solo"
+    junior = False  # whether the junior writes any of a trace (needs_junior): every schedule but solo
 
     def __init__(self, vocab: Vocab):
         self.vocab = vocab
@@ -156,6 +157,7 @@ class SegmentEnd:
 
 class JuniorSolo(Schedule):
     name = "junior-solo"
+    junior = True
 
     def first_author(self, rng):
         return JUNIOR
@@ -163,6 +165,7 @@ class JuniorSolo(Schedule):
 
 class Paragraph(Schedule):
     name = "paragraph"
+    junior = True
     rounds: int | None = None  # paragraph:R
 
     def __init__(self, vocab: Vocab, rounds: int | None = None):
@@ -200,6 +203,7 @@ class Sentence(Paragraph):
 
 class Chunk(Schedule):
     name = "chunk"
+    junior = True
 
     def __init__(self, vocab: Vocab, n: int = 32):
         super().__init__(vocab)
@@ -241,6 +245,7 @@ class Takeover(Paragraph):
 
 class Word(Schedule):
     name = "word"
+    junior = True
 
     def __init__(self, vocab: Vocab, p: float = 0.5, k: int = 32):
         super().__init__(vocab)
@@ -318,4 +323,4 @@ def make_schedule(spec: str, tokenizer_or_vocab) -> Schedule:
 
 
 def needs_junior(spec: str) -> bool:
-    return parse_schedule(spec)[0] != "solo"
+    return SCHEDULES[parse_schedule(spec)[0]].junior

@@ -58,7 +58,7 @@ from tqdm import tqdm
 from ..config import EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..devices import resolve_dtype, usable_device
-from ..engines import load_engine
+from ..engines import backend, load_engine
 from ..engines.base import Request, generate
 from ..engines.bridge import RetokenizingEngine
 from ..generate.execute import close_engines, open_engines
@@ -157,7 +157,7 @@ class TandemLM(TemplateLM):
         self.default_max_gen_toks, self.add_bos_token = opts.max_gen_toks, opts.add_bos_token
         self.batch_size = opts.batch_size
         template = read_chat_template(Path(opts.chat_template), "chat_template=") if opts.chat_template else None
-        device = usable_device(opts.device) if opts.engine == "hf" else None
+        device = usable_device(opts.device) if backend(opts.engine).takes_device else None
         dtype = resolve_dtype(opts.dtype, device)
         self.cfg = EvalConfig(
             senior=ModelSpec(str(opts.senior), dtype),

@@ -9,15 +9,18 @@ metadata here, so a unit or a number of decimals is never written twice.
     header("tax@4")                           # "tax@4 (pts)"
     fmt_value(55.61, 53.5, 57.7, m.decimals)  # "55.6 ± 2.1"
 
-Names with `@K` take a number (pass@4, tax@4). Standard library only.
+Names with `@K` take a number (pass@4, tax@4). The drift estimators (`DRIFT_ESTIMATORS`: each one's
+per-token formula, label, whether it needs exact KL, its Table 2 column) are one registry too: the drift
+lens computes them, and report, compare and `runs` read their names and order here. Standard library only.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 PER_PROBLEM_PASS = "pass@k per problem (unbiased, over its n samples)"
 PER_PROBLEM_MEAN = "mean over the problem's samples of the lens table's per-sample column"
@@ -48,6 +51,47 @@ def _lens(name: str, label: str, unit: str, table: str, column: str) -> Metric:
     return Metric(name, label, unit, "min", 3, PER_PROBLEM_MEAN, (table, column))
 
 
+@dataclass(frozen=True)
+class DriftEstimator:
+    """One estimator of KL(senior || junior) per CoT token, from what teacher forcing gives a CoT
+    (`per_token` reads {"senior_lp", "junior_lp": each scored token's log-prob under either model;
+    "kl", "kl_reverse": the exact forward and reverse KL over the vocabulary, NaN unless `exact`}).
+    The drift lens (score/lens.py) writes every estimator as its own column, the mean over the CoT."""
+
+    label: str
+    per_token: Callable[[dict], Any]  # an array of one value per scored token
+    exact: bool = False  # needs both models' full distributions (an engine with exact_kl); NaN otherwise
+    # its Table 2 column, in this order (the first one a drift table holds is also metric "kl"); None: no column
+    column: int | None = None
+
+
+def _k1(t: dict):
+    return t["senior_lp"] - t["junior_lp"]  # log p_s(x_t) - log p_j(x_t)
+
+
+def _k3(t: dict):
+    import numpy as np  # on first use: this module loads with the standard library only
+
+    k1 = _k1(t)
+    return np.expm1(-k1) + k1  # (r - 1) - log r with log r = -k1, r = p_j / p_s
+
+
+# The drift estimators, in the drift table's column order (metrics.json too). Table 2 shows the exact one,
+# then k3, then k1: each estimator in its own column, never one column mixing them.
+DRIFT_ESTIMATORS: dict[str, DriftEstimator] = {
+    "kl_exact": DriftEstimator("KL exact", lambda t: t["kl"], exact=True, column=0),
+    "kl_reverse": DriftEstimator("KL reverse", lambda t: t["kl_reverse"], exact=True),
+    "kl_k1": DriftEstimator("KL k1 (MC)", _k1, column=2),
+    "kl_k3": DriftEstimator("KL k3 (MC)", _k3, column=1),
+}
+
+
+def drift_columns() -> list[str]:
+    """The drift estimators Table 2 shows, in its order (exact first): also the order metric "kl" tries."""
+    shown = [(e.column, name) for name, e in DRIFT_ESTIMATORS.items() if e.column is not None]
+    return [name for _, name in sorted(shown)]
+
+
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
@@ -58,10 +102,7 @@ METRICS: dict[str, Metric] = {
         Metric("retention@K", "retention@{k}", "%", "max", 1, "handoff / solo pass@k (paired runs)", mode="handoff"),
         _lens("junior_nll", "junior NLL", "nats/tok", "legibility", "junior_nll_mean"),  # same-vocabulary juniors
         _lens("junior_bpb", "junior NLL", "bits/byte", "legibility", "junior_bpb"),  # any junior
-        _lens("kl_exact", "KL exact", "nats/tok", "drift", "kl_exact"),
-        _lens("kl_reverse", "KL reverse", "nats/tok", "drift", "kl_reverse"),
-        _lens("kl_k1", "KL k1 (MC)", "nats/tok", "drift", "kl_k1"),
-        _lens("kl_k3", "KL k3 (MC)", "nats/tok", "drift", "kl_k3"),
+        *(_lens(name, e.label, "nats/tok", "drift", name) for name, e in DRIFT_ESTIMATORS.items()),
     )
 }
 LENS_METRICS = {name: m.source for name, m in METRICS.items() if m.source}  # name -> (lens table, column)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tandem_eval.metrics.registry import METRICS, Metric
+from tandem_eval.metrics.registry import DRIFT_ESTIMATORS, METRICS, Metric, drift_columns
 from tandem_eval.metrics.stats import MACRO, scoped_cis
 from tandem_eval.metrics.tax import communication_tax
 from tandem_eval.run.lens_layout import LensError
@@ -49,15 +49,13 @@ COLUMNS = [
         ("tax", "tax@K"),
         ("nll", "junior_nll"),  # same-vocabulary juniors only
         ("bpb", "junior_bpb"),  # any junior; shown when some junior has another vocabulary
-        ("kl_exact", "kl_exact"),
-        ("kl_k3", "kl_k3"),
-        ("kl_k1", "kl_k1"),
     )
-]
-# Drift estimators, each in its own column (never one column mixing them). The Monte-Carlo columns
-# appear only when some senior has no exact KL; then they are filled for every senior that has them.
-DRIFT_ESTIMATORS = ("kl_exact", "kl_k3", "kl_k1")
-MC_ESTIMATORS = ("kl_k3", "kl_k1")
+] + [Column(name, METRICS[name]) for name in drift_columns()]
+# Drift estimators, each in its own column (never one column mixing them; metrics/registry.py's order). The
+# Monte-Carlo columns appear only when some senior has no exact KL; then they are filled for every senior
+# that has them.
+DRIFT_COLUMNS = tuple(drift_columns())
+MC_COLUMNS = tuple(name for name in DRIFT_COLUMNS if not DRIFT_ESTIMATORS[name].exact)
 LENS_COLUMNS = [c for c in COLUMNS if c.metric.source]  # read from the solo run's lens tables
 
 

@@ -83,15 +83,6 @@ def passk_curves(
     return pd.DataFrame(rows, columns=columns)
 
 
-def array_column(columns: dict[str, bool], needle: str) -> str | None:
-    """The per-token array column whose name contains `needle` ("token_*" names first), if any.
-    columns: name -> holds arrays (Run.side_columns)."""
-    for c in sorted(columns, key=lambda c: (not c.startswith("token"), c)):
-        if needle in c and columns[c]:
-            return c
-    return None
-
-
 TOKEN_COLUMNS = {  # per-token columns of the lens tables, preferred first, with the sign giving -log p / KL
     "legibility": (("junior_logprobs", -1.0), ("token_nll", 1.0)),
     "drift": (("kl_tokens", 1.0), ("token_kl", 1.0)),

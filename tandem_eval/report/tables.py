@@ -25,8 +25,8 @@ from tandem_eval.metrics.registry import fmt_value
 from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report.cells import (
     COLUMNS,
-    DRIFT_ESTIMATORS,
-    MC_ESTIMATORS,
+    DRIFT_COLUMNS,
+    MC_COLUMNS,
     Column,
     arm_cells,
     as_float,
@@ -208,10 +208,10 @@ def _drop_unneeded_bpb(df: pd.DataFrame) -> pd.DataFrame:
 
 def _drop_unneeded_mc(df: pd.DataFrame) -> pd.DataFrame:
     """Monte-Carlo KL columns only when some senior with a drift table has no exact KL."""
-    has_drift = df[list(DRIFT_ESTIMATORS)].notna().any(axis=1)
+    has_drift = df[list(DRIFT_COLUMNS)].notna().any(axis=1)
     lacks_exact = (has_drift & df["kl_exact"].isna()).groupby(df["senior"]).any()
     if not lacks_exact.any():
-        for key in MC_ESTIMATORS:
+        for key in MC_COLUMNS:
             df[[key, f"{key}_low", f"{key}_high"]] = np.nan
     return df
 
@@ -257,7 +257,7 @@ def _caption(t: Table) -> str:
         parts.append(t.note)
     parts.append("tax = solo − handoff (points, lower is better); retention = handoff / solo")
     keys = {c.key for c in t.columns}
-    if keys & {"nll", "bpb", *DRIFT_ESTIMATORS}:
+    if keys & {"nll", "bpb", *DRIFT_COLUMNS}:
         parts.append(f"lens outputs of {_junior_text(t.juniors)}, scored on the senior's solo CoTs")
     if "nll" in keys:
         parts.append("junior NLL = the junior's mean per-token negative log-likelihood of the senior's solo CoTs")
@@ -269,7 +269,7 @@ def _caption(t: Table) -> str:
         )
     if "kl_exact" in keys:
         parts.append("KL exact = KL(senior ‖ junior) per token, exact over the vocabulary")
-    if keys & set(MC_ESTIMATORS):
+    if keys & set(MC_COLUMNS):
         parts.append(
             "KL k3 / k1 (MC) = Monte-Carlo estimates from the sampled tokens' log-probs (k1 = log p_s − log p_j, "
             "k3 = (r − 1) − log r with r = p_j / p_s), unbiased only for tokens drawn from the senior at "

@@ -16,11 +16,11 @@ Killing a run loses at most the unflushed traces; rerunning the same command ski
 (problem_id, sample_idx) already in a shard. Because each trace's randomness depends only on its
 own seed, the resumed run's samples equal an uninterrupted run's.
 
-Nothing in a folder is trusted blindly: `verify_run(path)` (what every reader calls; `require_complete`
-is the same function) re-hashes the settings in config.json and compares them with the recorded
-fingerprint, and checks every table recorded in COMPLETE (samples.parquet, and the lens tables
-registered with `RunFolder.write_table` / `register_table`) for its row count and SHA-256. A
-changed, truncated or missing file is refused with a one-line RunFolderError naming the file.
+Nothing in a folder is trusted blindly: `verify_run(path)` (what every reader calls) re-hashes the
+settings in config.json and compares them with the recorded fingerprint, and checks every table
+recorded in COMPLETE (samples.parquet, and the lens tables registered with `RunFolder.write_table` /
+`register_table`) for its row count and SHA-256. A changed, truncated or missing file is refused with
+a one-line RunFolderError naming the file.
 
     rf = verify_run("runs/my-senior/solo"); df = rf.load_samples()
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
@@ -207,9 +207,10 @@ class RunFolder:
         """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
-        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.config()["fingerprint"]}
+        config = self.config()  # read once: COMPLETE's fingerprint and results.json's record
+        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": config["fingerprint"]}
         digest = atomic_write_parquet(self.samples_path, df, self.path)
-        self.update_metrics(metrics)
+        self._write_metrics(metrics, config)
         record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
         self._write_record(record)  # last: its presence means every file above is final
         self._verified = True
@@ -488,13 +489,21 @@ class RunFolder:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys), and rewrite
         results.json from it. results.json is derived (never read back by tandem-eval: readers verify
         config.json and the tables), so a stale or edited one misleads no command."""
+        self._write_metrics(new)
+
+    def _write_metrics(self, new: dict, config: dict | None = None) -> None:
+        """update_metrics; `config`: config.json's record as the caller already read it (finalize), else it
+        is read after metrics.json is written."""
         atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
-        atomic_write_json(self.path / RESULTS_FILE, self.results(), self.path)
+        atomic_write_json(self.path / RESULTS_FILE, self._results(config or self.config()), self.path)
 
     def results(self) -> dict:
         """{"run": path, "config", "fingerprint", "provenance" (versions, git, host), ..., "metrics"}:
         config.json's record and metrics.json, what `--json` prints and results.json holds."""
-        return {"run": str(self.path), **self.config(), "metrics": self.metrics()}
+        return self._results(self.config())
+
+    def _results(self, config: dict) -> dict:
+        return {"run": str(self.path), **config, "metrics": self.metrics()}
 
 
 RESULTS_FILE = "results.json"
@@ -571,9 +580,6 @@ def verify_run(
     if not Path(path).is_dir():
         raise RunFolderError(f"{path} is not a run folder (no such directory); pass a folder written by tandem-eval")
     return RunFolder(path).verify(complete, allow_unrecorded, _rewriting=rewriting)
-
-
-require_complete = verify_run  # a complete, verified run folder: the same function
 
 
 def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them

@@ -34,7 +34,7 @@ import pandas as pd
 
 from tandem_eval.config import config_diff, fingerprint_of
 from tandem_eval.metrics.passk import per_problem_pass_at_k
-from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, is_pass, lookup
+from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, drift_columns, is_pass, lookup
 from tandem_eval.paths import senior_label
 from tandem_eval.run.lens_layout import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.run.results import RunFolder, find_runs, verify_run
@@ -43,7 +43,7 @@ from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_f
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
 _SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")
 _SEED_DIR = re.compile(r"^seed(\d+)$")
-DRIFT_ORDER = ("kl_exact", "kl_k3", "kl_k1")  # "kl": the first of these a drift table holds
+DRIFT_ORDER = tuple(drift_columns())  # "kl": the first of these a drift table holds (metrics/registry.py)
 METRICS = COMPARABLE  # what compare reads (tandem_eval.metrics.registry defines each)
 
 

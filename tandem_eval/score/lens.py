@@ -45,13 +45,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..metrics.registry import DRIFT_ESTIMATORS
 from ..metrics.stats import scoped_cis
 from ..run.lens_layout import LensError
 from ..schemas import ALPHA, BOOT_SEED, N_BOOT, PROBLEM_KEY, to_jsonable
 
 KEYS = ["benchmark", "group", "problem_id", "sample_idx"]
 LEGIBILITY_METRICS = ["junior_nll_mean", "junior_bpb"]
-DRIFT_METRICS = ["kl_exact", "kl_reverse", "kl_k1", "kl_k3"]
 Progress = Callable[[int], None]  # called with the number of samples just finished
 
 
@@ -288,10 +288,11 @@ def drift(
         lpj = token_logprobs(junior, prompts, conts, opts, progress)
         kl = rev = [np.full(len(c), np.nan) for c in conts]
         out["method"] = "monte-carlo"
-    k1 = [s - j for s, j in zip(lps, lpj)]
-    k3 = [np.expm1(-d) + d for d in k1]  # (r - 1) - log r with log r = -k1
+    terms = [{"senior_lp": s, "junior_lp": j, "kl": f, "kl_reverse": r} for s, j, f, r in zip(lps, lpj, kl, rev)]
     mean = lambda xs: [x.mean() if len(x) else np.nan for x in xs]  # noqa: E731
-    out["kl_exact"], out["kl_reverse"], out["kl_k1"], out["kl_k3"] = mean(kl), mean(rev), mean(k1), mean(k3)
+    for name, estimator in DRIFT_ESTIMATORS.items():  # read now, so an estimator registered later counts
+        out[name] = mean([estimator.per_token(t) for t in terms])
+    k1 = [DRIFT_ESTIMATORS["kl_k1"].per_token(t) for t in terms]  # the per-position k1 curve
     out["senior_nll_mean"] = [-m for m in mean(lps)]
     out["junior_nll_mean"] = [-m for m in mean(lpj)]
     out["kl_bins"] = [position_bins(x, opts.bins) for x in kl]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..config import EvalConfig, ModelSpec, Sampling, default_ks
 from ..devices import resolve_dtype, use_threads
+from ..metrics.registry import DRIFT_ESTIMATORS
 from ..models import checkpoint_content
 from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, senior_label
 from ..run.lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
@@ -54,7 +55,7 @@ class ScoreRequest:
     senior: str | None = None  # checked against the run's; needed without `run`
     out: str | Path | None = None  # where the solo run is made without `run` (OUT/solo)
     junior_label: str | None = None  # RUN/lens/LABEL/; default: the junior checkpoint's folder name
-    engine: str = "hf"  # hf: exact KL; vllm: k1/k3 from the stored senior log-probs
+    engine: str = "hf"  # a backend with exact_kl (hf): exact KL; else (vllm) k1/k3 from the stored senior log-probs
     dtype: str = "auto"  # the weights' dtype (devices.resolve_dtype: bf16 on a GPU, fp32 on CPU); recorded
     threads: int | None = None  # torch CPU threads (default: every core)
     chat_template: str | None = None  # the senior's template text, for the solo run made without `run`
@@ -100,7 +101,7 @@ def legibility(
 def drift(
     run=None, junior: str | None = None, *, options: LensOptions = LensOptions(), progress: bool = False, **request
 ) -> Scored:
-    """KL(senior || junior) along the solo CoTs in `run`: exact with engine "hf", else k1/k3."""
+    """KL(senior || junior) along the solo CoTs in `run`: exact on an engine with exact_kl ("hf"), else k1/k3."""
     return _from_python("drift", ScoreRequest(run=run, junior=junior, **request), options, progress)
 
 
@@ -209,8 +210,9 @@ def _junior_spec(junior: str | None, senior: str) -> str:
     return found
 
 
-def _given_run(req: ScoreRequest):
-    """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)."""
+def _given_run(req: ScoreRequest) -> tuple[RunFolder, dict]:
+    """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)
+    and its recorded config, read once here for every check that needs it."""
     from ..run.results import RunFolder, verify_run
 
     # before any weights load (and before verify's notes on an older marker): the table is recorded in COMPLETE
@@ -234,14 +236,15 @@ def _given_run(req: ScoreRequest):
             f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "
             "the template recorded in its config.json; drop --chat-template (or drop --run)"
         )
-    return rf
+    return rf, cfg
 
 
-def _check_senior_unchanged(rf, spec: str) -> str | None:
-    """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash):
-    drift would score them with other weights, legibility read them with another tokenizer. Returns
-    the warning for a run from before these hashes (logged once every check has passed)."""
-    recorded = (rf.config()["config"].get("senior") or {}).get("content")
+def _check_senior_unchanged(rf, config: dict, spec: str) -> str | None:
+    """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash in
+    `config`, the run's recorded config): drift would score them with other weights, legibility read them
+    with another tokenizer. Returns the warning for a run from before these hashes (logged once every
+    check has passed)."""
+    recorded = (config.get("senior") or {}).get("content")
     if recorded is None:
         return f"{rf.path} predates content hashes of checkpoints: its senior {spec} is not checked"
     now = checkpoint_content(_model_path(spec, "senior"))
@@ -257,22 +260,22 @@ def _check_senior_unchanged(rf, spec: str) -> str | None:
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
-    from ..engines import unavailable
+    from ..engines import backend, unavailable
     from ..models import check_model, check_template, load_tokenizer
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
     if reason := unavailable(req.engine):
         raise LensError(reason)
-    rf = _given_run(req) if req.run is not None else None
-    senior_template = rf.config()["config"].get("chat_template") if rf else req.chat_template
-    # recorded absolute; cast: without --senior, --run was given (checked above), so rf is a run
-    senior_spec = req.senior or cast("RunFolder", rf).config()["config"]["senior"]["path"]
-    unchecked = _check_senior_unchanged(rf, senior_spec) if rf is not None else None
+    rf, recorded = _given_run(req) if req.run is not None else (None, None)
+    senior_template = recorded.get("chat_template") if recorded is not None else req.chat_template
+    # recorded absolute; cast: without --senior, --run was given (checked above), so its config was read
+    senior_spec = req.senior or cast(dict, recorded)["senior"]["path"]
+    unchecked = _check_senior_unchanged(rf, cast(dict, recorded), senior_spec) if rf is not None else None
     junior_spec = _junior_spec(req.junior, senior_spec)
     junior_tok = check_model(junior_spec)
     # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer
-    loads_senior = rf is None or (kind == "drift" and req.engine == "hf")
+    loads_senior = rf is None or (kind == "drift" and backend(req.engine).exact_kl)
     senior_tok = check_model(senior_spec) if loads_senior else load_tokenizer(_model_path(senior_spec, "senior"))
     if not lens.vocab_matches(senior_tok, junior_tok):
         if kind == "drift":
@@ -344,21 +347,21 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
 
 
 # ---- scoring and recording ---------------------------------------------------------------------
-def _engine(req: ScoreRequest, path: Path, max_len: int, kind: str | None = None, tokenizer=None):
+def _engine(req: ScoreRequest, path: Path, max_len: int, tokenizer=None):
     """A teacher-forcing engine (temperature 0: nothing is sampled) through the one engine factory;
-    `tokenizer`: an HF engine's already loaded tokenizer (the same files), not loaded again."""
-    from ..engines import load_engine
+    `tokenizer`: an already loaded tokenizer (the same files), not loaded again where the backend takes one."""
+    from ..engines import backend, load_engine
 
-    kind = kind or req.engine
-    context = {"max_context": max_len + 8} if kind == "vllm" else {}
-    shared = {"tokenizer": tokenizer} if kind == "hf" and tokenizer is not None else {}
-    return load_engine(kind, path, Sampling(temperature=0, **context), dtype=req.dtype, **shared)
+    facts = backend(req.engine)
+    context = {"max_context": max_len + 8} if facts.sized_context else {}
+    shared = {"tokenizer": tokenizer} if facts.shares_weights and tokenizer is not None else {}
+    return load_engine(req.engine, path, Sampling(temperature=0, **context), dtype=req.dtype, **shared)
 
 
 def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):
     """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
     models = (senior path, junior path, senior tokenizer)."""
-    from ..engines import load_engine
+    from ..engines import backend, load_engine
     from ..models import same_tokenizer, same_weights
     from ..progress import progress_reporter
 
@@ -371,11 +374,14 @@ def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptio
     s_engine = None
     per_cot = max(1, int(sum(len(t) for t in samples.token_ids) / len(samples)))  # tokens per CoT, for the rate
     try:
-        if kind == "drift" and req.engine == "hf":
-            if same_weights(senior_path, junior_path):  # self-paired: one loaded model, two engines
-                s_engine = load_engine("hf", j_engine.model, Sampling(temperature=0), tokenizer=j_engine.tokenizer)
+        facts = backend(req.engine)
+        if kind == "drift" and facts.exact_kl:  # exact KL reads the senior's distributions too
+            if facts.shares_weights and same_weights(senior_path, junior_path):  # self-paired: one loaded model
+                s_engine = load_engine(
+                    req.engine, j_engine.model, Sampling(temperature=0), tokenizer=j_engine.tokenizer
+                )
             else:
-                s_engine = _engine(req, senior_path, max_len, "hf", tokenizer=senior_tok)
+                s_engine = _engine(req, senior_path, max_len, tokenizer=senior_tok)
         what = f"{kind}: {junior_path.name} reads {len(samples)} CoTs"
         with progress_reporter(len(samples), what, enabled=progress) as bar:
 
@@ -404,7 +410,7 @@ def _summary_fields(kind: str, per_sample, opts: LensOptions) -> tuple[dict, lis
     }
     if kind == "drift":
         extra.update(method=str(per_sample["method"].iloc[0]), direction="KL(senior || junior); lower = less drift")
-        return extra, lens.DRIFT_METRICS, ["kl_bins", "k1_bins"]
+        return extra, list(DRIFT_ESTIMATORS), ["kl_bins", "k1_bins"]  # read now: an estimator registered later counts
     matched = bool(per_sample["vocab_match"].all())
     extra.update(
         # one unit per metric: nats per (shared) token only when the vocabularies match

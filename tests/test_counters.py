@@ -1,0 +1,69 @@
+"""How often one command asks the same question: checkpoint resolutions (`models.resolve_model`),
+schedule parses (`parse_schedule`), run fingerprints (`fingerprint_of`) and config.json reads
+(`RunFolder.config`), counted for `tandem-eval handoff` (two run folders, two checkpoints) and
+`tandem-eval legibility --run` on the bundled toy pair. The figures are today's (issue 41 measured
+them: the goal is one per checkpoint, one parse, one fingerprint per run, one config read per run
+folder); a change that asks more often fails here, one that asks less lowers the figure.
+
+    PYTHONPATH=$PWD python -m pytest -q tests/test_counters.py      # ~1 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+
+from typer.testing import CliRunner
+
+from tandem_eval.cli.main import app
+from tandem_eval.run.results import RunFolder
+
+COUNTED = (
+    ("tandem_eval.models", "resolve_model"),
+    ("tandem_eval.generate.schedules", "parse_schedule"),
+    ("tandem_eval.config", "fingerprint_of"),
+)
+# measured on the tiny benchmark, --n 1 --limit 2 (issue 41: handoff 11, 6, 11, 8 before check_models resolved
+# each checkpoint once, each run parsed its schedule once and finalize read config.json once; legibility
+# 10, 9, 9 before its checks read the run's config once; the goal in brackets)
+HANDOFF = {"resolve_model": 9, "parse_schedule": 4, "fingerprint_of": 9, "RunFolder.config": 6}  # [2, 1, 2, 2]
+LEGIBILITY = {"resolve_model": 10, "fingerprint_of": 6, "RunFolder.config": 6}  # [2, 0, 1, 1]
+
+
+def _counting(monkeypatch) -> collections.Counter:
+    """Wrap each counted function wherever a module of the library holds it (imported by name)."""
+    import tandem_eval.cli.lens  # noqa: F401  # the commands' modules, so their imported names are wrapped too
+    import tandem_eval.generate.execute  # noqa: F401
+    import tandem_eval.score.stage  # noqa: F401
+
+    counts: collections.Counter = collections.Counter()
+    for home, name in COUNTED:
+        original = vars(sys.modules[home])[name]
+
+        def counted(*a, _name=name, _f=original, **kw):
+            counts[_name] += 1
+            return _f(*a, **kw)
+
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("tandem_eval") and vars(module).get(name) is original:
+                monkeypatch.setattr(module, name, counted)
+    config = RunFolder.config
+
+    def read_config(self):
+        counts["RunFolder.config"] += 1
+        return config(self)
+
+    monkeypatch.setattr(RunFolder, "config", read_config)
+    return counts
+
+
+def test_a_handoff_and_a_legibility_ask_each_question_as_often_as_measured(tmp_path, monkeypatch):
+    counts = _counting(monkeypatch)
+    args = ["handoff", "--benchmark", "tiny", "--n", "1", "--limit", "2", "--out", str(tmp_path), "-q"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert dict(counts) == HANDOFF
+    counts.clear()
+    res = CliRunner().invoke(app, ["legibility", "--run", str(tmp_path / "solo"), "-q"])
+    assert res.exit_code == 0, res.output
+    assert dict(counts) == LEGIBILITY

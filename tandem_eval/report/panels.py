@@ -107,7 +107,7 @@ def arm_legend(fig, arms: list[str], modes: list[str] | None = None, colors: dic
     handles = [Line2D([], [], color=colors[a], linewidth=3, label=a) for a in arms]
     for m in modes or []:
         handles.append(Line2D([], [], color="black", label=style.MODE_LABEL[m], **style.MODE_LINE[m]))
-    ncol = legend_columns(fig, [h.get_label() for h in handles], 6 if len(handles) <= 8 else 4)
+    ncol = legend_columns(fig, [str(h.get_label()) for h in handles], 6 if len(handles) <= 8 else 4)
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol)
 
 

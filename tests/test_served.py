@@ -10,6 +10,7 @@ tests/test_vllm_engine.py). The last test kills the server mid-generation.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -236,26 +237,30 @@ def test_a_wrong_model_name_is_one_line_listing_the_served_ones(server):
 
 
 class _Flaky(http.server.BaseHTTPRequestHandler):
-    """Answers 503 to every other POST, else echoes the body's "n"; 400 to any POST to /bad."""
+    """Answers 503 to every other POST, else echoes the body's "n"; 400 to any POST to /bad; /slow
+    answers after 1 s."""
 
     calls: list[str] = []
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).calls.append(body["n"])
+        if self.path == "/slow":
+            time.sleep(1)
         fail = 400 if self.path == "/bad" else 503 if len(type(self).calls) % 2 == 1 else 0
         data = json.dumps({"error": {"message": "busy"}} if fail else {"n": body["n"]}).encode()
-        self.send_response(fail or 200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        with contextlib.suppress(OSError):  # /slow's client has gone: its timeout
+            self.send_response(fail or 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
     def log_message(self, *args):
         pass
 
 
-def test_5xx_is_retried_on_the_next_url_with_backoff_and_4xx_is_not():
+def test_5xx_and_timeouts_are_retried_on_the_next_url_with_backoff_and_4xx_is_not():
     from tandem_eval.engines.served_http import Client
 
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flaky) for _ in range(2)]
@@ -272,6 +277,8 @@ def test_5xx_is_retried_on_the_next_url_with_backoff_and_4xx_is_not():
         with pytest.raises(ServerError, match=r"refused /bad \(HTTP 400\): busy"):
             client.post("/bad", {"n": 0})
         assert len(_Flaky.calls) == before + 1
+        with pytest.raises(ServerError, match=r"failed /slow 2 times \(last: .*timed out\)"):
+            Client(urls[:1], timeout=0.2, retries=1, backoff=0.01).post("/slow", {"n": 0})
     finally:
         for s in servers:
             s.shutdown()
@@ -279,7 +286,7 @@ def test_5xx_is_retried_on_the_next_url_with_backoff_and_4xx_is_not():
 
 def test_a_server_dying_mid_generation_is_one_error_naming_it(server, prompts):
     """Runs last: it kills the module's server."""
-    engine = _served(server, SAMPLED, retries=1, backoff=0.1, max_inflight=4)
+    engine = _served(server, SAMPLED, retries=1, backoff=0.1, max_batch=4)
     for i, p in enumerate(prompts):
         engine.submit(Request(i, p, 400))
     engine.step()

@@ -13,7 +13,7 @@ so traces equal the in-process engines' on the same seeds:
 
 Each segment is one or more `/v1/completions` calls over the whole trace so far (token ids in,
 token ids out; the server's prefix cache finds the trace's earlier blocks), run from a bounded
-thread pool (`max_inflight` calls at a time); `step()` returns the segments whose last call came
+thread pool (`max_batch` calls at a time); `step()` returns the segments whose last call came
 back finished. As on the in-process vLLM engine, a call stops at every stop id and EOS (kept in the
 output) and after `until.max_run()` tokens, `until` is fed every token, and where it did not fire
 the segment goes on with a new call. Each returned log-prob is the server's raw one (vLLM's default
@@ -86,15 +86,17 @@ class ServedEngine:
         sampling,
         model: str | None = None,
         tokenizer=None,
-        max_inflight: int = 16,
+        max_batch: int = 16,
         timeout: float = 120.0,
         retries: int = 3,
         backoff: float = 0.5,
+        dtype: str = "auto",
     ):
         """`path`: "URL[,URL...]#NAME" (or a list of URLs, with `model=`); `tokenizer`: the checkpoint
         folder holding the model's tokenizer and generation_config (default: the folder the server
-        reports, when it exists here); `max_inflight` calls at a time; each call times out after
-        `timeout` s and is tried `retries` more times, `backoff` s apart and doubling."""
+        reports, when it exists here); `max_batch` calls at a time; each call times out after
+        `timeout` s and is tried `retries` more times, `backoff` s apart and doubling. `dtype`, an option
+        every engine takes, is the server's (its --dtype): accepted and not used."""
         urls, self.model = parse_target(path, model)
         if not self.model:
             raise ModelError(f"served model {path!r}: name the model as URL#NAME (its --served-model-name)")
@@ -104,8 +106,8 @@ class ServedEngine:
         self.max_context = min(sampling.max_context, self.server_context)
         self.tokenizer, self.eos_ids = _tokenizer(tokenizer or root, self)
         self.position_keyed = sampling.temperature > 0 and self._runs_our_sampler()
-        self.max_inflight = max_inflight
-        self._pool = ThreadPoolExecutor(max_inflight, thread_name_prefix="served")
+        self.max_batch = max_batch
+        self._pool = ThreadPoolExecutor(max_batch, thread_name_prefix="served")
         self._segments: dict[Hashable, _Segment] = {}
         self._queue: deque[Hashable] = deque()  # segments waiting for a call slot
         self._calls: dict[Future, _Segment] = {}
@@ -209,7 +211,7 @@ class ServedEngine:
         return hit[1]
 
     def _launch(self) -> None:
-        while self._queue and len(self._calls) < self.max_inflight:
+        while self._queue and len(self._calls) < self.max_batch:
             seg = self._segments[self._queue.popleft()]
             self._calls[self._pool.submit(self.client.post, "/v1/completions", self._body(seg))] = seg
             self.stats["chunks"] += 1
@@ -274,7 +276,7 @@ class ServedEngine:
 
     def score(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], **kw) -> list[np.ndarray]:
         """Teacher-forced raw log p(continuation[i] | prompt + continuation[:i]), float64 arrays, from the
-        server's prompt log-probs (one call per item, `max_inflight` at a time; kw: progress(n))."""
+        server's prompt log-probs (one call per item, `max_batch` at a time; kw: progress(n))."""
         if len(prompts) != len(continuations):
             raise ValueError("prompts and continuations must have the same length")
         progress = kw.get("progress")

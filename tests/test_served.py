@@ -130,6 +130,8 @@ def _served(server, sampling, **kw):
 def test_registered_with_honest_facts():
     facts = backend("served")
     assert facts.remote and not facts.exact_kl and not facts.shares_weights and not facts.sized_context
+    with pytest.raises(TypeError, match="bogus"):  # before any call
+        load_engine("served", "http://127.0.0.1:1#m", GREEDY, bogus=1)
 
 
 def test_score_equals_hf_within_1e3_per_token(server, hf, prompts):

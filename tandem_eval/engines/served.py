@@ -47,7 +47,7 @@ from ..models import ModelError
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, Completion, Request, mix64
 from .served_http import Client, ServerError
 
-__all__ = ["ServedEngine", "ServerError", "parse_target"]
+__all__ = ["ServedEngine", "ServedOptions", "ServerError", "parse_target"]
 
 SAMPLER_KEY = "tandem_position_keyed"  # vllm_sampler.SAMPLER_KEY (that module imports vLLM; this one must not)
 
@@ -58,6 +58,21 @@ def parse_target(target, model: str | None = None) -> tuple[list[str], str | Non
         return [str(u) for u in target], model
     urls, _, name = str(target).partition("#")
     return [u for u in urls.split(",") if u], model or name or None
+
+
+@dataclass(frozen=True)
+class ServedOptions:
+    """ServedEngine's keyword options."""
+
+    model: str | None = None  # the served model's name, where the path does not end in #NAME
+    # the checkpoint folder with the model's tokenizer and generation_config (EOS ids); default: the
+    # model folder the server reports, where it exists on this machine
+    tokenizer: str | Path | None = None
+    max_batch: int = 16  # calls in flight at a time (the thread pool's size)
+    timeout: float = 120.0  # seconds per call
+    retries: int = 3  # more tries of a call failing to connect, timing out or answering 5xx
+    backoff: float = 0.5  # seconds before the first retry, doubling
+    dtype: str = "auto"  # every engine takes it; a served model's is the server's --dtype: not used
 
 
 @dataclass
@@ -80,34 +95,21 @@ class ServedEngine:
     logprobs = LOGPROBS_RAW
     live_counter = "generated"  # bumped as each call's tokens come back
 
-    def __init__(
-        self,
-        path,
-        sampling,
-        model: str | None = None,
-        tokenizer=None,
-        max_batch: int = 16,
-        timeout: float = 120.0,
-        retries: int = 3,
-        backoff: float = 0.5,
-        dtype: str = "auto",
-    ):
-        """`path`: "URL[,URL...]#NAME" (or a list of URLs, with `model=`); `tokenizer`: the checkpoint
-        folder holding the model's tokenizer and generation_config (default: the folder the server
-        reports, when it exists here); `max_batch` calls at a time; each call times out after
-        `timeout` s and is tried `retries` more times, `backoff` s apart and doubling. `dtype`, an option
-        every engine takes, is the server's (its --dtype): accepted and not used."""
-        urls, self.model = parse_target(path, model)
+    def __init__(self, path, sampling, **options):
+        """`path`: "URL[,URL...]#NAME" (or a list of URLs, with `model=`); `options`: ServedOptions fields
+        (an unknown one: TypeError naming it)."""
+        opts = ServedOptions(**options)
+        urls, self.model = parse_target(path, opts.model)
         if not self.model:
             raise ModelError(f"served model {path!r}: name the model as URL#NAME (its --served-model-name)")
         self.sampling = sampling
-        self.client = Client(urls, timeout=timeout, retries=retries, backoff=backoff)
+        self.client = Client(urls, timeout=opts.timeout, retries=opts.retries, backoff=opts.backoff)
         self.server_context, root = self._check_servers()
         self.max_context = min(sampling.max_context, self.server_context)
-        self.tokenizer, self.eos_ids = _tokenizer(tokenizer or root, self)
+        self.tokenizer, self.eos_ids = _tokenizer(opts.tokenizer or root, self)
         self.position_keyed = sampling.temperature > 0 and self._runs_our_sampler()
-        self.max_batch = max_batch
-        self._pool = ThreadPoolExecutor(max_batch, thread_name_prefix="served")
+        self.max_batch = opts.max_batch
+        self._pool = ThreadPoolExecutor(opts.max_batch, thread_name_prefix="served")
         self._segments: dict[Hashable, _Segment] = {}
         self._queue: deque[Hashable] = deque()  # segments waiting for a call slot
         self._calls: dict[Future, _Segment] = {}

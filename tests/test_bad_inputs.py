@@ -214,7 +214,7 @@ CASES = [
     ("num-shards-zero", S + ["--num-shards", "0"], "--num-shards"),
     ("shard-index-out-of-range", S + ["--num-shards", "2", "--shard-index", "2"], "--shard-index"),
     ("tensor-parallel-zero", S + ["--tensor-parallel-size", "0"], "--tensor-parallel-size"),
-    ("unknown-engine", S + ["--engine", "tpu"], "'tpu' is not one of 'hf', 'vllm'"),
+    ("unknown-engine", S + ["--engine", "tpu"], "'tpu' is not one of 'hf', 'vllm', 'served'"),
     ("unknown-option", S + ["--temprature", "1"], "--temprature"),
     ("out-is-a-file", S + ["--out", "{root}/a_file"], "is a file"),
     ("out-below-a-file", S + ["--out", "{root}/a_file/sub"], "a_file"),

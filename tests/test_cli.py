@@ -49,9 +49,9 @@ def test_lazy_command_help_in_the_list_is_its_docstring(name):
 @pytest.mark.parametrize(
     "args, expect",
     [
-        (["solo", "--engine", "tpu"], "'tpu' is not one of 'hf', 'vllm'"),
+        (["solo", "--engine", "tpu"], "'tpu' is not one of 'hf', 'vllm', 'served'"),
         (["handoff", "--dtype", "float64"], "'float64' is not one of 'auto', 'float32', 'bfloat16', 'float16'"),
-        (["legibility", "--engine", "jax"], "'jax' is not one of 'hf', 'vllm'"),
+        (["legibility", "--engine", "jax"], "'jax' is not one of 'hf', 'vllm', 'served'"),
         (["drift", "--dtype", "int8"], "'int8' is not one of"),
         (["compare", "a", "b", "-m", "kl_exact", "--on-mismatch", "maybe"], "'maybe' is not one of 'raise'"),
     ],

@@ -70,7 +70,7 @@ def test_score_refuses_bad_input_before_loading(solo_run, tiny_pair, monkeypatch
         score.legibility(senior=str(tiny_pair[0]), junior=str(tiny_pair[1]))
     with pytest.raises(LensError, match="--run SOLO_RUN_DIR"):  # the CLI's entry keeps its flags
         score.run_lens("legibility", score.ScoreRequest())
-    with pytest.raises(LensError, match="unknown engine 'tpu'; valid: hf, vllm"):
+    with pytest.raises(LensError, match="unknown engine 'tpu'; valid: hf, vllm, served"):
         score.drift(solo_run, junior=str(tiny_pair[1]), engine="tpu")
     with pytest.raises(LensError, match="unknown lens"):
         score.run_lens("clarity", score.ScoreRequest(run=solo_run))
@@ -112,7 +112,7 @@ def test_one_engine_factory_names_what_cannot_load(monkeypatch):
     from tandem_eval.engines import vllm_engine
 
     assert engines.unavailable("hf") is None
-    assert engines.unavailable("tpu") == "unknown engine 'tpu'; valid: hf, vllm"
+    assert engines.unavailable("tpu") == "unknown engine 'tpu'; valid: hf, vllm, served"
     monkeypatch.setattr(vllm_engine, "vllm_available", lambda: False)
     assert "vLLM is not installed" in engines.unavailable("vllm")
     with pytest.raises(ValueError, match="vLLM is not installed"):

@@ -182,6 +182,7 @@ def test_invalid_recipe_yaml_is_one_line_naming_file_and_line(tmp_path, capsys):
         ({"trl": {"max_steps": 5}}, "derived from the recipe"),
         ({"heldout_schedule": "paragraph:0"}, "paragraph:0"),
         ({"kl_ref": ""}, "kl_ref must be"),
+        ({"engine": "served"}, "serves a remote model"),
     ],
 )
 def test_recipe_rules(tiny_pair, tmp_path, over, message):

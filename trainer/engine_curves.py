@@ -38,7 +38,9 @@ from .toy.task import write_benchmark
 from .toy.training import read_jsonl
 from .toy.world import REPO, run
 
-ENGINES = tuple(ENGINE_LOADERS)  # every engine tandem_eval has: each trains the same recipe
+# every engine tandem_eval can train on (not a remote one: a served model's weights never change): each
+# trains the same recipe
+ENGINES = tuple(name for name, b in ENGINE_LOADERS.items() if not b.remote)
 # The verdict compares two engines' gains, in ENGINES' order: the HF reference, then vLLM.
 REFERENCE, OTHER = ENGINES
 COLORS = ("#1f77b4", "#d62728")  # one per engine, in ENGINES' order

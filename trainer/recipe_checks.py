@@ -72,6 +72,8 @@ def _check_arm(r) -> None:
         raise ConfigError(f"kl_clamp must be > 0 (or unset), got {r.kl_clamp}")
     if r.engine not in ENGINES or r.heldout_engine not in ENGINES:
         raise ConfigError(f"unknown engine {r.engine!r}/{r.heldout_engine!r}; valid: {', '.join(ENGINES)}")
+    if ENGINES[r.engine].remote or ENGINES[r.heldout_engine].remote:  # the trained senior lives in this process
+        raise ConfigError(f"engine {r.engine!r}/{r.heldout_engine!r} serves a remote model; training needs a local one")
     if r.dtype not in DTYPES:
         raise ConfigError(f"unknown dtype {r.dtype!r}; valid: {', '.join(DTYPES)}")
 

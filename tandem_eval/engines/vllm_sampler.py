@@ -19,6 +19,10 @@ recomputes for a rollout token. Which log-prob a request returns is then the LLM
   "processed_logprobs", trl's own choice, would return log-softmax of a one-hot row: 0 for every
   token, so trl's importance ratio would compare its log-probs with zeros.)
 
+Over an OpenAI-compatible server (engines/served.py: `--logits-processors` names this class), the
+request's `vllm_xargs` can carry only flat values (a string, a number or a list of them), so the
+args travel as the list `sampler_list(...)` (the `_FIELDS` in order); `_args` reads either form.
+
 Position of the token being sampled = the chunk's context length (`start`: the whole trace so far,
 also for a resumed session, whose earlier tokens vLLM moves into its prompt) + the tokens vLLM has
 generated for the chunk so far (the `output_tok_ids` list vLLM hands over when the request joins
@@ -57,6 +61,23 @@ def sampler_args(seed: int, start: int, temperature: float, top_k: int, top_p: f
     }
 
 
+def sampler_list(seed: int, start: int, temperature: float, top_k: int, top_p: float, vocab: int) -> list:
+    """The same args as a flat list (`_FIELDS` order): the form a server's `vllm_xargs` can carry."""
+    return [sampler_args(seed, start, temperature, top_k, top_p, vocab)[f] for f in _FIELDS]
+
+
+def _args(sampling_params) -> dict | None:
+    """A request's sampler args (dict form, or the list form of a served request), or None."""
+    args = ((sampling_params.extra_args or {}) if sampling_params is not None else {}).get(SAMPLER_KEY)
+    if isinstance(args, list):
+        if len(args) != len(_FIELDS):
+            raise ValueError(f"extra_args[{SAMPLER_KEY!r}] as a list needs {len(_FIELDS)} values: {_FIELDS}")
+        args = dict(zip(_FIELDS, args))
+        for f in ("seed", "start", "top_k", "vocab"):
+            args[f] = int(args[f])
+    return args
+
+
 class PositionKeyedSampler(LogitsProcessor):
     """Replaces vLLM's draw by ours for requests carrying `extra_args[SAMPLER_KEY]`."""
 
@@ -66,7 +87,7 @@ class PositionKeyedSampler(LogitsProcessor):
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
-        args = (sampling_params.extra_args or {}).get(SAMPLER_KEY)
+        args = _args(sampling_params)
         if args is None:
             return
         missing = [f for f in _FIELDS if f not in args]
@@ -87,7 +108,7 @@ class PositionKeyedSampler(LogitsProcessor):
         for index in batch_update.removed:
             rows.pop(index, None)
         for index, params, _prompt_ids, output_ids in batch_update.added:
-            args = ((params.extra_args or {}) if params is not None else {}).get(SAMPLER_KEY)
+            args = _args(params)
             if args is None:
                 rows.pop(index, None)
             else:

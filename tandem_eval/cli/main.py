@@ -311,6 +311,10 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     # the options that are not EvalConfig's to check, first: each refused before any work is done
     check_startup_timeout(options["grader_startup_timeout"])
     check_threads(options["threads"])
+    from ..engines import unavailable_for_runs
+
+    if reason := unavailable_for_runs(options["engine"]):  # before a senior is resolved as a checkpoint folder
+        raise ConfigError(reason)
     o = {key: value for key, value in options.items() if key not in _NOT_CONFIG}
     senior = _default_senior(o.pop("senior"))
     junior = o.pop("junior", None)

@@ -94,6 +94,21 @@ def unavailable(name: str) -> str | None:
     return None
 
 
+def unavailable_for_runs(name: str) -> str | None:
+    """Why the commands (solo, handoff, legibility, drift: run folders that record checkpoints by content)
+    cannot use engine `name`, naming what works; None when they can. A remote backend's core runs from
+    Python (load_engine), but its run records (servers, model names, versions) are not built yet."""
+    if reason := unavailable(name):
+        return reason
+    if backend(name).remote:
+        return (
+            f"--engine {name}: run folders of served models are not built yet (a run records its checkpoints "
+            f'by content); the engine itself works from Python: load_engine("{name}", "URL#NAME", Sampling(), '
+            "tokenizer=DIR) (docs/engines.md#served-models-engine-core)"
+        )
+    return None
+
+
 def _named(path: str):
     """The object at "package.module:name", its module imported now."""
     module, _, name = path.partition(":")
@@ -120,4 +135,5 @@ __all__ = [
     "generate",
     "load_engine",
     "unavailable",
+    "unavailable_for_runs",
 ]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..config import EvalConfig, Inputs, solo_config
 from ..data import Problem, load_benchmarks
 from ..data.benchmarks import benchmark_files
-from ..engines import unavailable
+from ..engines import unavailable_for_runs
 from ..models import Checkpoints, check_models, with_contents
 from ..run.durable import sha256_file
 from ..run.results import RunFolder, verify_run
@@ -86,7 +86,7 @@ def validate(cfg: EvalConfig) -> Validated:
         )
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
     junior = needs_junior(cfg.schedule)  # a bad --schedule is refused here
-    if reason := unavailable(cfg.engine):
+    if reason := unavailable_for_runs(cfg.engine):
         raise ConfigError(reason)
     tok, checkpoints = check_models(cfg, junior_needed=junior)
     cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run

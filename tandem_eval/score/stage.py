@@ -260,12 +260,12 @@ def _check_senior_unchanged(rf, config: dict, spec: str) -> str | None:
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
-    from ..engines import backend, unavailable
+    from ..engines import backend, unavailable_for_runs
     from ..models import check_model, check_template, load_tokenizer
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
-    if reason := unavailable(req.engine):
+    if reason := unavailable_for_runs(req.engine):
         raise LensError(reason)
     rf, recorded = _given_run(req) if req.run is not None else (None, None)
     senior_template = recorded.get("chat_template") if recorded is not None else req.chat_template

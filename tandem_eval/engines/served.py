@@ -101,7 +101,7 @@ class ServedEngine:
         opts = ServedOptions(**options)
         urls, self.model = parse_target(path, opts.model)
         if not self.model:
-            raise ModelError(f"served model {path!r}: name the model as URL#NAME (its --served-model-name)")
+            raise ModelError(f"served model {path!r}: name the model as URL#NAME (the server's served model name)")
         self.sampling = sampling
         self.client = Client(urls, timeout=opts.timeout, retries=opts.retries, backoff=opts.backoff)
         self.server_context, root = self._check_servers()

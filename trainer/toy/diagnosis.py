@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.metrics.stats import bootstrap_ci
-from trainer.toy.gates import G0_RULES, HEADROOM_KS, HEADROOM_MIN, G0Rules, two_point_pass_at_k
+from trainer.toy.gates import G0_EVIDENCE, G0_RULES, HEADROOM_KS, HEADROOM_MIN, G0Rules, two_point_pass_at_k
 
-G0_SAMPLES = "evidence/g0-samples.parquet"  # under a scenario's results folder (world.keep_evidence)
+G0_SAMPLES = G0_EVIDENCE  # under a scenario's results folder (world.keep_evidence)
 DIALECTS = ("A", "B")
 
 

@@ -65,6 +65,10 @@ GATED = (SCENARIO,)  # the scenarios whose full run waits for G0, H and G1
 PILOT_SEEDS = (102, 103)  # v6's G1 pilot seeds: never a full-run seed (0..7), nor v5's spent 100-101
 V5_PILOT_SEEDS = (100, 101)
 G0_PROBLEMS, G0_SAMPLES, G0_SEED = 200, 8, 0  # held-out problems, samples per problem, sampling seed
+# results/<scenario>/evidence/: the samples each gate was read from, as parquet tables (no run folders, so no
+# reader takes them for an arm): written by world.keep_evidence, read by trainer.toy.diagnosis
+EVIDENCE = "evidence"
+G0_EVIDENCE = f"{EVIDENCE}/g0-samples.parquet"
 
 
 @dataclass(frozen=True)

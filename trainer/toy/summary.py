@@ -33,7 +33,7 @@ from tandem_eval.run.durable import atomic_write_text
 from tandem_eval.schemas import ALPHA, N_BOOT, RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS, arm_runs, arm_summary, difference, frame, tax_vs_grpo
 from trainer.toy.figures import plot_figures
-from trainer.toy.gates import GATED
+from trainer.toy.gates import EVIDENCE, GATED
 from trainer.toy.markdown import summary_markdown, update_readme
 from trainer.toy.scales import arm_order, designed_arms, kl_coef
 from trainer.toy.training import training_summary
@@ -167,7 +167,7 @@ def write_summary(
 
 # folders of a scenario that hold no RL arm: the untrained roles, and the raw evidence of its gates (G0's
 # samples, the pilot's held-out samples: world.keep_evidence), which are parquet tables, not run folders
-NOT_ARMS = ("junior", "init", "evidence")
+NOT_ARMS = ("junior", "init", EVIDENCE)
 
 
 def arms_found(root: Path) -> dict[str, tuple[str, ...]]:

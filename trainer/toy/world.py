@@ -49,7 +49,7 @@ from tandem_eval.run.durable import atomic_write_json, atomic_write_parquet
 from tandem_eval.schemas import RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects
-from trainer.toy.gates import GATED
+from trainer.toy.gates import EVIDENCE, G0_EVIDENCE, GATED
 from trainer.toy.scales import DIFFICULTIES, SCALES, Scale, arm_order, eval_seed, kl_coef, kl_ref
 from trainer.toy.task import Difficulty, write_benchmark
 
@@ -381,20 +381,17 @@ def stage_g0(work: Path, results: Path, init: dict, s: Scale) -> None:
             size = ["--budget", str(s.budget(sc)), "--problems", str(s.gate_problems), "--out", str(out)]
             keep = ["--samples", str(out.with_name("G0-samples.parquet"))]
             run(["-m", "trainer.toy.gates", "g0", *pair, *size, *keep], work / "logs" / "gates.log")
-        keep_evidence(results / sc / EVIDENCE, {"g0-samples.parquet": out.with_name("G0-samples.parquet")})
+        keep_evidence(results / sc, {G0_EVIDENCE: out.with_name("G0-samples.parquet")})
         record_gate(results, sc, "G0", json.loads(out.read_text()), s)
 
 
-EVIDENCE = "evidence"  # results/<scenario>/evidence/: the samples a gate was read from (parquet, no run folders)
-
-
-def keep_evidence(dest: Path, files: dict[str, Path]) -> None:
-    """Copy each gate's raw evidence into the committed results (dest/NAME), so a reader recomputes every gate
-    figure from samples, not from the gate's JSON alone."""
+def keep_evidence(scenario_dir: Path, files: dict[str, Path]) -> None:
+    """Copy each gate's raw evidence into the committed results (scenario_dir/NAME, NAME under gates.EVIDENCE),
+    so a reader recomputes every gate figure from samples, not from the gate's JSON alone."""
     for name, src in files.items():
         if src.exists():
-            dest.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest / name)
+            (scenario_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, scenario_dir / name)
 
 
 def pilot_evidence(runs: dict[str, list[Path]], into: Path) -> dict[str, Path]:
@@ -418,7 +415,7 @@ def pilot_evidence(runs: dict[str, list[Path]], into: Path) -> dict[str, Path]:
     for name, parts in (("pilot-heldout-samples.parquet", samples), ("pilot-rollouts.parquet", rollouts)):
         if parts:
             atomic_write_parquet(into / name, pd.concat(parts, ignore_index=True))
-            out[name] = into / name
+            out[f"{EVIDENCE}/{name}"] = into / name
     return out
 
 
@@ -467,7 +464,7 @@ def stage_pilot(work: Path, results: Path, data: dict, init: dict, s: Scale, job
             with ThreadPoolExecutor(jobs) as pool:
                 list(pool.map(heldout_handoff, *zip(*[(work, data, init, s, sc, d, at) for d in runs["grpo"]])))
             atomic_write_json(out, to_jsonable(g1(runs, work / "heldout" / sc / "init")))
-        keep_evidence(results / sc / EVIDENCE, pilot_evidence(runs, work / "gates" / sc))
+        keep_evidence(results / sc, pilot_evidence(runs, work / "gates" / sc))
         gate = json.loads(out.read_text())
         record_gate(results, sc, "G1", gate, s)
         if gate["numbers"]["steps"]:

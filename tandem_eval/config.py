@@ -73,6 +73,9 @@ class ModelSpec:
     path: str
     dtype: str = "float32"
     content: str | None = None
+    # a served model's ("URL[,URL]#NAME", --engine served) tokenizer folder (--tokenizer; None: the folder its
+    # server reports). Out of the fingerprint: `content` covers the tokenizer files wherever they are copied.
+    tokenizer: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.path, str) or not self.path:
@@ -81,6 +84,8 @@ class ModelSpec:
             raise ConfigError(f"--dtype {self.dtype!r} is not supported; valid: {', '.join(DTYPES)}")
         if self.content is not None and not isinstance(self.content, str):
             raise ConfigError(f"a checkpoint's content hash must be a string, got {self.content!r}")
+        if self.tokenizer is not None and (not isinstance(self.tokenizer, str) or not self.tokenizer):
+            raise ConfigError(f"--tokenizer must be a folder (a non-empty string), got {self.tokenizer!r}")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,10 @@ class EvalConfig:
     # torch CPU threads (--threads; None = the machine's cores). Out of the fingerprint: the thread
     # count changes speed, not samples, so a run resumes or is reused under any --threads.
     threads: int | None = None
+    # served models (--engine served): the environment variable holding the servers' API key (--api-key-env;
+    # None: VLLM_API_KEY, the variable `vllm serve` reads its own key from). A name, never the key; out of the
+    # fingerprint, as where a key is kept changes no sample.
+    api_key_env: str | None = None
     inputs: Inputs | None = None  # the benchmarks' content (plan.validate fills it in; None: not hashed)
 
     def __post_init__(self):
@@ -195,6 +204,7 @@ def _check_types(cfg: EvalConfig) -> None:
         "chat_template": (str, type(None)),
         "junior_chat_template": (str, type(None)),
         "group": (str, type(None)),
+        "api_key_env": (str, type(None)),
         "allow_vocab_mismatch": (bool,),
         "allow_grader_mismatch": (bool,),
     }
@@ -221,15 +231,15 @@ def fingerprint_of(config: dict) -> str:
     """EvalConfig.fingerprint of a config dict as stored in config.json (run folders recompute it
     from the stored dict, so older runs without later-added keys still verify)."""
     d = dict(config)
-    for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label", "threads"):
+    for k in ("batch_size", "num_shards", "shard_index", "tensor_parallel_size", "label", "threads", "api_key_env"):
         d.pop(k, None)
     for key in ("chat_template", "junior_chat_template", "group", "inputs"):
         if d.get(key) is None:  # absent = the default; keeps older runs' fingerprints
             d.pop(key, None)
     for role in ("senior", "junior"):  # a checkpoint not hashed by content (older runs) hashes as before
         spec = d.get(role)
-        if isinstance(spec, dict) and spec.get("content") is None:
-            d[role] = {k: v for k, v in spec.items() if k != "content"}
+        if isinstance(spec, dict):  # where a served model's tokenizer folder sits is not the experiment
+            d[role] = {k: v for k, v in spec.items() if k != "tokenizer" and (k != "content" or v is not None)}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

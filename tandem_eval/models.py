@@ -478,14 +478,21 @@ HASH_CACHE = "file-sha256.json"
 PARTIAL_BLOCK = 2**20  # the partial digest reads this many bytes at each end of a file
 
 
-def checkpoint_content(spec: str | Path) -> str:
-    """The SHA-256 of a checkpoint's model files: names, sizes and each file's SHA-256 (hashed once
-    per file version, then read from the cache). Replaced weights, an edited config or tokenizer
-    give another value; a copy of the same files gives the same one."""
+def checkpoint_content(folder: Path, only: tuple[str, ...] | None = None) -> str:
+    """The SHA-256 of a checkpoint folder's model files (resolved already: resolve_model): names, sizes
+    and each file's SHA-256 (hashed once per file version, then read from the cache). Replaced weights,
+    an edited config or tokenizer give another value; a copy of the same files gives the same one.
+    `only`: those file names alone (a served model's tokenizer files: its weights are the server's)."""
     import hashlib
 
-    path = resolve_model(spec).resolve()
-    files = sorted(f for f in path.iterdir() if (f.name in _MODEL_FILES or _WEIGHTS.fullmatch(f.name)) and f.is_file())
+    path = Path(folder).resolve()
+    names = set(only) if only is not None else None
+    files = sorted(
+        f
+        for f in path.iterdir()
+        if (f.name in names if names is not None else f.name in _MODEL_FILES or _WEIGHTS.fullmatch(f.name))
+        and f.is_file()
+    )
     with _hash_cache() as cached:
         manifest = [[f.name, f.stat().st_size, cached(f)] for f in files]
     return hashlib.sha256(json.dumps(manifest).encode()).hexdigest()
@@ -582,10 +589,11 @@ def _write_cache(where: Path, entries: dict) -> None:
                 os.unlink(tmp)
 
 
-def same_weights(a: str | Path, b: str | Path) -> bool:
-    """Two checkpoints are one model: the same resolved folder, or a copy of it (equal config.json
-    and weight files of equal names, sizes and SHA-256; hashed only when names and sizes agree)."""
-    a, b = resolve_model(a).resolve(), resolve_model(b).resolve()
+def same_weights(a: Path, b: Path) -> bool:
+    """Two checkpoint folders (resolved already: resolve_model) are one model: the same folder, or a copy
+    of it (equal config.json and weight files of equal names, sizes and SHA-256; hashed only when names
+    and sizes agree)."""
+    a, b = Path(a).resolve(), Path(b).resolve()
     if a == b:
         return True
     if read_model_config(a) != read_model_config(b):
@@ -625,11 +633,11 @@ def time_cap(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def same_tokenizer(a: str | Path, b: str | Path) -> bool:
-    """Two checkpoints load one tokenizer: byte-identical tokenizer files (the same folder, a copy, or
-    two sizes of one family: Qwen2.5-Coder 1.5B and 0.5B), so one loaded tokenizer object serves both
-    engines (about 100 MB and a second of loading saved for Qwen's)."""
-    a, b = resolve_model(a).resolve(), resolve_model(b).resolve()
+def same_tokenizer(a: Path, b: Path) -> bool:
+    """Two checkpoint folders (resolved already) load one tokenizer: byte-identical tokenizer files (the
+    same folder, a copy, or two sizes of one family: Qwen2.5-Coder 1.5B and 0.5B), so one loaded
+    tokenizer object serves both engines (about 100 MB and a second of loading saved for Qwen's)."""
+    a, b = Path(a).resolve(), Path(b).resolve()
     if a == b:
         return True
     for name in TOKENIZER_FILES:
@@ -694,7 +702,13 @@ def check_template(tok, chat_template: str | None, who: str, spec_path: str, opt
     check_chat_template(tok, chat_template, source, option)
 
 
-def check_models(cfg: EvalConfig, junior_needed: bool, templates: bool = True, option: str = "--chat-template"):
+def check_models(
+    cfg: EvalConfig,
+    junior_needed: bool,
+    templates: bool = True,
+    option: str = "--chat-template",
+    resolved: Checkpoints | None = None,
+):
     """The senior's (and with `junior_needed`, the junior's) checkpoint, tokenizer and vocabulary, and
     the chat templates that render prompts; no weights load. Returns the senior's tokenizer and the
     run's Checkpoints.
@@ -703,14 +717,22 @@ def check_models(cfg: EvalConfig, junior_needed: bool, templates: bool = True, o
     or because the junior scores): checkpoints know nothing of schedules.
     templates=False (lm-eval): the senior's template is checked only when `cfg.chat_template` is given
     (lm-eval renders with it only under --apply_chat_template), the junior's never (it reads text).
-    `option` is the flag that replaces the senior's template, as errors name it."""
-    senior = resolve_model(cfg.senior.path)  # each checkpoint resolved once, then passed on
-    tok = check_folder(senior)
-    junior, junior_tok, same = None, None, True
-    if cfg.junior is not None and junior_needed:
-        junior = resolve_model(cfg.junior.path)
-        junior_tok = check_folder(junior)
-        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=cfg.junior.path)
+    `option` is the flag that replaces the senior's template, as errors name it. `resolved`: the
+    checkpoints as another check of this command already found them (served models: engines/served.py
+    checks their servers, then the tokenizer folders are checked here); else each is resolved here, once."""
+    if resolved is None:
+        senior = Checkpoint(resolve_model(cfg.senior.path))
+        junior = None
+        if cfg.junior is not None and junior_needed:
+            junior = Checkpoint(resolve_model(cfg.junior.path))
+    else:
+        senior, junior = resolved.senior, resolved.junior
+    tok = check_folder(senior.path) if senior.server is None else load_tokenizer(senior.path)
+    junior_tok, same = None, True
+    if junior is not None:
+        junior_tok = check_folder(junior.path) if junior.server is None else load_tokenizer(junior.path)
+        junior_name = cast("ModelSpec", cfg.junior).path  # cast: a junior checkpoint comes from cfg.junior only
+        same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=junior_name)
     checkpoints = _checkpoints(cfg, senior, junior, same)
     renders = [(tok, cfg.chat_template, "senior", cfg.senior.path, option)] if templates or cfg.chat_template else []
     if junior_tok is not None and templates and (not same or cfg.junior_chat_template):  # the junior's own prompt
@@ -722,44 +744,87 @@ def check_models(cfg: EvalConfig, junior_needed: bool, templates: bool = True, o
 
 
 @dataclass(frozen=True)
-class Checkpoints:
-    """A run's checkpoints as engines load them: the folders, and how the junior (None when the
-    command needs none) relates to the senior."""
+class Checkpoint:
+    """One checkpoint as a command resolved it, once: `path` the folder its files are read from (config,
+    tokenizer, weights; for a served model, its tokenizer folder) and, for a served model, `server` its
+    "URL[,URL...]#NAME" and `identity` what its servers report (engines/served.py: model name, the
+    server's model path, context window, vLLM version, whether it runs our sampler): its weights stay
+    behind the server. Every later question (content, same weights, same tokenizer, which engine loads
+    what) is asked of this value, never of the name the user typed."""
 
-    senior: Path
-    junior: Path | None = None
+    path: Path
+    server: str | None = None
+    identity: dict | None = None
+
+    @property
+    def target(self) -> str | Path:
+        """What an engine loads: the server, or the folder."""
+        return self.server or self.path
+
+    def content(self) -> str:
+        """The SHA-256 the run records for this checkpoint: its model files (checkpoint_content), or for
+        a served model its identity (name and the server's model path) and its tokenizer files. Weights
+        replaced behind a server under the same name and path are not seen: no server reports a hash."""
+        if self.server is None:
+            return checkpoint_content(self.path)
+        import hashlib
+
+        ident = self.identity or {}
+        key = {
+            "model": ident.get("model"),
+            "root": ident.get("root"),
+            "tokenizer": checkpoint_content(self.path, only=TOKENIZER_FILES),
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """A run's checkpoints as engines load them, and how the junior (None when the command needs
+    none) relates to the senior."""
+
+    senior: Checkpoint
+    junior: Checkpoint | None = None
     same_vocab: bool = True  # token-level handoff; False: text-level, the junior re-tokenizes the trace
     shared: bool = False  # the junior is the senior's own model in the same dtype: its weights load once
 
 
 def with_contents(cfg: EvalConfig, checkpoints: Checkpoints) -> EvalConfig:
-    """`cfg` with the content hash of each checkpoint its engines load (checkpoint_content): the run
+    """`cfg` with the content hash of each checkpoint its engines load (Checkpoint.content): the run
     records them, and they are part of its fingerprint."""
     from dataclasses import replace
 
-    senior = replace(cfg.senior, content=checkpoint_content(checkpoints.senior))
+    senior = replace(cfg.senior, content=checkpoints.senior.content())
     junior = cfg.junior
     if checkpoints.junior is not None:
         # cast: a junior checkpoint is resolved only from cfg.junior
-        junior = replace(cast("ModelSpec", junior), content=checkpoint_content(checkpoints.junior))
+        junior = replace(cast("ModelSpec", junior), content=checkpoints.junior.content())
     return replace(cfg, senior=senior, junior=junior)
 
 
 def run_checkpoints(cfg: EvalConfig, junior_needed: bool, same_vocab: bool | None = None) -> Checkpoints:
-    """`cfg`'s checkpoints resolved (the junior's only when `junior_needed`); `same_vocab` as already
-    checked (None: the tokenizers are loaded and compared here)."""
-    senior = resolve_model(cfg.senior.path)
-    junior = resolve_model(cfg.junior.path) if cfg.junior is not None and junior_needed else None
+    """`cfg`'s local checkpoints resolved (the junior's only when `junior_needed`); `same_vocab` as already
+    checked (None: the tokenizers are loaded and compared here). For Python callers that open engines
+    without a plan (open_engines); a command's plan resolves them once in check_models."""
+    senior = Checkpoint(resolve_model(cfg.senior.path))
+    junior = Checkpoint(resolve_model(cfg.junior.path)) if cfg.junior is not None and junior_needed else None
     return _checkpoints(cfg, senior, junior, same_vocab)
 
 
-def _checkpoints(cfg: EvalConfig, senior: Path, junior: Path | None, same_vocab: bool | None) -> Checkpoints:
-    """run_checkpoints of folders already resolved (None: no junior needed)."""
+def _checkpoints(
+    cfg: EvalConfig, senior: Checkpoint, junior: Checkpoint | None, same_vocab: bool | None
+) -> Checkpoints:
+    """run_checkpoints of checkpoints already resolved (None: no junior needed)."""
     if junior is None:
         return Checkpoints(senior)
     if same_vocab is None:
-        same_vocab = check_vocab(load_tokenizer(senior), load_tokenizer(junior), cfg.allow_vocab_mismatch)
-    return Checkpoints(senior, junior, same_vocab, shares_senior_model(cfg))
+        same_vocab = check_vocab(load_tokenizer(senior.path), load_tokenizer(junior.path), cfg.allow_vocab_mismatch)
+    if senior.server or junior.server:  # served: one server target serves both roles
+        one_model = senior.server == junior.server
+    else:
+        one_model = same_weights(senior.path, junior.path)
+    shared = cast("ModelSpec", cfg.junior).dtype == cfg.senior.dtype and one_model
+    return Checkpoints(senior, junior, same_vocab, shared)
 
 
 def shares_senior_model(cfg: EvalConfig) -> bool:
@@ -768,5 +833,5 @@ def shares_senior_model(cfg: EvalConfig) -> bool:
     return (
         cfg.junior is not None
         and cfg.junior.dtype == cfg.senior.dtype
-        and same_weights(cfg.senior.path, cfg.junior.path)
+        and same_weights(resolve_model(cfg.senior.path), resolve_model(cfg.junior.path))
     )

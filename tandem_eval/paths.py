@@ -64,7 +64,9 @@ def senior_label(spec: str | os.PathLike) -> str:
     `toy:SCENARIO/NAME` its NAME (`toy:tandem` -> `toy-tandem`), a trainer's `RUN/checkpoint-N` (a
     name every training repeats) `RUN/checkpoint-N`, so its default --out, runs/RUN-checkpoint-N,
     is its own. The one rule: the CLI's runs, the lenses' solo runs and the read side's arms all
-    take it, so runs of one senior make one arm."""
+    take it, so runs of one senior make one arm. A served model's (`http://HOST:PORT/v1#NAME`) is NAME."""
+    if re.match(r"https?://", str(spec)):  # a served model (URL[,URL]#NAME): the name its servers give it
+        return str(spec).rpartition("#")[2] or "served"
     path = Path(str(spec).replace("toy:", "toy-").rstrip("/"))
     if _CHECKPOINT_DIR.fullmatch(path.name) and path.parent.name:
         return f"{path.parent.name}/{path.name}"

@@ -69,7 +69,8 @@ SeniorOpt = Annotated[
     str | None,
     typer.Option(
         "--senior",
-        help="Senior checkpoint: an HF-format folder, or toy:NAME. Default: the bundled toy tandem senior "
+        help="Senior checkpoint: an HF-format folder, or toy:NAME; with --engine served, a server as "
+        "http://HOST:PORT/v1#NAME (several: URL,URL#NAME). Default: the bundled toy tandem senior "
         "(legibility/drift: the senior of --run).",
     ),
 ]
@@ -77,8 +78,8 @@ JuniorOpt = Annotated[
     str | None,
     typer.Option(
         "--junior",
-        help="Junior checkpoint: an HF-format folder, or toy:NAME. Default: the junior named in the senior's "
-        "tandem_meta.json.",
+        help="Junior checkpoint: an HF-format folder, or toy:NAME; with --engine served, a server as "
+        "http://HOST:PORT/v1#NAME. Default: the junior named in the senior's tandem_meta.json.",
     ),
 ]
 BenchmarkOpt = Annotated[
@@ -95,7 +96,24 @@ EngineOpt = Annotated[
     Engine,
     typer.Option(
         "--engine",
-        help="hf (reference, CPU default; exact KL when scoring) or vllm (fast generation; prompt log-probs).",
+        help="hf (reference, CPU default; exact KL when scoring), vllm (fast generation; prompt log-probs) or "
+        "served (models behind OpenAI-compatible vLLM servers: --senior/--junior URL#NAME; docs/usage.md).",
+    ),
+]
+TokenizerOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokenizer",
+        help="--engine served: a local folder with the served models' tokenizer files (runs tokenize here, "
+        "token-exact; checked against each server). Default: the model folder the server reports, if it is here.",
+    ),
+]
+ApiKeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        help="--engine served: the environment variable holding the servers' API key (the key vllm serve was given). "
+        "Default: VLLM_API_KEY.",
     ),
 ]
 DtypeOpt = Annotated[

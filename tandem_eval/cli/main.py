@@ -39,6 +39,7 @@ from ..schemas import ConfigError
 from .common import (
     AllowSoloMismatchOpt,
     AllowVocabOpt,
+    ApiKeyEnvOpt,
     BatchOpt,
     BenchmarkOpt,
     ChatTemplateOpt,
@@ -68,6 +69,7 @@ from .common import (
     SoloRunOpt,
     TempOpt,
     ThreadsOpt,
+    TokenizerOpt,
     TopKOpt,
     TopPOpt,
     TPOpt,
@@ -311,14 +313,24 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     # the options that are not EvalConfig's to check, first: each refused before any work is done
     check_startup_timeout(options["grader_startup_timeout"])
     check_threads(options["threads"])
-    from ..engines import unavailable_for_runs
+    from ..engines import backend, unavailable
 
-    if reason := unavailable_for_runs(options["engine"]):  # before a senior is resolved as a checkpoint folder
+    if reason := unavailable(options["engine"]):
         raise ConfigError(reason)
     o = {key: value for key, value in options.items() if key not in _NOT_CONFIG}
+    served = backend(options["engine"]).remote  # --senior/--junior name servers, not folders
+    tokenizer = o.pop("tokenizer")
+    if served and not o["senior"]:
+        raise ConfigError("--engine served needs --senior http://HOST:PORT/v1#NAME (a server and its model name)")
+    if tokenizer is not None and not served:
+        raise ConfigError("--tokenizer is the tokenizer folder of served models; drop it, or pass --engine served")
     senior = _default_senior(o.pop("senior"))
     junior = o.pop("junior", None)
+    if mode == "handoff" and served and not junior:
+        raise ConfigError("--engine served needs --junior http://HOST:PORT/v1#NAME (a server and its model name)")
     junior = _default_junior(senior, junior) if mode == "handoff" else None
+    spec = (lambda s: s) if served else absolute_spec  # a URL stays as given; a folder is recorded absolute
+    tok_dir = absolute_spec(str(tokenizer)) if tokenizer is not None else None
     sampling = Sampling(*(o.pop(name) for name in _SAMPLING))
     dtype, k, label = o.pop("dtype"), o.pop("k"), o.pop("label")
     fields = dict(
@@ -335,8 +347,8 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     # last, because it imports torch: the cheap checks above answer bad input first
     dtype = resolve_dtype(dtype)
     return EvalConfig(
-        senior=ModelSpec(absolute_spec(senior), dtype),
-        junior=ModelSpec(absolute_spec(junior), dtype) if junior else None,
+        senior=ModelSpec(spec(senior), dtype, tokenizer=tok_dir),
+        junior=ModelSpec(spec(junior), dtype, tokenizer=tok_dir) if junior else None,
         **fields,
         **o,
     )
@@ -383,6 +395,8 @@ def solo(
     label: LabelOpt = None,
     chat_template: ChatTemplateOpt = None,
     threads: ThreadsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     json_out: JsonOpt = False,
@@ -445,6 +459,8 @@ def handoff(
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,
     threads: ThreadsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     json_out: JsonOpt = False,

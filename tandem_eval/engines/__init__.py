@@ -46,6 +46,9 @@ class Backend:
     remote: bool = False
     # float32 samples do not depend on --threads or --batch-size (measured; the run records it)
     fp32_reproducible: bool = False
+    # "module:function" (cfg, junior_needed) -> models.Checkpoints: a backend whose models are not local
+    # folders (servers) finds and checks them itself; None: models.check_models resolves folders
+    resolves: str | None = None
     # "module:function" answering whether it can load here (cheaply: vLLM is looked up, not imported), and
     # why not, naming the fix; None: it always can
     available: str | None = None
@@ -68,7 +71,9 @@ ENGINES: dict[str, Backend] = {
         "('tandem-eval[cpu-vllm]'), or use --engine hf",
     ),
     # an OpenAI-compatible vLLM server: prompt log-probs only (no exact KL), one model per engine
-    "served": Backend("tandem_eval.engines.served:ServedEngine", remote=True),
+    "served": Backend(
+        "tandem_eval.engines.served:ServedEngine", remote=True, resolves="tandem_eval.engines.served:resolve_served"
+    ),
 }
 
 
@@ -109,6 +114,13 @@ def unavailable_for_runs(name: str) -> str | None:
     return None
 
 
+def resolve_checkpoints(name: str, cfg, junior_needed: bool):
+    """`cfg`'s checkpoints as backend `name` finds them itself (a served model: its servers, checked now),
+    or None where they are local folders (models.check_models resolves those)."""
+    how = backend(name).resolves
+    return _named(how)(cfg, junior_needed) if how else None
+
+
 def _named(path: str):
     """The object at "package.module:name", its module imported now."""
     module, _, name = path.partition(":")
@@ -134,6 +146,7 @@ __all__ = [
     "backend",
     "generate",
     "load_engine",
+    "resolve_checkpoints",
     "unavailable",
     "unavailable_for_runs",
 ]

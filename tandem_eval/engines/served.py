@@ -35,6 +35,7 @@ is one `ServerError` line naming it; so is a server that dies mid-run (after `re
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -43,13 +44,110 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models import ModelError
+from ..models import Checkpoint, Checkpoints, ModelError, load_tokenizer
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, Completion, Request, mix64
 from .served_http import Client, ServerError
 
-__all__ = ["ServedEngine", "ServedOptions", "ServerError", "parse_target"]
+__all__ = ["ServedEngine", "ServedOptions", "ServerError", "api_key", "parse_target", "resolve_served"]
 
 SAMPLER_KEY = "tandem_position_keyed"  # vllm_sampler.SAMPLER_KEY (that module imports vLLM; this one must not)
+API_KEY_ENV = "VLLM_API_KEY"  # where `vllm serve` reads its own --api-key from: the default for its clients too
+# tokenized by the server and by the local tokenizer before any work: digits, spaces, a paragraph break and
+# non-ASCII characters, where two tokenizers of one family but other versions differ first
+PROBE_TEXT = "Check: 12 + 7 = 19, so x² ≈ 3.5 —   résumé 東京.\n\nThen \\boxed{19}."
+
+
+def api_key(env: str | None = None) -> str | None:
+    """The servers' API key from the environment variable `env` (None: VLLM_API_KEY); None when unset."""
+    return os.environ.get(env or API_KEY_ENV) or None
+
+
+def _listing(client: Client, url: str, model: str) -> dict:
+    """What server `url` lists for `model` (GET /v1/models: id, root, max_model_len); unreachable or not
+    serving it: one ServerError naming the server."""
+    try:
+        listing = client.get(url, "/v1/models")
+    except Exception as e:  # anything: the server is not a usable OpenAI-compatible one
+        code = getattr(e, "code", None)
+        why = (
+            "HTTP 401: pass its key in VLLM_API_KEY, or name the variable with --api-key-env"
+            if code == 401
+            else (f"{type(e).__name__}: {getattr(e, 'reason', e)}")
+        )
+        raise ServerError(f"server {url} is unreachable ({why})") from None
+    models = {m.get("id"): m for m in listing.get("data", [])}
+    if model not in models:
+        served = ", ".join(map(str, models)) or "none"
+        raise ServerError(f"server {url} does not serve model {model!r}; it serves: {served}")
+    return models[model]
+
+
+def runs_our_sampler(client: Client, model: str) -> bool:
+    """True when the server runs PositionKeyedSampler: it refuses a malformed argument list (HTTP 400
+    naming the key); a server without it ignores vllm_xargs."""
+    body = {"model": model, "prompt": [0], "max_tokens": 1, "vllm_xargs": {SAMPLER_KEY: [0]}}
+    try:
+        client.post("/v1/completions", body)
+    except ServerError as e:
+        if SAMPLER_KEY in str(e):
+            return True
+        raise
+    return False
+
+
+def identify(spec: str, tokenizer: str | None, api_key_env: str | None = None) -> Checkpoint:
+    """A served model as a command's checkpoint, checked before any work: every server of "URL[,URL]#NAME"
+    is reachable and serves NAME (one ServerError line naming the server otherwise), the tokenizer folder
+    (`tokenizer`, else the model folder the server reports, where it exists here) tokenizes PROBE_TEXT as
+    the server does (one ModelError line otherwise), and what a run records of it: the model's name, the
+    server's model folder, context window and vLLM version, the URLs, and whether the servers run our
+    sampler (then a trace's random numbers are the in-process engines', shared with a solo run's)."""
+    urls, model = parse_target(spec)
+    if not model:
+        raise ModelError(f"served model {spec!r}: name the model as URL#NAME (the server's served model name)")
+    client = Client(urls, timeout=30.0, retries=0, api_key=api_key(api_key_env))
+    listed = [_listing(client, url, model) for url in client.urls]
+    root = listed[0].get("root")
+    folder = tokenizer or root
+    if folder is None or not Path(str(folder)).is_dir():
+        where = f"--tokenizer {tokenizer}" if tokenizer else f"the server's model folder {root!r}"
+        raise ModelError(
+            f"served model {spec}: {where} is not a folder here; pass --tokenizer DIR, a local copy of the "
+            "served model's tokenizer files (token-exact runs tokenize here)"
+        )
+    tok = load_tokenizer(Path(str(folder)))
+    mine = tok.encode(PROBE_TEXT, add_special_tokens=False)
+    theirs = client.post("/tokenize", {"model": model, "prompt": PROBE_TEXT, "add_special_tokens": False})
+    if list(theirs.get("tokens") or []) != mine:
+        raise ModelError(
+            f"the tokenizer at {folder} does not tokenize as server {client.urls[0]} does for {model!r} (a test "
+            f"sentence: {len(mine)} vs {len(theirs.get('tokens') or [])} tokens); pass --tokenizer with the served "
+            "model's own tokenizer files"
+        )
+    try:
+        version = client.get(client.urls[0], "/version").get("version")
+    except Exception:  # noqa: BLE001 - an older or other OpenAI-compatible server: the version is unknown
+        version = None
+    identity = {
+        "model": model,
+        "root": root,
+        "max_model_len": min(int(m.get("max_model_len") or 0) for m in listed) or None,
+        "vllm_version": version,
+        "urls": client.urls,
+        "shared_sampler": runs_our_sampler(client, model),
+    }
+    return Checkpoint(Path(str(folder)).resolve(), spec, identity)
+
+
+def resolve_served(cfg, junior_needed: bool) -> Checkpoints:
+    """The run's served checkpoints (the junior's only when `junior_needed`), each identified once
+    (engines.resolve_checkpoints; models.check_models then checks their tokenizers and vocabulary)."""
+    senior = identify(cfg.senior.path, cfg.senior.tokenizer, cfg.api_key_env)
+    junior = None
+    if cfg.junior is not None and junior_needed:
+        same = (cfg.junior.path, cfg.junior.tokenizer) == (cfg.senior.path, cfg.senior.tokenizer)
+        junior = senior if same else identify(cfg.junior.path, cfg.junior.tokenizer, cfg.api_key_env)
+    return Checkpoints(senior, junior)
 
 
 def parse_target(target, model: str | None = None) -> tuple[list[str], str | None]:
@@ -73,6 +171,8 @@ class ServedOptions:
     retries: int = 3  # more tries of a call failing to connect, timing out or answering 5xx
     backoff: float = 0.5  # seconds before the first retry, doubling
     dtype: str = "auto"  # every engine takes it; a served model's is the server's --dtype: not used
+    # the environment variable holding the servers' API key (sent as a bearer token when set); None: VLLM_API_KEY
+    api_key_env: str | None = None
 
 
 @dataclass
@@ -103,7 +203,7 @@ class ServedEngine:
         if not self.model:
             raise ModelError(f"served model {path!r}: name the model as URL#NAME (the server's served model name)")
         self.sampling = sampling
-        self.client = Client(urls, timeout=opts.timeout, retries=opts.retries, backoff=opts.backoff)
+        self.client = Client(urls, opts.timeout, opts.retries, opts.backoff, api_key(opts.api_key_env))
         self.server_context, root = self._check_servers()
         self.max_context = min(sampling.max_context, self.server_context)
         self.tokenizer, self.eos_ids = _tokenizer(opts.tokenizer or root, self)
@@ -127,32 +227,12 @@ class ServedEngine:
     def _check_servers(self) -> tuple[int, str | None]:
         """Every server serves `self.model`: (the smallest context window, the checkpoint folder the
         first reports). Unreachable or not serving it: one ServerError naming the server."""
-        contexts, root = [], None
-        for url in self.client.urls:
-            try:
-                listing = self.client.get(url, "/v1/models")
-            except Exception as e:  # anything: the server is not a usable OpenAI-compatible one
-                why = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-                raise ServerError(f"server {url} is unreachable ({why})") from None
-            models = {m.get("id"): m for m in listing.get("data", [])}
-            if self.model not in models:
-                served = ", ".join(map(str, models)) or "none"
-                raise ServerError(f"server {url} does not serve model {self.model!r}; it serves: {served}")
-            contexts.append(int(models[self.model].get("max_model_len") or self.sampling.max_context))
-            root = root or models[self.model].get("root")
-        return min(contexts), root
+        listed = [_listing(self.client, url, self.model) for url in self.client.urls]
+        contexts = [int(m.get("max_model_len") or self.sampling.max_context) for m in listed]
+        return min(contexts), listed[0].get("root")
 
     def _runs_our_sampler(self) -> bool:
-        """True when the server runs PositionKeyedSampler: it refuses a malformed argument list (HTTP
-        400 naming the key); a server without it ignores vllm_xargs."""
-        body = {"model": self.model, "prompt": [0], "max_tokens": 1, "vllm_xargs": {SAMPLER_KEY: [0]}}
-        try:
-            self.client.post("/v1/completions", body)
-        except ServerError as e:
-            if SAMPLER_KEY in str(e):
-                return True
-            raise
-        return False
+        return runs_our_sampler(self.client, self.model)
 
     # -- generation ---------------------------------------------------------------------------
 

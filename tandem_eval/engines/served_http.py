@@ -48,10 +48,19 @@ def _message(err: urllib.error.HTTPError) -> str:
 class Client:
     """JSON over HTTP to one or more servers of the same model: round-robin, retries, timeouts, counters."""
 
-    def __init__(self, urls: list[str], timeout: float = 120.0, retries: int = 3, backoff: float = 0.5):
+    def __init__(self, urls: list[str], timeout=120.0, retries=3, backoff=0.5, api_key: str | None = None):
         if not urls:
             raise ModelError("a served model needs at least one server URL")
-        self.urls = [u.rstrip("/") for u in urls]
+        # "http://HOST:8000/v1" (the base URL OpenAI clients take) and "http://HOST:8000" name one server
+        self.urls = [u.rstrip("/").removesuffix("/v1") for u in urls]
+        bad = [u for u in self.urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ModelError(
+                f"server {bad[0]!r} is not an http:// or https:// URL; pass --senior http://HOST:PORT/v1#NAME"
+            )
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:  # vLLM's --api-key: a bearer token on every call
+            self.headers["Authorization"] = f"Bearer {api_key}"
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self._turn = itertools.count()
         self._lock = threading.Lock()  # the counters are bumped from the engine's worker threads
@@ -86,7 +95,7 @@ class Client:
 
     def _once(self, url: str, path: str, body: dict | None) -> dict:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(url + path, data=data, headers=self.headers)
         t0 = time.perf_counter()
         with urllib.request.urlopen(req, timeout=self.timeout) as r:
             out = json.loads(r.read())

@@ -31,7 +31,7 @@ from ..engines import backend, load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..metrics import summarize_pass_at_k
 from ..metrics.tax import tax_table
-from ..models import Checkpoints, run_checkpoints, same_tokenizer
+from ..models import Checkpoint, Checkpoints, run_checkpoints, same_tokenizer
 from ..progress import live_token_counter, progress_reporter
 from ..run.results import RunFolder, verify_run
 from ..schemas import RunFolderError, from_dict
@@ -88,7 +88,8 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
         kw["tensor_parallel_size"] = cfg.tensor_parallel_size
         kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
     log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
-    engines = {"senior": load_engine(cfg.engine, checkpoints.senior, cfg.sampling, **kw)}
+    senior = checkpoints.senior
+    engines = {"senior": load_engine(cfg.engine, senior.target, cfg.sampling, **kw, **_own(senior, cfg))}
     if checkpoints.junior is None:
         return engines
     junior = cast(ModelSpec, cfg.junior)  # cast: a junior checkpoint is resolved only from cfg.junior
@@ -107,10 +108,11 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
         else:
             log.info("loading the junior %s on %s", junior.path, cfg.engine)
             kw["dtype"] = junior.dtype
-            one_tokenizer = checkpoints.same_vocab and same_tokenizer(checkpoints.senior, checkpoints.junior)
-            if facts.shares_weights and one_tokenizer:
-                kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
-            engines["junior"] = load_engine(cfg.engine, checkpoints.junior, cfg.sampling, **kw)
+            if facts.shares_weights and checkpoints.same_vocab:
+                if same_tokenizer(checkpoints.senior.path, checkpoints.junior.path):
+                    kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
+            own = _own(checkpoints.junior, cfg)
+            engines["junior"] = load_engine(cfg.engine, checkpoints.junior.target, cfg.sampling, **kw, **own)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
             # the junior stops where the schedule, read in the junior's own vocabulary, might switch
             stops = make_schedule(cfg.schedule, engines["junior"].tokenizer).stop_ids(State(author=JUNIOR))
@@ -119,6 +121,12 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
         close_engines(engines)
         raise
     return engines
+
+
+def _own(checkpoint: Checkpoint, cfg: EvalConfig) -> dict:
+    """The keywords one checkpoint adds to its engine's: a served model reads its tokenizer from the
+    folder the plan checked (its weights are behind the server) and its API key where cfg says."""
+    return {} if checkpoint.server is None else {"tokenizer": checkpoint.path, "api_key_env": cfg.api_key_env}
 
 
 def close_engines(engines: dict) -> None:
@@ -275,14 +283,21 @@ def _incomplete(rf: RunFolder, n: int, cause: str) -> str:
 
 
 def _batches(traces, size: int, bar):
-    """Finished traces in lists of `size` (the last one shorter), each counted on `bar` as it finishes."""
+    """Finished traces in lists of `size` (the last one shorter), each counted on `bar` as it finishes.
+    When generating fails (a server that died, an engine error), the traces already finished are
+    yielded first, so the caller stores them and a rerun resumes after them; then the error goes on."""
     batch = []
-    for trace in traces:
-        batch.append(trace)
-        bar.advance(len(trace.token_ids))
-        if len(batch) >= size:
-            yield batch
-            batch = []
+    try:
+        for trace in traces:
+            batch.append(trace)
+            bar.advance(len(trace.token_ids))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    except Exception:
+        if batch:
+            yield batch  # stored before the error is raised on (the caller's next() resumes here)
+        raise
     if batch:
         yield batch
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..config import EvalConfig, Inputs, solo_config
 from ..data import Problem, load_benchmarks
 from ..data.benchmarks import benchmark_files
-from ..engines import unavailable_for_runs
+from ..engines import resolve_checkpoints, unavailable
 from ..models import Checkpoints, check_models, with_contents
 from ..run.durable import sha256_file
 from ..run.results import RunFolder, verify_run
@@ -71,6 +71,15 @@ class Validated:
     prompts: dict = field(default_factory=dict)
     checkpoints: Checkpoints | None = None
 
+    def servers(self, junior: bool = True) -> dict:
+        """What a run folder's config.json records of its served models ({"servers": {role: identity}}:
+        name, URLs, the server's model folder and vLLM version, whether it runs our sampler); {} when its
+        models are local. `junior=False`: the senior's alone (the solo run of a handoff)."""
+        ckpts = self.checkpoints
+        roles = {"senior": ckpts.senior, "junior": ckpts.junior if junior else None} if ckpts else {}
+        served = {role: c.identity for role, c in roles.items() if c is not None and c.identity is not None}
+        return {"servers": served} if served else {}
+
 
 def validate(cfg: EvalConfig) -> Validated:
     """Check everything a run needs, cheaply (benchmarks, configs, tokenizers, safetensors headers,
@@ -86,9 +95,10 @@ def validate(cfg: EvalConfig) -> Validated:
         )
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
     junior = needs_junior(cfg.schedule)  # a bad --schedule is refused here
-    if reason := unavailable_for_runs(cfg.engine):
+    if reason := unavailable(cfg.engine):
         raise ConfigError(reason)
-    tok, checkpoints = check_models(cfg, junior_needed=junior)
+    # served models: their servers are asked once, here; local folders: resolved once in check_models
+    tok, checkpoints = check_models(cfg, junior, resolved=resolve_checkpoints(cfg.engine, cfg, junior))
     cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run
     prompts = check_prompts(cfg, tok, problems)
     return Validated(problems, grader_versions, cfg, prompts, checkpoints)
@@ -137,7 +147,8 @@ def plan_run(cfg: EvalConfig, out: str | Path, extra: dict | None = None) -> Pla
     out = Path(out)
     checked = validate(cfg)
     check_out_paths({out: checked.cfg})
-    return Plan(checked, (RunPlan(checked.cfg, out, RunFolder(out).is_complete(), dict(extra or {})),))
+    record = dict(extra or {}) | checked.servers(junior=checked.cfg.junior is not None)
+    return Plan(checked, (RunPlan(checked.cfg, out, RunFolder(out).is_complete(), record),))
 
 
 def plan_handoff(
@@ -165,7 +176,7 @@ def plan_handoff(
         solo_table: SoloTable | None = reused
     else:  # made first, from this very config: nothing differs
         record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
-        runs, solo_table = (RunPlan(solo_config(cfg), solo_out),), None
+        runs, solo_table = (RunPlan(solo_config(cfg), solo_out, extra=checked.servers(junior=False)),), None
     check_out_paths({run.out: run.cfg for run in runs} | {handoff_out: cfg})  # the solo run's too, when made
-    handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record})
+    handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record, **checked.servers()})
     return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_table=solo_table)

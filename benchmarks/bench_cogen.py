@@ -35,6 +35,20 @@ whole trace per segment (the path before resumable requests; prefix caching only
 chunks serving them (vLLM pauses at every decision point). `--json FILE` writes every row, the
 command, package versions and the machine's load and busiest other processes at start and end.
 
+Served models (`--served`, implies `--vllm`): one vLLM OpenAI-compatible server per distinct model
+(senior, junior; one for a self-paired pair) on loopback, in its own process group, started with the
+in-process engines' own engine settings (`vllm_start.server_flags`: fp32, 32-token blocks, prefix
+caching, our sampler; OMP_NUM_THREADS=--threads unless set) and killed at the end, Ctrl-C and errors
+included. Rows `served[:shared] [occupancy] schedule` run the same loop on `load_engine("served",
+...)` engines (max_batch calls in flight, as the in-process engine runs max_batch requests), side by
+side with the `vllm` rows, and a second table gives served ÷ in-process for each schedule: tok/s
+(wall) and tok/s per CPU second (`cpu x`; a served row's CPU is this process's plus its servers'
+process groups'), engine steps and tokens fed per generated token (a served row's from its servers'
+/metrics counters: its own `step()` only polls), HTTP calls per trace beside vLLM's chunks per trace
+(one call per chunk: a segment resumes with a new call over the whole trace, found again by the
+prefix cache in whole 32-token blocks), and the mean call's round trip. The servers start while the
+in-process engines load (~20-60 s each on a 2-core CPU). Measured: docs/engines.md, "Served models".
+
 `--size tiny` (default): 0.7M-parameter Qwen3 models, where a forward costs about the same at any
 batch size. `--size 135m`: random Llama models of SmolLM2-135M's shape (hidden 576, 30 layers, 9
 heads, 3 KV heads, head_dim 64, intermediate 1536, vocabulary 49152: the tiny 512-token tokenizer
@@ -42,6 +56,7 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
 
     python benchmarks/bench_cogen.py [--traces 64] [--tokens 256] [--batch 32] [--repeats 2] [--threads 1] [--vllm]
     python benchmarks/bench_cogen.py --size 135m --traces 16 --tokens 64 --repeats 1
+    python benchmarks/bench_cogen.py --vllm --served --traces 32 --batch 32 --tokens 64 --repeats 2 --json out.json
     python benchmarks/bench_cogen.py --senior M --junior M --benchmark word_problems.jsonl \
         --occupancy small,large --batch 8 --tokens 128 --repeats 1 --vllm --shared --json out.json
 """
@@ -49,7 +64,10 @@ plus padding rows, so the output head costs what SmolLM2's does; untied, which c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -226,24 +244,55 @@ def run_lockstep(senior: HFEngine, junior: HFEngine, schedule: str, n: int, toke
     }
 
 
-def _counted(fn, engines):
+def _counted(fn, engines, servers=()):
     """Run fn() -> dict; add rows per forward, tokens fed per generated token (both models) and
     engine requests per trace (the loop's segments; on vLLM also the chunks serving them) from the
-    engines' counters (a shared self-paired engine counted once)."""
+    engines' counters (a shared self-paired engine counted once). Served engines (`servers`: the
+    LocalServers behind them): steps and tokens fed from the servers' counters, their CPU added to
+    this process's, and HTTP calls per trace, retries and the mean call's milliseconds."""
     engines = list({id(e): e for e in engines}.values())
     before = [dict(e.stats) for e in engines]
+    on_servers = _server_counts(servers) if servers else {}
 
     def delta(name):
         return sum(e.stats[name] - b[name] for e, b in zip(engines, before))
 
     res = fn()
-    res["rows"] = delta("rows") / max(delta("forwards"), 1)
-    res["fed"] = delta("tokens_fed") / max(res["tokens"], 1)
+    if servers:  # a served engine's step() polls its calls: the forwards and the work are the servers'
+        after = _server_counts(servers)
+        d = {k: after[k] - on_servers[k] for k in after}
+        cpu = res["tokens"] / res["cpu_tps"] + d["cpu"]
+        res.update(fpt=d["steps"] / max(res["tokens"], 1), rows=None, fed=d["fed"] / max(res["tokens"], 1))
+        res.update(cpu_tps=res["tokens"] / cpu, server_cpu=d["cpu"] / cpu)
+        res.update(calls=delta("calls") / res["traces"], retries=delta("retries"))
+        res["ms_per_call"] = 1000 * delta("seconds") / max(delta("calls"), 1)
+    else:
+        res["rows"] = delta("rows") / max(delta("forwards"), 1)
+        res["fed"] = delta("tokens_fed") / max(res["tokens"], 1)
     if all("segments" in e.stats for e in engines):
         res["segments"] = delta("segments") / res["traces"]
     if all("chunks" in e.stats for e in engines):
         res["chunks"] = delta("chunks") / res["traces"]
     return res
+
+
+def _server_counts(servers) -> dict:
+    """Totals over `servers` from their /metrics counters: engine steps (model forwards), tokens fed
+    (prompt tokens computed, i.e. not found in the prefix cache, plus each generated token but a
+    request's last, fed back: what an in-process engine's `tokens_fed` counts) and CPU seconds of their
+    process groups. Read until two reads agree: a server counts a step just after answering from it."""
+    keys = ("vllm:iteration_tokens_total_count", "vllm:request_prefill_kv_computed_tokens_sum")
+    keys += ("vllm:generation_tokens_total", "vllm:request_success_total")
+    last = None
+    for _ in range(20):
+        got = [tuple(m.get(k, 0.0) for k in keys) for m in (s.metrics() for s in servers)]
+        if got == last:
+            break
+        last = got
+        time.sleep(0.05)
+    steps, prefilled, generated, requests = (sum(col) for col in zip(*last))
+    cpu = sum(s.cpu_seconds() for s in servers)
+    return {"steps": steps, "fed": prefilled + generated - requests, "cpu": cpu}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -253,6 +302,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm", action="store_true", help="also measure the vLLM backend (cogen only)")
+    ap.add_argument(
+        "--served",
+        action="store_true",
+        help="also the served engine on local vLLM servers, with served / in-process ratios (implies --vllm)",
+    )
     ap.add_argument("--size", choices=["tiny", "135m"], default="tiny", help="random model shape (see the docstring)")
     ap.add_argument("--senior", help="a real senior checkpoint folder (instead of --size's random models)")
     ap.add_argument("--junior", help="a real junior checkpoint folder (default: --senior, self-paired)")
@@ -288,10 +342,12 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _pairs(args, paths) -> dict:
+def _pairs(args, paths, servers: dict) -> dict:
     """{row prefix: (senior engine, junior engine)}: each backend with two engines, and with --shared one
     self-paired engine serving both roles (the senior's, as generate does for a self-paired vLLM junior);
-    with --per-segment also vLLM without sessions (a new request per segment: the path before them)."""
+    with --per-segment also vLLM without sessions (a new request per segment: the path before them);
+    with --served, engines on `servers` ({checkpoint: LocalServer}, waited for here, after the
+    in-process engines have loaded beside their start)."""
     b = args.batch
     sp, jp = paths
     senior = HFEngine(sp, SAMPLING, max_batch=b)
@@ -308,23 +364,57 @@ def _pairs(args, paths) -> dict:
         if args.per_segment:
             ps = VLLMEngine(sp, SAMPLING, max_batch=b, sessions=False)
             pairs["vllm:per-segment"] = (ps, VLLMEngine(jp, SAMPLING, max_batch=b, sessions=False))
+    if servers:
+        from tandem_eval.engines import load_engine
+
+        for server in servers.values():
+            server.wait_ready()
+        ss, sj = (load_engine("served", servers[p].target, SAMPLING, tokenizer=p, max_batch=b) for p in paths)
+        pairs["served"] = (ss, sj)
+        if args.shared:
+            pairs["served:shared"] = (ss, ss)
     return pairs
 
 
-def _modes(args, schedules, runs, paths) -> dict:
+def start_servers(paths, batch: int, threads: int, root, stack: contextlib.ExitStack) -> dict:
+    """{checkpoint: LocalServer}: one vLLM server per distinct checkpoint of `paths` (senior, junior),
+    started (not waited for) with the in-process engines' settings at `batch` and `threads` torch
+    threads (an OMP_NUM_THREADS of the caller wins); each is killed when `stack` closes."""
+    from tandem_eval.engines.served_http import LocalServer
+    from tandem_eval.engines.vllm_start import VLLMOptions, server_flags
+
+    started: dict[Path, object] = {}  # by resolved folder: a self-paired pair gets one server however named
+    servers = {}
+    for path, role in zip(paths, ("senior", "junior")):
+        where = Path(path).resolve()
+        if where not in started:
+            flags = server_flags(where, SAMPLING, VLLMOptions(max_batch=batch))
+            flags.remove("--disable-log-stats")  # stats on: /metrics counts the served rows' steps and tokens fed
+            log = Path(root) / f"{role}-server.log"
+            env = {"OMP_NUM_THREADS": str(threads)}
+            started[where] = stack.enter_context(LocalServer(where, role, log, flags, env=env))
+        servers[path] = started[where]
+    return servers
+
+
+def _modes(args, schedules, runs, paths, servers: dict) -> dict:
     """{row name: fn(tokens) -> counters}: each engine pairing x occupancy x schedule (solo once per
     backend: it runs the senior alone), and the HF lockstep reference rows."""
     b, pf = args.batch, args.pool_factor
-    pairs = _pairs(args, paths)
+    pairs = _pairs(args, paths, servers)
     senior, junior = pairs["hf"]
     prompts = benchmark_prompts(senior.tokenizer, args.benchmark) if args.benchmark else None
+    # served engine -> the server behind it, whose steps, tokens fed and CPU its rows count
+    behind = {id(e): servers[p] for e, p in zip(pairs.get("served", ()), paths)}
     modes = {}
     for name, (se, ju) in pairs.items():
         for occ, n in runs.items():
             tag = f" {occ}" if occ else ""
             for s in schedules if ":" not in name else schedules[1:]:
-                modes[f"{name}{tag} {s}"] = lambda t, s=s, n=n, se=se, ju=ju: _counted(
-                    lambda: run_cogen(se, ju, s, n, t, b, pf, prompts), (se, ju)
+                used = (se,) if s == "solo" else (se, ju)  # solo runs the senior alone: its server only
+                srv = list({id(behind[id(e)]): behind[id(e)] for e in used if id(e) in behind}.values())
+                modes[f"{name}{tag} {s}"] = lambda t, s=s, n=n, se=se, ju=ju, srv=srv: _counted(
+                    lambda: run_cogen(se, ju, s, n, t, b, pf, prompts), (se, ju), srv
                 )
             if name == "hf" and not args.no_lockstep:  # the lockstep reference rows: HF only
                 for s in schedules[1:]:
@@ -359,11 +449,52 @@ def _print_table(rows: dict, args, runs) -> None:
         f"batch={args.batch}, best of {args.repeats}, load average {os.getloadavg()[1]:.1f} over the last 5 min)"
     )
     for name, r in rows.items():
-        seg, chunks = r.get("segments"), r.get("chunks")
+        seg, chunks, per_fwd = r.get("segments"), r.get("chunks"), r.get("rows")  # rows: none on a served row
         print(
             f"{name:<32}{r['tps']:>8.1f}{r['x_solo_wall']:>8.2f}{r['x_solo_cpu']:>7.2f}"
-            f"{r['fpt']:>11.3f}{r['rows']:>10.1f}{r['fed']:>11.2f}{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
+            f"{r['fpt']:>11.3f}{'' if per_fwd is None else f'{per_fwd:.1f}':>10}{r['fed']:>11.2f}"
+            f"{r['handoffs']:>10.2f}{r['catchup']:>9.1f}"
             f"{'' if seg is None else f'{seg:.1f}':>10}{'' if chunks is None else f'{chunks:.1f}':>8}"
+        )
+
+
+def served_ratios(rows: dict) -> dict:
+    """{served row: served ÷ in-process}, each served row against the vllm row of the same pairing,
+    occupancy and schedule ("served:shared large word" -> "vllm:shared large word"): tok/s (wall), tok/s
+    per CPU second (served: this process's and its servers' CPU), engine steps and tokens fed per
+    generated token; and the served row's HTTP calls per trace beside vLLM's chunks per trace."""
+    out = {}
+    for name, r in rows.items():
+        if not name.startswith("served"):
+            continue
+        v = rows.get("vllm" + name.removeprefix("served"))
+        if v is None:
+            continue
+        out[name] = {
+            "vs": "vllm" + name.removeprefix("served"),
+            "wall": r["tps"] / v["tps"],
+            "cpu": r["cpu_tps"] / v["cpu_tps"],
+            "fpt": r["fpt"] / v["fpt"],
+            "fed": r["fed"] / v["fed"],
+            "calls_per_trace": r["calls"],
+            "vllm_chunks_per_trace": v.get("chunks"),
+            "ms_per_call": r["ms_per_call"],
+            "server_cpu_share": r["server_cpu"],
+        }
+    return out
+
+
+def _print_served(ratios: dict, rows: dict) -> None:
+    print(
+        f"\n{'served ÷ in-process':<32}{'tok/s':>8}{'vllm':>8}{'wall x':>8}{'cpu x':>7}{'fwd x':>7}{'fed x':>7}"
+        f"{'calls/trace':>13}{'vllm chunks':>13}{'ms/call':>9}{'server cpu':>12}"
+    )
+    for name, x in ratios.items():
+        chunks = x["vllm_chunks_per_trace"]
+        print(
+            f"{name:<32}{rows[name]['tps']:>8.1f}{rows[x['vs']]['tps']:>8.1f}{x['wall']:>8.2f}{x['cpu']:>7.2f}"
+            f"{x['fpt']:>7.2f}{x['fed']:>7.2f}{x['calls_per_trace']:>13.1f}"
+            f"{'' if chunks is None else f'{chunks:.1f}':>13}{x['ms_per_call']:>9.1f}{x['server_cpu_share']:>12.0%}"
         )
 
 
@@ -386,6 +517,7 @@ def machine_record() -> dict:
 def main() -> None:
     ap = _parser()
     args = ap.parse_args()
+    args.vllm = args.vllm or args.served  # the served rows' ratios are to the in-process vLLM rows
     torch.set_num_threads(args.threads)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     if schedules[:1] != ["solo"]:
@@ -395,9 +527,12 @@ def main() -> None:
         ap.error("--occupancy takes small and/or large")
     runs = {o: {"small": args.batch, "large": 4 * args.batch}[o] for o in occupancies} or {"": args.traces}
     started = machine_record()
-    with tempfile.TemporaryDirectory() as root:
+    if args.served:  # a TERM (a job's timeout) ends the run as an exception would: the servers are killed
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory() as root, contextlib.ExitStack() as stack:
         paths = (args.senior, args.junior or args.senior) if args.senior else build_models(root, args.size)
-        modes = _modes(args, schedules, runs, paths)
+        servers = start_servers(paths, args.batch, args.threads, root, stack) if args.served else {}
+        modes = _modes(args, schedules, runs, paths, servers)
         # Rounds interleave the modes (drifting machine load hits all of them alike); round 0 warms up
         # code paths and allocations with a few tokens per trace and is discarded; each mode keeps its
         # round with the most tokens per CPU second (the ratio that holds on a shared machine).
@@ -409,9 +544,11 @@ def main() -> None:
                     best[name] = res
     rows = _ratios(best)
     _print_table(rows, args, runs)
+    served = served_ratios(rows)
+    if served:
+        _print_served(served, rows)
     if args.json:
         import json
-        import sys
 
         record = {
             "command": "python " + " ".join(sys.argv),
@@ -421,6 +558,7 @@ def main() -> None:
             "machine_at_start": started,
             "machine_at_end": machine_record(),
             "rows": rows,
+            "served_vs_in_process": served,
         }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")

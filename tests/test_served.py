@@ -13,9 +13,13 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -168,6 +172,70 @@ def test_self_paired_handoffs_through_the_loop_equal_hf_solo_traces(server, hf, 
     assert len({tuple(t.token_ids) for t in solo}) == len(solo)  # really sampled
 
 
+def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """`tandem-eval ARGS` as a user runs it (a new process, its own exit code and stderr)."""
+    cmd = [sys.executable, "-m", "tandem_eval.cli", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def _samples(folder: Path):
+    import pandas as pd
+
+    return pd.read_parquet(folder / "samples.parquet").sort_values(["problem_id", "sample_idx"]).reset_index()
+
+
+RUN = ["--benchmark", "tiny", "--n", "2", "--limit", "3", "--max-new-tokens", "48", "--max-context", "512", "-q"]
+
+
+def test_a_served_handoff_run_equals_the_in_process_run_and_records_its_servers(server, pair, tmp_path):
+    """`tandem-eval handoff --engine served`, self-paired on one server (the URL as OpenAI clients take it,
+    .../v1): its solo and paragraph-handoff run folders hold the in-process HF engine's traces token for
+    token, and config.json records the server (name, URL, model folder, vLLM version, our sampler)."""
+    target = f"{server.url}/v1#{NAME}"
+    served = _cli(
+        "handoff", "--engine", "served", "--senior", target, "--junior", target, *RUN, "--out", tmp_path / "s"
+    )
+    assert served.returncode == 0, served.stderr
+    local = _cli("handoff", "--senior", pair["senior"], "--junior", pair["senior"], *RUN, "--out", tmp_path / "h")
+    assert local.returncode == 0, local.stderr
+    for run in ("solo", "handoff-paragraph"):
+        a, b = _samples(tmp_path / "s" / run), _samples(tmp_path / "h" / run)
+        assert len(a) == 6 and [list(x) for x in a.token_ids] == [list(x) for x in b.token_ids]
+        np.testing.assert_allclose(np.concatenate(a.logprobs), np.concatenate(b.logprobs), atol=1e-4)
+    assert _samples(tmp_path / "s" / "handoff-paragraph").n_handoffs.sum() > 0
+    record = json.loads((tmp_path / "s" / "handoff-paragraph" / "config.json").read_text())
+    facts = record["servers"]["senior"]
+    assert facts["model"] == NAME and facts["urls"] == [server.url] and facts["shared_sampler"] is True
+    assert facts["root"] == str(pair["senior"]) and facts["vllm_version"] and record["servers"]["junior"] == facts
+    assert record["config"]["senior"]["path"] == target and record["config"]["senior"]["content"]
+    assert record["config"]["label"] == NAME
+
+
+def test_served_models_are_checked_in_one_line_before_any_work(server, pair, tmp_path):
+    """A folder where a server belongs, a tokenizer that does not tokenize as the server does, a server
+    that is not there: one line each, exit code 2, and no run folder made."""
+    swapped = tmp_path / "tok"
+    swapped.mkdir()
+    for f in pair["senior"].iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(f, swapped / f.name)
+    data = json.loads((swapped / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    a, b = "1", "2"  # two digits the probe sentence holds: swapping their ids changes its token ids
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (swapped / "tokenizer.json").write_text(json.dumps(data))
+    target = f"{server.url}/v1#{NAME}"
+    cases = {
+        "does not tokenize as server": ["--senior", target, "--tokenizer", swapped],
+        "name the model as URL#NAME": ["--senior", pair["senior"]],
+        "is unreachable": ["--senior", f"http://127.0.0.1:{free_port()}/v1#{NAME}"],
+    }
+    for message, args in cases.items():
+        res = _cli("solo", "--engine", "served", *args, *RUN, "--out", tmp_path / "out")
+        assert res.returncode == 2 and message in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
 def test_an_unreachable_url_is_one_line_naming_it():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ServerError, match=f"server {url} is unreachable") as err:
@@ -242,3 +310,38 @@ def test_a_server_dying_mid_generation_is_one_error_naming_it(server, prompts):
             engine.step()
     assert "\n" not in str(err.value)
     engine.close()
+
+
+def test_a_run_whose_server_dies_stops_in_one_line_and_resumes_on_another_server(pair, tmp_path):
+    """Kill the server mid-run: the command stops with one line naming it (exit 2) and keeps every trace
+    finished before; the rerun against a new server (another port: the servers are not the experiment)
+    generates only the rest, and the run equals an uninterrupted in-process one."""
+    run = ["--benchmark", "tiny", "--n", "4", "--limit", "12", "--max-new-tokens", "300", "--max-context", "512"]
+    run += ["--batch-size", "4", "--out", tmp_path / "served"]
+    with LocalServer(pair["senior"], NAME, tmp_path / "first.log") as first:
+        first.wait_ready(READY_S)
+        log = tmp_path / "run.log"
+        cmd = [sys.executable, "-m", "tandem_eval.cli", "solo", "--engine", "served", "--senior", f"{first.url}#{NAME}"]
+        with open(log, "w") as err:
+            proc = subprocess.Popen([*cmd, *map(str, run)], stderr=err, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            done = [int(n) for n in re.findall(r"solo:solo (\d+)/48", log.read_text())]
+            if done and max(done) >= 4:
+                break
+            time.sleep(0.2)
+        first.kill()
+        assert proc.wait(timeout=120) == 2
+    errors = [line for line in log.read_text().splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and f"server {first.url} failed /v1/completions" in errors[0], errors
+    kept = list((tmp_path / "served" / "solo" / "shards").glob("*.parquet"))
+    assert kept, "the traces finished before the server died were not stored"
+    with LocalServer(pair["senior"], NAME, tmp_path / "second.log") as second:
+        second.wait_ready(READY_S)
+        rerun = _cli("solo", "--engine", "served", "--senior", f"{second.url}/v1#{NAME}", *run)
+    assert rerun.returncode == 0, rerun.stderr
+    assert re.search(r"resuming; ([4-9]|[1-4]\d) samples already stored", rerun.stderr), rerun.stderr
+    local = _cli("solo", "--senior", pair["senior"], *run[:-1], tmp_path / "local", "-q")
+    assert local.returncode == 0, local.stderr
+    a, b = _samples(tmp_path / "served" / "solo"), _samples(tmp_path / "local" / "solo")
+    assert len(a) == 48 and [list(x) for x in a.token_ids] == [list(x) for x in b.token_ids]

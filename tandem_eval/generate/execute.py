@@ -210,6 +210,8 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
             specs.append(TraceSpec(len(specs), prompt, seed, n_new))
     if not specs:
         return 0, ""
+    if done:  # a rerun of a stopped run: say so, a user watching it must not think it started over
+        log.info("%s: resuming; %d samples already stored, %d to generate", rf.path, len(done), len(specs))
     grader = Grader(startup_timeout=startup_s)
     with grader:
         return _generate_specs(cfg, rf, specs, meta, engines(), grader.start(), how)

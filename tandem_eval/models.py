@@ -4,6 +4,7 @@ vocabulary-identity check that evaluation and training share.
 
     path = resolve_model("toy:tandem")            # a bundled toy-world checkpoint
     junior = junior_from_metadata(path)           # from tandem_meta.json, if the trainer wrote one
+    junior = default_junior(path, "toy:tandem")   # the same, or one ModelError naming the fix
     check_checkpoint(path)                        # config.json + weights headers, no weights loaded
     check_vocab(senior_tok, junior_tok, allow_mismatch=False)
     same = check_pair(senior_path, junior_path)   # the same, from paths (used by the trainer)
@@ -149,6 +150,20 @@ def junior_from_metadata(senior: Path) -> str | None:
         return junior
     p = Path(junior)
     return str(p if p.is_absolute() else (Path(senior) / p).resolve())
+
+
+def default_junior(
+    senior: Path, named: str | Path, fix: str = "pass --junior PATH", option: str = "--junior", error=None
+) -> str:
+    """The junior a senior is measured with when none is given: the one its trainer recorded
+    (tandem_meta.json, junior_from_metadata), or one error (`error`, default ModelError) naming the
+    senior, the command's `option` for a junior and `fix`. `senior`: its folder, resolved; `named`: as
+    the user named it. The one place every command (handoff, legibility, drift, lm-eval, the demo)
+    reads the default."""
+    found = junior_from_metadata(senior)
+    if not found:
+        raise (error or ModelError)(f"no {option} given and senior {named} has no tandem_meta.json naming one; {fix}")
+    return found
 
 
 def _short(e: BaseException) -> str:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import cast
 
-from ..models import junior_from_metadata, resolve_model, toy_names
+from ..models import default_junior, resolve_model, toy_names
 from .main import DEFAULT_SENIOR, app
 from .terminal import console
 
@@ -23,8 +22,7 @@ from .terminal import console
 def _pair(out: Path) -> tuple[str, str, str]:
     """(senior, junior, benchmark) for the demo."""
     if DEFAULT_SENIOR in toy_names():
-        # cast: the bundled toy seniors all name their junior in their metadata
-        junior = cast(str, junior_from_metadata(resolve_model(DEFAULT_SENIOR)))
+        junior = default_junior(resolve_model(DEFAULT_SENIOR), DEFAULT_SENIOR)  # each bundled senior names one
         bench = Path(__file__).resolve().parents[1] / "toy" / "data" / "test.jsonl"
         return DEFAULT_SENIOR, junior, str(bench) if bench.exists() else "tiny"
     from ..toy.tiny import build_tiny_pair  # imports torch/transformers: only on this fallback

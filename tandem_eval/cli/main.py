@@ -271,12 +271,9 @@ def _default_senior(senior: str | None) -> str:
 def _default_junior(senior: str, junior: str | None) -> str:
     if junior:
         return junior
-    from ..models import junior_from_metadata, resolve_model
+    from ..models import default_junior, resolve_model
 
-    found = junior_from_metadata(resolve_model(senior))
-    if found:
-        return found
-    raise ConfigError(f"no --junior given and {senior} has no tandem_meta.json naming one; pass --junior PATH")
+    return default_junior(resolve_model(senior), senior)
 
 
 def _ray_plan(workers: int | None, address: str | None):

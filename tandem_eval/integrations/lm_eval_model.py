@@ -64,7 +64,7 @@ from ..engines.bridge import RetokenizingEngine
 from ..generate.execute import close_engines, open_engines
 from ..generate.schedules import make_schedule, needs_junior
 from ..generate.tandem import TraceSpec, budget, cogenerate, trace_seed
-from ..models import check_models, junior_from_metadata, resolve_model
+from ..models import check_models, default_junior, resolve_model
 from ..paths import read_chat_template
 from ..schemas import ConfigError
 
@@ -381,11 +381,8 @@ def _pair(senior, junior, schedule: str, score_with: str) -> tuple:
     senior_path = resolve_model(str(senior))
     wants_junior = needs_junior(schedule) or score_with == "junior"
     if wants_junior and not junior:
-        junior = junior_from_metadata(senior_path)
-        if not junior:
-            raise ConfigError(
-                f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
-            )
+        fix = f"schedule {schedule!r} (or score_with=junior) needs a junior: add junior=PATH to --model_args"
+        junior = default_junior(senior_path, senior, fix, option="junior", error=ConfigError)
     return senior_path, junior, wants_junior
 
 

@@ -58,6 +58,12 @@ def reproducibility(cfg: EvalConfig) -> str:
     fingerprint (a run resumes under any), so this says when they can change the samples
     (docs/reliability.md: "Which runs are bit-reproducible")."""
     dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
+    if backend(cfg.engine).remote:  # the servers compute: their dtype and batching are theirs, not cfg's
+        return (
+            f"{cfg.engine}: samples drawn on the servers (see \"servers\"); where every server runs our sampler "
+            "(shared_sampler) a trace's tokens are the in-process engines' on the same seeds (measured: "
+            "tests/test_served.py), else vLLM's own generator draws them (reproducible on the same servers)"
+        )
     if backend(cfg.engine).fp32_reproducible and dtypes == {"float32"}:
         return (
             f"float32 on the {cfg.engine} engine: the same samples under any --threads and --batch-size (measured: "

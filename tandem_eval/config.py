@@ -14,10 +14,10 @@ import hashlib
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 
 # strict loading and its error live in the schema module; config loads with them and offers them (__all__)
+from .paths import served_name
 from .schemas import ConfigError, from_dict
 
 
@@ -228,9 +228,6 @@ def solo_config(cfg: EvalConfig) -> EvalConfig:
     return dataclasses.replace(cfg, mode="solo", schedule="solo", junior=None, allow_vocab_mismatch=False)
 
 
-SERVED = re.compile(r"https?://")  # a checkpoint named as a server (URL[,URL]#NAME: --engine served)
-
-
 def fingerprint_of(config: dict) -> str:
     """EvalConfig.fingerprint of a config dict as stored in config.json (run folders recompute it
     from the stored dict, so older runs without later-added keys still verify)."""
@@ -245,7 +242,7 @@ def fingerprint_of(config: dict) -> str:
         if isinstance(spec, dict):  # where a served model's tokenizer folder sits is not the experiment
             d[role] = {k: v for k, v in spec.items() if k != "tokenizer" and (k != "content" or v is not None)}
             path = spec.get("path")
-            if spec.get("content") and isinstance(path, str) and SERVED.match(path):
+            if spec.get("content") and isinstance(path, str) and served_name(path) is not None:
                 # nor which servers answer: a server restarted on another port (or a replica) serves the model
                 # its content names (name, model folder, tokenizer), so a rerun there resumes this run
                 d[role]["path"] = "#" + path.rpartition("#")[2]

@@ -32,6 +32,15 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "tandem-eval").expanduser()
 
 
+SERVED = re.compile(r"https?://")  # a checkpoint named as a server: "URL[,URL...]#NAME" (--engine served)
+
+
+def served_name(spec: str | os.PathLike) -> str | None:
+    """The model name of a served checkpoint ("http://HOST:PORT/v1#NAME" -> NAME; "" without #NAME), or
+    None when `spec` names a folder or a toy: checkpoint."""
+    return str(spec).rpartition("#")[2] if SERVED.match(str(spec)) else None
+
+
 @overload
 def absolute_spec(spec: str) -> str: ...
 @overload
@@ -39,9 +48,10 @@ def absolute_spec(spec: None) -> None: ...
 @overload
 def absolute_spec(spec: str | None) -> str | None: ...
 def absolute_spec(spec: str | None) -> str | None:  # the overloads: a given spec stays a str, for mypy
-    """A checkpoint argument as a run records it: `toy:NAME` as given, a path made absolute, so that a
-    run made from one working directory is read, resumed and compared the same from any other."""
-    if spec is None or str(spec).startswith("toy:"):
+    """A checkpoint argument as a run records it: `toy:NAME` and a server's URL#NAME as given, a path made
+    absolute, so that a run made from one working directory is read, resumed and compared the same from
+    any other."""
+    if spec is None or str(spec).startswith("toy:") or SERVED.match(str(spec)):  # names, not paths
         return spec
     return os.path.abspath(os.path.expanduser(str(spec)))
 
@@ -65,8 +75,8 @@ def senior_label(spec: str | os.PathLike) -> str:
     name every training repeats) `RUN/checkpoint-N`, so its default --out, runs/RUN-checkpoint-N,
     is its own. The one rule: the CLI's runs, the lenses' solo runs and the read side's arms all
     take it, so runs of one senior make one arm. A served model's (`http://HOST:PORT/v1#NAME`) is NAME."""
-    if re.match(r"https?://", str(spec)):  # a served model (URL[,URL]#NAME): the name its servers give it
-        return str(spec).rpartition("#")[2] or "served"
+    if (name := served_name(spec)) is not None:  # a served model: the name its servers give it
+        return name or "served"
     path = Path(str(spec).replace("toy:", "toy-").rstrip("/"))
     if _CHECKPOINT_DIR.fullmatch(path.name) and path.parent.name:
         return f"{path.parent.name}/{path.name}"

@@ -64,15 +64,18 @@ def test_a_value_outside_a_choice_is_refused_in_one_line(args, expect):
 
 
 @pytest.mark.parametrize("command", ["solo", "handoff", "legibility", "drift"])
-def test_a_served_engine_is_refused_by_the_commands_in_one_line_naming_the_python_route(command, tmp_path):
-    """Served models have an engine (engines/served.py) but no run records yet: a command says so before any
-    URL is read as a checkpoint folder, and names what works (load_engine from Python)."""
-    args = [command, "--engine", "served", "--senior", "http://127.0.0.1:9/v1#x", "--benchmark", "tiny"]
+def test_a_served_model_that_is_not_there_is_one_line_naming_its_server_before_any_work(command, tmp_path):
+    """Every command takes served models (--engine served, tests/test_served.py runs them against a real
+    server); a server that does not answer is one line naming it, before any URL is read as a folder and
+    before any run folder is made."""
+    url = "http://127.0.0.1:9"
+    args = [command, "--engine", "served", "--senior", f"{url}/v1#x", "--benchmark", "tiny"]
+    args += ["--junior", f"{url}/v1#x"] if command != "solo" else []
     r = CliRunner().invoke(cli.app, [*args, "--out", str(tmp_path / "out")])
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "run folders of served models are not built yet" in lines[0], r.stderr
-    assert 'load_engine("served", "URL#NAME"' in lines[0] and "checkpoint not found" not in lines[0]
+    assert len(lines) == 1 and f"server {url} is unreachable" in lines[0], r.stderr
+    assert "checkpoint not found" not in lines[0] and not (tmp_path / "out").exists()
 
 
 def test_a_user_error_is_one_line_and_debug_shows_its_traceback(tmp_path):

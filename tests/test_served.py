@@ -211,6 +211,30 @@ def test_a_served_handoff_run_equals_the_in_process_run_and_records_its_servers(
     assert record["config"]["label"] == NAME
 
 
+def test_legibility_and_drift_with_a_served_junior_equal_the_in_process_lenses(server, pair, tmp_path):
+    """`tandem-eval legibility|drift --engine served --junior URL#NAME` on an in-process solo run: the served
+    junior's per-CoT NLL equals the HF engine's on the same weights within 1e-3 nats/token (measured:
+    ~1e-7), and drift of the senior against its own weights served is ~0 (k1/k3 from the stored senior
+    log-probs: no exact KL over HTTP)."""
+    import pandas as pd
+
+    made = _cli("solo", "--senior", pair["senior"], *RUN, "--out", tmp_path)
+    assert made.returncode == 0, made.stderr
+    run, target = tmp_path / "solo", f"{server.url}/v1#{NAME}"
+    for args in (["--engine", "served", "--junior", target], ["--junior", pair["senior"], "--junior-label", "local"]):
+        res = _cli("legibility", "--run", run, *args, "-q")
+        assert res.returncode == 0, res.stderr
+    served, local = (pd.read_parquet(run / "lens" / j / "legibility.parquet") for j in (NAME, "local"))
+    assert len(served) == 6 and (served.n_scored_tokens == local.n_scored_tokens).all()
+    assert np.abs(served.junior_nll_mean - local.junior_nll_mean).max() < 1e-3
+    res = _cli("drift", "--run", run, "--engine", "served", "--junior", target, "-q", "--json")
+    assert res.returncode == 0, res.stderr
+    drift = pd.read_parquet(run / "lens" / NAME / "drift.parquet")
+    assert set(drift.method) == {"monte-carlo"} and np.abs(drift.kl_k1).max() < 1e-4, drift.kl_k1.describe()
+    record = json.loads((run / "metrics.json").read_text())["lens"][NAME]
+    assert record["legibility"]["junior"] == target and record["drift"]["method"] == "monte-carlo"
+
+
 def test_served_models_are_checked_in_one_line_before_any_work(server, pair, tmp_path):
     """A folder where a server belongs, a tokenizer that does not tokenize as the server does, a server
     that is not there: one line each, exit code 2, and no run folder made."""
@@ -345,3 +369,6 @@ def test_a_run_whose_server_dies_stops_in_one_line_and_resumes_on_another_server
     assert local.returncode == 0, local.stderr
     a, b = _samples(tmp_path / "served" / "solo"), _samples(tmp_path / "local" / "solo")
     assert len(a) == 48 and [list(x) for x in a.token_ids] == [list(x) for x in b.token_ids]
+    # its servers gone, the served run is still read: a lens finds the senior's tokenizer where the run recorded it
+    lens = _cli("legibility", "--run", tmp_path / "served" / "solo", "--junior", pair["junior"], "-q")
+    assert lens.returncode == 0, lens.stderr

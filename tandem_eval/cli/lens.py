@@ -25,6 +25,7 @@ import typer
 from ..schemas import N_BOOT  # standard library only at import
 from .common import (
     AllowVocabOpt,
+    ApiKeyEnvOpt,
     BenchmarkOpt,
     ChatTemplateOpt,
     DtypeOpt,
@@ -40,6 +41,7 @@ from .common import (
     QuietOpt,
     SeniorOpt,
     ThreadsOpt,
+    TokenizerOpt,
     VerboseOpt,
 )
 
@@ -126,6 +128,8 @@ def legibility_cmd(
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,
     threads: ThreadsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     adopt: AdoptOpt = False,
@@ -156,6 +160,8 @@ def drift_cmd(
     chat_template: ChatTemplateOpt = None,
     junior_chat_template: JuniorChatTemplateOpt = None,
     threads: ThreadsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     adopt: AdoptOpt = False,
@@ -186,7 +192,8 @@ def _lens_command(kind: str, args: dict) -> None:
     check_threads(args["threads"])  # before any model loads, as solo/handoff do
     fields = {f.name for f in dataclasses.fields(score.ScoreRequest)}
     req = score.ScoreRequest(
-        **{k: v for k, v in args.items() if k in fields and "template" not in k},
+        **{k: v for k, v in args.items() if k in fields and "template" not in k and k != "tokenizer"},
+        tokenizer=str(args["tokenizer"]) if args["tokenizer"] else None,
         benchmarks=tuple(args["benchmark"]),
         chat_template=read_chat_template(args["chat_template"], "--chat-template"),
         junior_chat_template=read_chat_template(args["junior_chat_template"], "--junior-chat-template"),

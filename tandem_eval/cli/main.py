@@ -326,7 +326,6 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     if mode == "handoff" and served and not junior:
         raise ConfigError("--engine served needs --junior http://HOST:PORT/v1#NAME (a server and its model name)")
     junior = _default_junior(senior, junior) if mode == "handoff" else None
-    spec = (lambda s: s) if served else absolute_spec  # a URL stays as given; a folder is recorded absolute
     tok_dir = absolute_spec(str(tokenizer)) if tokenizer is not None else None
     sampling = Sampling(*(o.pop(name) for name in _SAMPLING))
     dtype, k, label = o.pop("dtype"), o.pop("k"), o.pop("label")
@@ -344,8 +343,8 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     # last, because it imports torch: the cheap checks above answer bad input first
     dtype = resolve_dtype(dtype)
     return EvalConfig(
-        senior=ModelSpec(spec(senior), dtype, tokenizer=tok_dir),
-        junior=ModelSpec(spec(junior), dtype, tokenizer=tok_dir) if junior else None,
+        senior=ModelSpec(absolute_spec(senior), dtype, tokenizer=tok_dir),
+        junior=ModelSpec(absolute_spec(junior), dtype, tokenizer=tok_dir) if junior else None,
         **fields,
         **o,
     )

@@ -46,8 +46,8 @@ class Backend:
     remote: bool = False
     # float32 samples do not depend on --threads or --batch-size (measured; the run records it)
     fp32_reproducible: bool = False
-    # "module:function" (cfg, junior_needed) -> models.Checkpoints: a backend whose models are not local
-    # folders (servers) finds and checks them itself; None: models.check_models resolves folders
+    # "module:function" (spec, tokenizer folder, API key variable) -> models.Checkpoint: a backend whose models
+    # are not local folders (servers) finds and checks them itself; None: models.resolve_model finds folders
     resolves: str | None = None
     # "module:function" answering whether it can load here (cheaply: vLLM is looked up, not imported), and
     # why not, naming the fix; None: it always can
@@ -72,7 +72,7 @@ ENGINES: dict[str, Backend] = {
     ),
     # an OpenAI-compatible vLLM server: prompt log-probs only (no exact KL), one model per engine
     "served": Backend(
-        "tandem_eval.engines.served:ServedEngine", remote=True, resolves="tandem_eval.engines.served:resolve_served"
+        "tandem_eval.engines.served:ServedEngine", remote=True, resolves="tandem_eval.engines.served:identify"
     ),
 }
 
@@ -99,26 +99,27 @@ def unavailable(name: str) -> str | None:
     return None
 
 
-def unavailable_for_runs(name: str) -> str | None:
-    """Why the commands (solo, handoff, legibility, drift: run folders that record checkpoints by content)
-    cannot use engine `name`, naming what works; None when they can. A remote backend's core runs from
-    Python (load_engine), but its run records (servers, model names, versions) are not built yet."""
-    if reason := unavailable(name):
-        return reason
-    if backend(name).remote:
-        return (
-            f"--engine {name}: run folders of served models are not built yet (a run records its checkpoints "
-            f'by content); the engine itself works from Python: load_engine("{name}", "URL#NAME", Sampling(), '
-            "tokenizer=DIR) (docs/engines.md#served-models-engine-core)"
-        )
-    return None
+def resolve_checkpoint(name: str, spec: str, tokenizer: str | None = None, api_key_env: str | None = None):
+    """Checkpoint `spec` as backend `name` finds it itself (a served model: its servers asked now, its
+    tokenizer folder checked against them), or None where checkpoints are local folders (models.resolve_model)."""
+    how = backend(name).resolves
+    return _named(how)(spec, tokenizer, api_key_env) if how else None
 
 
 def resolve_checkpoints(name: str, cfg, junior_needed: bool):
-    """`cfg`'s checkpoints as backend `name` finds them itself (a served model: its servers, checked now),
-    or None where they are local folders (models.check_models resolves those)."""
-    how = backend(name).resolves
-    return _named(how)(cfg, junior_needed) if how else None
+    """`cfg`'s checkpoints (the junior's only when `junior_needed`) as backend `name` finds them itself, each
+    once (one server asked once when both roles name it), or None where they are local folders
+    (models.check_models resolves those)."""
+    from ..models import Checkpoints
+
+    if backend(name).resolves is None:
+        return None
+    senior = resolve_checkpoint(name, cfg.senior.path, cfg.senior.tokenizer, cfg.api_key_env)
+    junior = None
+    if cfg.junior is not None and junior_needed:
+        same = (cfg.junior.path, cfg.junior.tokenizer) == (cfg.senior.path, cfg.senior.tokenizer)
+        junior = senior if same else resolve_checkpoint(name, cfg.junior.path, cfg.junior.tokenizer, cfg.api_key_env)
+    return Checkpoints(senior, junior)
 
 
 def _named(path: str):
@@ -146,7 +147,7 @@ __all__ = [
     "backend",
     "generate",
     "load_engine",
+    "resolve_checkpoint",
     "resolve_checkpoints",
     "unavailable",
-    "unavailable_for_runs",
 ]

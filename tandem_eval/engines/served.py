@@ -44,11 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models import Checkpoint, Checkpoints, ModelError, load_tokenizer
+from ..models import Checkpoint, ModelError, load_tokenizer
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, Completion, Request, mix64
 from .served_http import Client, ServerError
 
-__all__ = ["ServedEngine", "ServedOptions", "ServerError", "api_key", "parse_target", "resolve_served"]
+__all__ = ["ServedEngine", "ServedOptions", "ServerError", "api_key", "identify", "parse_target"]
 
 SAMPLER_KEY = "tandem_position_keyed"  # vllm_sampler.SAMPLER_KEY (that module imports vLLM; this one must not)
 API_KEY_ENV = "VLLM_API_KEY"  # where `vllm serve` reads its own --api-key from: the default for its clients too
@@ -137,17 +137,6 @@ def identify(spec: str, tokenizer: str | None, api_key_env: str | None = None) -
         "shared_sampler": runs_our_sampler(client, model),
     }
     return Checkpoint(Path(str(folder)).resolve(), spec, identity)
-
-
-def resolve_served(cfg, junior_needed: bool) -> Checkpoints:
-    """The run's served checkpoints (the junior's only when `junior_needed`), each identified once
-    (engines.resolve_checkpoints; models.check_models then checks their tokenizers and vocabulary)."""
-    senior = identify(cfg.senior.path, cfg.senior.tokenizer, cfg.api_key_env)
-    junior = None
-    if cfg.junior is not None and junior_needed:
-        same = (cfg.junior.path, cfg.junior.tokenizer) == (cfg.senior.path, cfg.senior.tokenizer)
-        junior = senior if same else identify(cfg.junior.path, cfg.junior.tokenizer, cfg.api_key_env)
-    return Checkpoints(senior, junior)
 
 
 def parse_target(target, model: str | None = None) -> tuple[list[str], str | None]:

@@ -60,7 +60,7 @@ def reproducibility(cfg: EvalConfig) -> str:
     dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
     if backend(cfg.engine).remote:  # the servers compute: their dtype and batching are theirs, not cfg's
         return (
-            f"{cfg.engine}: samples drawn on the servers (see \"servers\"); where every server runs our sampler "
+            f'{cfg.engine}: samples drawn on the servers (see "servers"); where every server runs our sampler '
             "(shared_sampler) a trace's tokens are the in-process engines' on the same seeds (measured: "
             "tests/test_served.py), else vLLM's own generator draws them (reproducible on the same servers)"
         )

@@ -58,7 +58,7 @@ from tqdm import tqdm
 from ..config import EvalConfig, ModelSpec, Sampling
 from ..data.prompts import PromptError
 from ..devices import resolve_dtype, usable_device
-from ..engines import backend, load_engine, unavailable_for_runs
+from ..engines import backend, load_engine, unavailable
 from ..engines.base import Request, generate
 from ..engines.bridge import RetokenizingEngine
 from ..generate.execute import close_engines, open_engines
@@ -150,8 +150,13 @@ class TandemLM(TemplateLM):
         booleans often as text); lm-eval's own extras (IGNORED_ARGS) are dropped."""
         super().__init__()
         opts = TandemOptions.from_model_args(model_args)
-        if reason := unavailable_for_runs(opts.engine):  # before a URL is read as a checkpoint folder
+        if reason := unavailable(opts.engine):
             raise ConfigError(reason)
+        if backend(opts.engine).remote:  # before a URL is read as a checkpoint folder
+            raise ConfigError(
+                f"engine={opts.engine}: --model tandem loads its models in this process; measure served models with "
+                "`tandem-eval solo|handoff|legibility|drift --engine served` (docs/usage.md#served-models)"
+            )
         senior_path, junior, wants_junior = _pair(opts.senior, opts.junior, opts.schedule, opts.score_with)
         self.options = opts
         self.schedule_name, self.seed, self.score_with = opts.schedule, opts.seed, opts.score_with

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..paths import folder_name
+from ..paths import folder_name, served_name
 
 LENS_DIR = "lens"  # RUN/lens/<junior label>/<kind>.parquet
 LENS_KINDS = ("legibility", "drift")
@@ -29,9 +29,12 @@ class LensError(ValueError):
 
 
 def junior_label(spec: str | Path) -> str:
-    """A folder-safe name for a junior: toy:self-paired/junior -> self-paired-junior, else the
-    checkpoint folder's name (characters other than letters, digits, . _ - become -)."""
+    """A folder-safe name for a junior: toy:self-paired/junior -> self-paired-junior, a served
+    http://HOST:PORT/v1#NAME -> NAME, else the checkpoint folder's name (characters other than letters,
+    digits, . _ - become -)."""
     text = str(spec).rstrip("/")
+    if (served := served_name(text)) is not None:  # a served junior: the name its servers give it
+        return folder_name(served, "junior")
     name = text[4:].replace("/", "-") if text.startswith("toy:") else (Path(text).name or text)
     return folder_name(name, "junior")
 

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, cast
 from ..config import EvalConfig, ModelSpec, Sampling, default_ks
 from ..devices import resolve_dtype, use_threads
 from ..metrics.registry import DRIFT_ESTIMATORS
-from ..models import checkpoint_content
-from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, senior_label
+from ..models import Checkpoint
+from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, senior_label, served_name
 from ..run.lens_layout import LENS_DIR, LENS_KINDS, LensError, junior_label
 from ..schemas import SAMPLE_KEY
 from . import lens
@@ -65,6 +65,10 @@ class ScoreRequest:
     n: int = 8
     limit: int | None = None
     label: str | None = None
+    # served models (engine served): the local folder with their tokenizer files (default: the model folder
+    # the server reports) and the environment variable holding the servers' API key (default: VLLM_API_KEY)
+    tokenizer: str | None = None
+    api_key_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,14 +83,16 @@ class Scored:
 
 @dataclass(frozen=True)
 class Checked:
-    """The request's inputs after the checks: specs, the senior's tokenizer, the verified run (if given;
-    the CLI sets the solo run it made for `senior`)."""
+    """The request's inputs after the checks: specs as named, the checkpoints as resolved (once, here),
+    the senior's tokenizer, the verified run (if given; the CLI sets the solo run it made for `senior`)."""
 
     senior_spec: str
     junior_spec: str
     senior_tok: object
     opts: LensOptions
     rf: RunFolder | None
+    senior: Checkpoint
+    junior: Checkpoint
     unchecked: str | None = None  # why the run's senior checkpoint cannot be checked (a run from before hashes)
 
 
@@ -162,15 +168,14 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
     reason = not_writable(rf.path / LENS_DIR)  # refused before any model loads, not after scoring
     if reason:
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
-    junior_path = _model_path(checked.junior_spec, "junior")
-    junior = {"path": junior_path.resolve(), "content": checkpoint_content(junior_path)}
+    # a served junior is recorded by its server target (its tokenizer folder is not the model)
+    junior = {"path": checked.junior.server or checked.junior.path.resolve(), "content": checked.junior.content()}
     with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
         table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
         from ..run.durable import check_write_target
 
         check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
-        senior_path = _model_path(checked.senior_spec, "senior")
         samples = rf.load_samples()
         if samples.empty:
             raise LensError(f"{rf.path} has no samples; rerun the solo evaluation")
@@ -180,9 +185,10 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
             per_sample = _adopted(rf, table, samples)
         else:
             use_threads(req.threads)
-            models = (senior_path, junior_path, checked.senior_tok)
+            models = (checked.senior, checked.junior, checked.senior_tok)
             per_sample = _score(kind, samples, models, req, opts, progress)
-        where = {"junior": str(junior["path"]), "junior_content": junior["content"], "senior": str(senior_path)}
+        senior = checked.senior.server or checked.senior.path
+        where = {"junior": str(junior["path"]), "junior_content": junior["content"], "senior": str(senior)}
         return _store(
             kind, rf, per_sample, opts, (table, req.adopt), {**where, "engine": req.engine, "dtype": req.dtype}
         )
@@ -198,35 +204,58 @@ def _model_path(spec: str, role: str) -> Path:
         raise LensError(f"{role}: {e}") from None
 
 
-def _junior_spec(junior: str | None, senior: str) -> str:
+def _checkpoint(spec: str, role: str, req: ScoreRequest, recorded: dict | None = None) -> Checkpoint:
+    """Checkpoint `spec` resolved once for this command: a folder or toy:NAME (resolve_model), or a served
+    model. A served model is asked through its servers (engines.resolve_checkpoint), except the senior of
+    a given run (`recorded`: its config.json record), whose CoTs are read, not regenerated: its servers
+    need not be up, and its tokenizer folder is the one the run recorded (or the model folder its server
+    reported, or --tokenizer)."""
+    from ..engines import backend, resolve_checkpoint
+
+    if served_name(spec) is None:
+        return Checkpoint(_model_path(spec, role))
+    if recorded is not None:
+        identity = (recorded.get("servers") or {}).get(role)
+        given = [recorded["config"][role].get("tokenizer"), (identity or {}).get("root"), req.tokenizer]
+        folder = next((Path(f) for f in given if f and Path(f).is_dir()), None)
+        if folder is None:
+            raise LensError(
+                f"{role} {spec} was a served model: pass --tokenizer DIR, a local copy of its tokenizer files"
+            )
+        return Checkpoint(folder.resolve(), spec, identity)
+    if backend(req.engine).resolves is None:
+        raise LensError(f"{role} {spec} is a server: pass --engine served (or the checkpoint's folder)")
+    return resolve_checkpoint(req.engine, spec, req.tokenizer, req.api_key_env)
+
+
+def _junior_spec(junior: str | None, senior: Checkpoint, named: str) -> str:
     """`junior`, else the junior the senior's trainer recorded (tandem_meta.json), as `handoff` does."""
+    from ..models import ModelError, default_junior
+
     if junior:
         return junior
-    from ..models import junior_from_metadata
-
-    found = junior_from_metadata(_model_path(senior, "senior"))
-    if not found:
-        raise LensError(f"no --junior given and senior {senior} has no tandem_meta.json naming one; pass --junior PATH")
-    return found
+    try:
+        return default_junior(senior.path, named)
+    except ModelError as e:
+        raise LensError(str(e)) from None
 
 
 def _given_run(req: ScoreRequest) -> tuple[RunFolder, dict]:
     """The verified solo run `req.run` (its own lens table may be unrecorded: this call rewrites or adopts it)
-    and its recorded config, read once here for every check that needs it."""
+    and its config.json record (config, servers, ...), read once here for every check that needs it."""
     from ..run.results import RunFolder, verify_run
 
     # before any weights load (and before verify's notes on an older marker): the table is recorded in COMPLETE
     RunFolder(cast(str | Path, req.run)).check_sealed("a lens command")
     rf = verify_run(cast(str | Path, req.run), allow_unrecorded=True)  # cast: called only when a run is given
-    cfg = rf.config()["config"]
+    record = rf.config()
+    cfg = record["config"]
     if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
         raise LensError(
             f"{req.run} is a {cfg['mode']}/{cfg['schedule']} run; legibility and drift read the senior's "
             "SOLO CoTs: pass its solo run folder"
         )
-    if req.senior is not None and (
-        _model_path(req.senior, "senior").resolve() != _model_path(cfg["senior"]["path"], "senior").resolve()
-    ):
+    if req.senior is not None and _same_place(req.senior) != _same_place(cfg["senior"]["path"]):
         raise LensError(
             f"{req.run} was generated by senior {cfg['senior']['path']}, not {req.senior}; drop --senior or "
             "pass the matching run"
@@ -236,18 +265,24 @@ def _given_run(req: ScoreRequest) -> tuple[RunFolder, dict]:
             f"--chat-template renders the prompts of a new solo run, but {req.run} was already rendered with "
             "the template recorded in its config.json; drop --chat-template (or drop --run)"
         )
-    return rf, cfg
+    return rf, record
 
 
-def _check_senior_unchanged(rf, config: dict, spec: str) -> str | None:
+def _same_place(spec: str) -> str:
+    """Where checkpoint `spec` is, for comparing two names of it: a server's URL#NAME as given, a folder resolved."""
+    return spec if served_name(spec) is not None else str(_model_path(spec, "senior").resolve())
+
+
+def _check_senior_unchanged(rf, config: dict, senior: Checkpoint) -> str | None:
     """The senior checkpoint holds the weights that wrote the run's CoTs (its recorded content hash in
     `config`, the run's recorded config): drift would score them with other weights, legibility read them
     with another tokenizer. Returns the warning for a run from before these hashes (logged once every
     check has passed)."""
+    spec = senior.server or senior.path
     recorded = (config.get("senior") or {}).get("content")
     if recorded is None:
         return f"{rf.path} predates content hashes of checkpoints: its senior {spec} is not checked"
-    now = checkpoint_content(_model_path(spec, "senior"))
+    now = senior.content()  # a served senior: its recorded identity and the tokenizer files here
     if now != recorded:
         raise LensError(
             f"the senior checkpoint {spec} changed since {rf.path} was generated (sha256 {recorded[:12]} then, "
@@ -260,23 +295,26 @@ def _check_senior_unchanged(rf, config: dict, spec: str) -> str | None:
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
-    from ..engines import backend, unavailable_for_runs
-    from ..models import check_model, check_template, load_tokenizer
+    from ..engines import backend, unavailable
+    from ..models import check_folder, check_template, load_tokenizer
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
-    if reason := unavailable_for_runs(req.engine):
+    if reason := unavailable(req.engine):
         raise LensError(reason)
-    rf, recorded = _given_run(req) if req.run is not None else (None, None)
+    rf, record = _given_run(req) if req.run is not None else (None, None)
+    recorded = record["config"] if record is not None else None
     senior_template = recorded.get("chat_template") if recorded is not None else req.chat_template
     # recorded absolute; cast: without --senior, --run was given (checked above), so its config was read
     senior_spec = req.senior or cast(dict, recorded)["senior"]["path"]
-    unchecked = _check_senior_unchanged(rf, cast(dict, recorded), senior_spec) if rf is not None else None
-    junior_spec = _junior_spec(req.junior, senior_spec)
-    junior_tok = check_model(junior_spec)
+    senior = _checkpoint(senior_spec, "senior", req, record)
+    unchecked = _check_senior_unchanged(rf, cast(dict, recorded), senior) if rf is not None else None
+    junior_spec = _junior_spec(req.junior, senior, senior_spec)
+    junior = _checkpoint(junior_spec, "junior", req)
+    junior_tok = check_folder(junior.path) if junior.server is None else load_tokenizer(junior.path)
     # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer
-    loads_senior = rf is None or (kind == "drift" and backend(req.engine).exact_kl)
-    senior_tok = check_model(senior_spec) if loads_senior else load_tokenizer(_model_path(senior_spec, "senior"))
+    loads_senior = senior.server is None and (rf is None or (kind == "drift" and backend(req.engine).exact_kl))
+    senior_tok = check_folder(senior.path) if loads_senior else load_tokenizer(senior.path)
     if not lens.vocab_matches(senior_tok, junior_tok):
         if kind == "drift":
             lens.require_shared_vocab(senior_tok, junior_tok)
@@ -292,7 +330,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     )
     if lens.junior_renders_prompt(senior_tok, junior_tok, opts):  # else it reads the stored prompt ids
         check_template(junior_tok, req.junior_chat_template, "junior", junior_spec, "--junior-chat-template")
-    return Checked(senior_spec, junior_spec, senior_tok, opts, rf, unchecked)
+    return Checked(senior_spec, junior_spec, senior_tok, opts, rf, senior, junior, unchecked)
 
 
 def solo_run_config(req: ScoreRequest, checked: Checked) -> tuple[EvalConfig, Path]:
@@ -307,10 +345,12 @@ def solo_run_config(req: ScoreRequest, checked: Checked) -> tuple[EvalConfig, Pa
         "engine": req.engine,
         "threads": req.threads,
         "chat_template": checked.opts.senior_chat_template,
+        "api_key_env": req.api_key_env,
     }
     label = req.label or senior_label(senior)  # the same label (and folder) `tandem-eval handoff` uses
     fields = {k: v for k, v in fields.items() if v is not None}
-    senior_spec = ModelSpec(absolute_spec(senior), req.dtype)  # the lens's dtype, as `tandem-eval solo --dtype`
+    tokenizer = absolute_spec(req.tokenizer) if req.tokenizer else None  # a served senior's tokenizer folder
+    senior_spec = ModelSpec(absolute_spec(senior), req.dtype, tokenizer=tokenizer)  # the lens's dtype, as solo's
     cfg = EvalConfig(senior=senior_spec, mode="solo", schedule="solo", label=label, **fields)
     out = Path(req.out) / "solo" if req.out else Path("runs") / folder_name(label) / "solo"
     return cfg, out
@@ -325,7 +365,11 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
     for name, kinds in _lens_entries(rf).items():
         entries = [e for e in kinds.values() if isinstance(e, dict) and e.get("junior")]
         if entries:
-            recorded[name] = (Path(entries[0]["junior"]).resolve(), entries[0].get("junior_content"))
+            where = entries[0]["junior"]  # a served junior's URL#NAME as recorded, a folder resolved
+            recorded[name] = (
+                where if served_name(where) is not None else Path(where).resolve(),
+                entries[0].get("junior_content"),
+            )
 
     def free(label: str) -> bool:
         path, content = recorded.get(label, (junior["path"], None))
@@ -340,37 +384,45 @@ def _unique_junior_label(rf, explicit: str | None, spec: str, junior: dict) -> s
             )
         return label
     base = junior_label(spec)
-    parent = junior["path"].parent.name
+    parent = junior["path"].parent.name if isinstance(junior["path"], Path) else ""  # a server has no parent folder
     candidates = [base] + ([folder_name(f"{parent}-{base}")] if parent and not spec.startswith("toy:") else [])
     candidates += [f"{base}-{i}" for i in range(2, len(recorded) + 3)]
     return next(c for c in candidates if free(c))
 
 
 # ---- scoring and recording ---------------------------------------------------------------------
-def _engine(req: ScoreRequest, path: Path, max_len: int, tokenizer=None):
+def _engine(req: ScoreRequest, checkpoint: Checkpoint, max_len: int, tokenizer=None):
     """A teacher-forcing engine (temperature 0: nothing is sampled) through the one engine factory;
-    `tokenizer`: an already loaded tokenizer (the same files), not loaded again where the backend takes one."""
+    `tokenizer`: an already loaded tokenizer (the same files), not loaded again where the backend takes one.
+    A served checkpoint's engine reads its tokenizer from the folder checked against its servers."""
     from ..engines import backend, load_engine
 
     facts = backend(req.engine)
     context = {"max_context": max_len + 8} if facts.sized_context else {}
     shared = {"tokenizer": tokenizer} if facts.shares_weights and tokenizer is not None else {}
-    return load_engine(req.engine, path, Sampling(temperature=0, **context), dtype=req.dtype, **shared)
+    if checkpoint.server is not None:
+        shared = {"tokenizer": checkpoint.path, "api_key_env": req.api_key_env}
+    sampling = Sampling(temperature=0, **context)
+    return load_engine(req.engine, checkpoint.target, sampling, dtype=req.dtype, **shared)
 
 
 def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):
     """The per-sample lens table: the junior (and for exact drift the senior) reads every CoT.
-    models = (senior path, junior path, senior tokenizer)."""
+    models = (senior checkpoint, junior checkpoint, senior tokenizer)."""
     from ..engines import backend, load_engine
     from ..models import same_tokenizer, same_weights
     from ..progress import progress_reporter
 
-    senior_path, junior_path, senior_tok = models
+    senior, junior, senior_tok = models
+    senior_path, junior_path = senior.path, junior.path
     # vLLM's context must hold the longest prompt + CoT (+ slack for a junior template's longer prefix).
     max_len = int(max(len(p) + len(t) for p, t in zip(samples.prompt_ids, samples.token_ids))) + 64
-    limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
+    if junior.server is not None:  # its window is what its servers report
+        limit = (junior.identity or {}).get("max_model_len") or max_len
+    else:
+        limit = json.loads((junior_path / "config.json").read_text()).get("max_position_embeddings") or max_len
     one_tok = same_tokenizer(senior_path, junior_path)
-    j_engine = _engine(req, junior_path, min(max_len, limit - 8), tokenizer=senior_tok if one_tok else None)
+    j_engine = _engine(req, junior, min(max_len, limit - 8), tokenizer=senior_tok if one_tok else None)
     s_engine = None
     per_cot = max(1, int(sum(len(t) for t in samples.token_ids) / len(samples)))  # tokens per CoT, for the rate
     try:
@@ -381,8 +433,8 @@ def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptio
                     req.engine, j_engine.model, Sampling(temperature=0), tokenizer=j_engine.tokenizer
                 )
             else:
-                s_engine = _engine(req, senior_path, max_len, tokenizer=senior_tok)
-        what = f"{kind}: {junior_path.name} reads {len(samples)} CoTs"
+                s_engine = _engine(req, senior, max_len, tokenizer=senior_tok)
+        what = f"{kind}: {junior_label(junior.server or junior_path)} reads {len(samples)} CoTs"
         with progress_reporter(len(samples), what, enabled=progress) as bar:
 
             def advance(n: int) -> None:  # n CoTs scored

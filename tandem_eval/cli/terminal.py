@@ -34,6 +34,7 @@ def show(title: str | None, header: list[str], rows: list[list[str]], caption: s
             table.add_row(*row)
         console.print(table)
         return
+    # a '|' in a cell would open a new column and a newline would end the row
     cell = lambda c: str(c).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = [title, ""] if title else []
     lines += ["| " + " | ".join(map(cell, header)) + " |"]
@@ -89,6 +90,7 @@ def print_outcomes(runs: dict[str, dict]) -> None:
     --max-new-tokens", not "the model cannot solve these")."""
     for name, m in runs.items():
         n = m.get("n_samples", 0)
+        # run folders written before metrics.json held these counts have only the rate and grade_status
         truncated = m.get("n_truncated", round(m.get("truncation_rate", 0.0) * n))
         no_answer = m.get("n_no_answer", m.get("grade_status", {}).get("no_answer", 0))
         line = (
@@ -132,6 +134,7 @@ def print_tax(tax: dict, ks) -> None:
                 if r["estimate"] is None
                 else (
                     f"{100 * r['estimate']:.1f}% "
+                    # `and`: a bound of None (no CI) stays None and prints as '-'
                     f"[{_fmt(r['low'] and 100 * r['low'])}, {_fmt(r['high'] and 100 * r['high'])}]"
                 )
             )

@@ -82,6 +82,7 @@ def side_cis(run: Run | None, metric: str, n_boot: int, seed: int) -> dict:
         values = problem_values(run, metric)
     except LensError:
         return {}
+    # NaN throughout (exact KL of a Monte-Carlo drift table): no cell, so the column can drop, not a CI of nothing
     return scoped_ci(values, "value", n_boot, seed) if len(values.dropna()) else {}
 
 
@@ -109,11 +110,14 @@ def arm_cells(solo: Run | None, hand: Run | None, arm: str, k: int, n_boot: int,
                 entry = entry.get(f"pass@{k}", {})
                 for metric in ("solo", "handoff", "tax", "retention"):
                     if metric in entry:
+                        # communication_tax gives retention as a fraction; the table's unit is percent
                         cell = {
                             x: as_float(entry[metric][x]) * (100.0 if metric == "retention" else 1.0)
                             for x in ("estimate", "low", "high")
                         }
                         cells.setdefault(scope, {})[metric] = cell
+    # with a paired tax, solo and handoff came from its joint resampling (one resampling for all four cells);
+    # their own CIs only where there is no tax
     for metric, run in (("solo", solo), ("handoff", hand)):
         if run is not None and not any(metric in c for c in cells.values()):
             put(metric, passk_cis(run, k, n_boot, seed))
@@ -142,6 +146,8 @@ def seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
 
     solos, hands = [p[0] for p in seeds if p[0] is not None], [p[1] for p in seeds if p[1] is not None]
     both = [p for p in seeds if p[0] is not None and p[1] is not None]
+    # tax and retention pair each seed's solo and handoff runs: only when every seed has both, else each mode
+    # gets its own CI over the seeds it has
     if both and len(both) == len(seeds):
         sv, hv = frame([p[0] for p in both], f"pass@{k}"), frame([p[1] for p in both], f"pass@{k}")
         joint = sv.rename(columns={"value": "solo"}).set_index("seed", append=True)
@@ -163,6 +169,7 @@ def seed_cells(seeds: list[tuple], k: int, n_boot: int, seed: int) -> dict:
             if runs:
                 put(metric, scoped_ci(frame(runs, f"pass@{k}"), "value", n_boot, seed, cluster="seed"))
     for c in LENS_COLUMNS:
+        # lens outputs are scored on the senior's solo CoTs: a handoff run has none
         values = frame(solos, c.metric.name) if solos else None
         if values is not None and len(values.dropna()):
             put(c.key, scoped_ci(values, "value", n_boot, seed, cluster="seed"))

@@ -61,6 +61,7 @@ def report(
     """Paper tables (Markdown + LaTeX) and figures from run folders: Table 2 (solo/handoff pass@k,
     retention, communication tax, junior NLL, KL drift, with CIs), pass@k curves, tax bars,
     legibility/drift, training dynamics and the handoff dose curve."""
+    # matplotlib here, when the command runs: `report --help` and `view` (this module) never load it
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never windows

@@ -157,6 +157,7 @@ class Collection:
                     stacklevel=2,
                 )
             _check_lens_junior(r, recorded.get(r.junior), self.runs)
+            # the run's cache keys lens tables by kind, not junior: it may hold another junior's table
             r._pp.clear()
             for part in r.parts:
                 part.junior = r.junior if r.junior in part.lens_juniors() else None
@@ -204,6 +205,8 @@ def problem_sets(col: Collection, intersect: bool = False) -> list[ProblemSet]:
     for label in col.arms:
         run = col.solo(label) or next(r for r in col.runs if r.label == label)
         arms[label] = run.problem_set()
+    # frozensets do not sort (`<` is "subset of"): ordered by their members, so the sets' folders and tables
+    # come out in one order on every run
     sets = sorted(set(arms.values()), key=lambda ps: sorted(ps))
     if len(sets) <= 1:
         return [ProblemSet("", None, col)]
@@ -287,6 +290,7 @@ def read_train_log(path: str | Path) -> pd.DataFrame:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
+                # the trainer appends a line per step: a log read while it trains may end in a half-written one
                 continue
     df = pd.DataFrame(rows)
     if "step" in df.columns:
@@ -311,6 +315,7 @@ def collect(
             paths.append(p)
         paths += [rf.path for rf in run_folders(p)]  # a merged run once, not again as its shard-* parts
         train_dirs += sorted(t.parent for t in p.rglob(TRAIN_LOG))
+    # a run reached from two inputs (its folder and a folder above it) is read once
     paths = sorted({q.resolve() for q in paths})
     train_dirs = sorted({t.resolve() for t in train_dirs})
     runs: list[Run] = []
@@ -353,6 +358,7 @@ def parse_labels(items) -> dict[str, str]:
     """["RUN=NAME", ...] (the report's --label) -> {RUN: NAME}."""
     out = {}
     for item in items or []:
+        # at the last '=': a run folder's path may contain one (a NAME then cannot)
         run, sep, name = str(item).rpartition("=")
         if not sep or not run or not name.strip():
             raise ReportError(f"--label {item!r}: expected RUN=NAME (a run folder or a current label, then the name)")
@@ -424,6 +430,7 @@ def _dedupe(runs: list[Run]) -> list[Run]:
     solo/ folder each `handoff` command writes) collapse to the first; runs on different
     benchmarks join into one (Run.parts); different runs on shared benchmarks refuse."""
     seen: dict[tuple, list[Run]] = {}
+    # by path, so which copy counts as the first does not depend on the order of the inputs
     for r in sorted(runs, key=lambda r: str(r.path)):
         key = (r.label, r.mode, r.schedule)
         same = seen.setdefault(key, [])
@@ -451,5 +458,6 @@ def _dedupe(runs: list[Run]) -> list[Run]:
         else:  # one senior's runs on different benchmarks: one arm, read as one run
             first = same[0]
             ks = tuple(sorted(set.intersection(*(set(r.ks) for r in same))))
+            # only the ks every part has; no fingerprint: the joined run is no one experiment, so no run is its copy
             out.append(dataclasses.replace(first, ks=ks, fingerprint=None, parts=tuple(same), _pp={}))
     return sorted(out, key=lambda r: (r.label, r.mode, r.schedule))

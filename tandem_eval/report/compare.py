@@ -44,6 +44,7 @@ def compare_values(
     ).assign(group=a["group"].reindex(both), d=lambda f: f["a"] - f["b"])
     pairs = pairs.dropna(subset=["a", "b"])  # the problems actually paired
     missing = sorted(set(a["group"]) - set(pairs["group"]))
+    # a group of A with no paired problem would drop out of the table and the macro without a word
     if missing:
         raise LensError(f"cannot pair the two runs: no problem of group {missing[0]!r} has a value in both runs")
     stats = {"a": lambda m: m[:, 0], "b": lambda m: m[:, 1], "diff": lambda m: m[:, 2]}
@@ -51,6 +52,7 @@ def compare_values(
     table = []
     for name, c in [*((g, cis["group"][g]) for g in sorted(cis["group"])), (MACRO, cis[MACRO])]:
         part = pairs if name == MACRO else pairs[pairs["group"] == name]
+        # the p-value tests the statistic the CI estimates: the macro weighs each group equally, not each problem
         weights = _macro_weights(part["group"].to_numpy() if name == MACRO else None, len(part))
         p_value = sign_flip_p_value(part["d"].to_numpy(), weights, opts.n_boot, opts.seed)
         table.append(difference_row(name, c, p_value, len(part)))

@@ -151,6 +151,7 @@ def fig_passk(
                 ax.set_xlim(ks[0] * 2**-0.5, ks[0] * 2**0.5)
             ax.minorticks_off()
             seeds = sorted(part["n_seeds"].unique()) if "n_seeds" in part and len(part) else [1]
+            # arms may hold different numbers of seeds: the title gives the most, marked ≤
             over = f"; means over {'≤' if len(seeds) > 1 else ''}{seeds[-1]} seeds" if seeds[-1] > 1 else ""
             style.title(
                 ax, f"{'Macro' if scope == MACRO else scope} (n={n_problems_in(col, scope)}{over}; {spread} ±1 SE)"
@@ -162,6 +163,7 @@ def fig_passk(
             one = ks == [1]  # pass@1 alone: the runs hold one sample per problem
             ax.set_xlabel("k = 1 only (1 sample per problem)" if one else "k (samples, log2 scale)")
             ax.set_ylabel("pass@k (%)")
+        # solo before handoff in the legend, as everywhere (alphabetical order would put handoff first)
         modes = sorted(curves["mode"].unique(), key=["solo", "handoff"].index)
         arm_legend(fig, sorted(curves["senior"].unique()), modes, colors)
     return fig
@@ -172,6 +174,7 @@ def _passk_panel(ax, part: pd.DataFrame, colors: dict) -> str:
     has no band to draw, so its SE is an error bar, the curves' points set a little apart at that k.
     Returns what the spread is drawn as ('bands', 'bars' or both), for the title."""
     lines = list(part.groupby(["senior", "mode"], sort=True))
+    # in log2(k) units: well inside the ±0.5 that fig_passk's x axis spans around a single k
     dodge = np.linspace(-0.12, 0.12, len(lines)) if len(lines) > 1 else np.zeros(1)  # in log2(k) units
     drawn = set()
     for ((arm, mode), line), dx in zip(lines, dodge):
@@ -223,6 +226,7 @@ def fig_tax(table: Table | None, colors: dict[str, str] | None = None):
         ax.set_xlabel("benchmark (n = problems)")
         ax.set_ylabel(f"communication tax@{table.k} (points)")
         style.title(ax, f"solo − handoff pass@{table.k} ({table.schedule}); error bars: 95% CI")
+        # judged on solo and handoff, not the tax: a tax of 0 everywhere is a finding, pass@k of 0 everywhere is not
         values = pd.concat([rows["solo"], rows["handoff"]]) if {"solo", "handoff"} <= set(rows) else rows["tax"]
         mark_degenerate(ax, values, int(n.max()) if len(n) else None)
         # below the axes, inside the canvas (constrained layout makes room), whatever the number of arms
@@ -314,6 +318,7 @@ def _lens_panels(col: Collection, by_seed: bool) -> list[tuple]:
         if not frames:
             continue
         panels.append(("dist", name, ylabel, frames))
+        # no per-position bits/byte panel: the per-token arrays are nats per junior token, another unit
         if "bits" not in ylabel and any(token_arrays(run, name) for _, _, runs in frames.values() for run in runs):
             panels.append(("pos", name, ylabel, frames))
     return panels
@@ -334,6 +339,7 @@ def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, s
         order=arms,
         hue_order=arms,
         palette=colors,
+        # no density past the observed values: a kernel's tail would draw NLL or KL below 0
         cut=0,
         inner="quartile",
         linewidth=0.6,

@@ -28,6 +28,7 @@ def arm_labels(col: Collection, by_seed: bool = False) -> dict[str, list[str]]:
     for label in col.arms:
         run = next(r for r in col.runs if r.label == label)
         arm, s = (label, None) if by_seed else split_seed(label, run.path)
+        # -1: a label without a seed suffix sorts before the arm's seeds
         out.setdefault(arm, []).append((s if s is not None else -1, label))
     return {arm: [label for _, label in sorted(labels)] for arm, labels in sorted(out.items())}
 

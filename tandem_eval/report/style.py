@@ -71,7 +71,9 @@ RC = {
     "savefig.bbox": "tight",
     "savefig.pad_inches": 0.02,
     "pdf.fonttype": 42,  # TrueType in PDFs: editable text, accepted by paper venues
+    # a fixed salt for SVG element ids (a random uuid otherwise), so reruns write equal files
     "svg.hashsalt": "tandem-eval",
+    # shipped with matplotlib: every machine draws the same glyphs, not whatever system font it finds
     "font.family": "DejaVu Sans",
 }
 
@@ -87,6 +89,7 @@ def arm_color(label: str) -> str:
     name = arm_name(label)
     if name in ARM_COLORS:
         return ARM_COLORS[name]
+    # crc32, not hash(): str hashes are salted per process, so an arm's color would change from run to run
     return FALLBACK_COLORS[zlib.crc32(str(label).lower().encode()) % len(FALLBACK_COLORS)]
 
 

@@ -74,6 +74,7 @@ def shared_problems(runs: list[Run]) -> tuple[set, dict[str, set], set]:
     per_group: dict[str, set] = {}
     for g in sorted(set(group_of.values())):
         in_g = [ks & {key for key in ks if group_of[key] == g} for ks in keysets]
+        # only the runs holding the group: a run without it would empty the group's intersection
         in_g = [x for x in in_g if x]
         per_group[g] = set.intersection(*in_g) if in_g else set()
     return shared, per_group, union
@@ -162,6 +163,7 @@ def table2(
         raise ValueError("no arm has a solo or handoff run to tabulate")
     df = _drop_unneeded_bpb(_drop_unneeded_mc(df))
     df["n_problems"] = df["scope"].map(sizes).fillna(0).astype(int)
+    # macro last: sorted by name it would fall among the groups (aime < macro < minerva)
     df["_order"] = (df["scope"] == MACRO).astype(int)
     df = df.sort_values(["_order", "scope", "senior"], kind="stable").drop(columns="_order")
     columns = [c for c in COLUMNS if df[c.key].notna().any()]
@@ -179,6 +181,7 @@ def _rows_on_shared_problems(pairs: dict, runs: list[Run], k: int, n_boot: int, 
         return _rows(pairs, k, n_boot, seed), _sizes(pairs, k), None
     group_view = _restricted(pairs, set().union(*per_group.values()))
     rows, sizes = _rows(group_view, k, n_boot, seed, scopes=set(per_group)), _sizes(group_view, k)
+    # group_view's macro counts every group's problems; the macro row (below) uses only the shared ones
     sizes.pop(MACRO, None)
     if not shared:
         note = (
@@ -245,6 +248,7 @@ def _shown(t: Table) -> pd.DataFrame:
 
 def _caption(t: Table) -> str:
     rows = "rows: benchmark groups and their macro" if len(t.groups) != 1 else "rows: the one benchmark group"
+    # the group's name alone hides that it pools three benchmarks (docs/metrics.md: Groups and macro)
     if any(g.lower().startswith("aime") for g in t.groups):
         rows += " (AIME 24/25/26 pool into one group)"
     parts = [f"{rows}; pass@{t.k} in percent"]
@@ -334,7 +338,9 @@ def latex_escape(text: str) -> str:
 
 
 def _latex_caption(t: Table) -> str:
+    # the Markdown caption marks the schedule as code with backticks, which LaTeX would print as quotes
     text = latex_escape(((f"{t.title}. " if t.title else "") + _caption(t)).replace("`", ""))
+    # ±, ‖ and − in math mode: in text, pdflatex's default setup stops at ‖ and − ("not set up for use with LaTeX")
     return text.replace("±", r"$\pm$").replace("‖", r"$\|$").replace("−", "$-$")
 
 
@@ -365,6 +371,7 @@ def to_latex(t: Table, label: str = "tab:handoff") -> str:
         cells = []
         for c in cols:
             text = fmt_value(r[c.key], r[f"{c.key}_low"], r[f"{c.key}_high"], c.decimals, pm=r"$\pm$")
+            # fmt_value's '–' (no value) as LaTeX's en dash; a leading '-' as a math minus, not a hyphen
             text = "--" if text == "–" else (f"$-${text[1:]}" if text.startswith("-") else text)
             cells.append(rf"\textbf{{{text}}}" if marks[c.key][i] else text)
         lines.append(" & ".join([scope, latex_escape(r["senior"])] + cells) + r" \\")

@@ -60,6 +60,7 @@ def training_evals(
             ks = common_ks(runs)
             if not ks:
                 continue
+            # as Table 2 (tables.default_k): the paper's pass@4 where the runs have it, else the largest k
             kk = k if k in ks else (4 if 4 in ks else max(ks))
             ci = pooled_cis(runs, f"pass@{kk}", n_boot, seed).get(MACRO)
             if ci is not None:

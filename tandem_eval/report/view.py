@@ -61,6 +61,7 @@ BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
 def token_surfaces(pieces: list[str | None]) -> list[str]:
     """Display text of each token from its vocabulary piece (byte-level BPE, SentencePiece, or
     special tokens), joined so that the surfaces concatenate to the decoded text."""
+    # bytes that are no valid UTF-8 (a model may emit any byte token) show as U+FFFD, never an error
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     out = []
     for piece in pieces:
@@ -170,6 +171,8 @@ def _select(samples: pd.DataFrame, max_traces: int) -> pd.DataFrame:
         return samples
     keys = samples[PROBLEM_KEY].drop_duplicates().sort_values(PROBLEM_KEY)
     per_problem = len(samples) / len(keys)
+    # whole problems, so a kept problem keeps all its samples; evenly spaced over the sorted keys, so they span
+    # the benchmarks instead of being the first few problems
     n_keep = max(1, int(max_traces // per_problem))
     pick = keys.iloc[np.linspace(0, len(keys) - 1, n_keep).round().astype(int)]
     return samples.merge(pick, on=PROBLEM_KEY)
@@ -230,8 +233,10 @@ def build_page(
     for order, run in enumerate(runs):
         summary.append(run_summary(run))
         key = str(tokenizer_path or (run.config.get("senior") or {}).get("path"))
+        # a senior's solo and handoff runs load its tokenizer once
         if key not in tokenizers:
             tokenizers[key] = run_tokenizer(run.config, tokenizer_path)
+        # --max-traces bounds the whole page: each run gets an equal share
         rows, n = _trace_rows(run, tokenizers[key], max(1, max_traces // len(runs)))
         traces += [(r["b"], r["p"], r["h"], order, r["i"], r) for r in rows]
         total += n
@@ -243,6 +248,7 @@ def build_page(
         "total": total,
         "summary": summary,
         "post": POST_HANDOFF,
+        # the darkest shade at the 95th percentile, so a few very surprising tokens do not pale every other one
         "scale": float(np.quantile(surprises, 0.95)) if surprises else None,
     }
     payload = embed_json(data)

@@ -180,8 +180,8 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
     )
 
 
-def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, engines, how: tuple) -> tuple:
-    """Every sample of `cfg` missing from `rf` (`done`: the keys it holds), graded and flushed every
+def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engines, how: tuple) -> tuple:
+    """Every sample of the run `run` missing from `rf` (`done`: the keys it holds), graded and flushed every
     `flush_every` traces; `how` = (progress, flush_every, on_flush, grader_startup_s). `engines()` loads
     the engines, called only when something is left to generate (a rerun that only grades loads none).
 
@@ -189,6 +189,7 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
     traces are stored anyway, ungraded, and generation goes on: nothing generated is lost to the
     grader. Returns the number of samples stored ungraded by this call and why (0, "" when none)."""
     progress, flush_every, on_flush, startup_s = how
+    cfg = run.cfg
     specs: list[TraceSpec] = []
     meta: dict[int, tuple] = {}
     for problem in checked.problems:
@@ -204,13 +205,13 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
         return 0, ""
     grader = Grader(startup_timeout=startup_s)
     with grader:
-        return _generate_specs(cfg, rf, specs, meta, engines(), grader.start(), how)
+        return _generate_specs(run, rf, specs, meta, engines(), grader.start(), how)
 
 
-def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
+def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
     progress, flush_every, on_flush, _ = how
-    tok = engines["senior"].tokenizer
-    schedule = make_schedule(cfg.schedule, tok)  # parsed once per run: whether the junior writes is its own
+    cfg, tok = run.cfg, engines["senior"].tokenizer
+    schedule = run.schedule.build(tok)  # as the plan parsed it: whether the junior writes is its own
     junior = engines.get("junior") if schedule.junior else None
     # a generator: no trace starts before the loop below asks for the first one
     traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
@@ -347,13 +348,14 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
                 "reproducibility": reproducibility(run.cfg),
                 **run.extra,
             }
-            done = held.enter_context(rf.writing(run.cfg, extra))  # None: another process finished it meanwhile
+            # None: another process finished it meanwhile
+            done = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
         if done is None:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
             samples = rf.load_samples() if solo is not None else None  # the tax needs them
             return _reused(rf, samples, run.cfg.ks, solo)
-        n_ungraded, cause = _generate(run.cfg, rf, done, checked, engines, how)
+        n_ungraded, cause = _generate(run, rf, done, checked, engines, how)
         if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
             raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
         samples = _grade_stored(rf, rf.load_samples(), how[3])
@@ -446,7 +448,7 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     """Merge complete shard runs (same experiment, one --num-shards N, indices 0..N-1) into one run folder;
     a handoff run compared with the complete run `solo` gets its tax in metrics.json (before COMPLETE)."""
     folders = [verify_run(p) for p in parts]  # refuses a truncated or edited shard
-    cfgs = [f.config() for f in folders]
+    cfgs = [f.record for f in folders]
     other = next((i for i, c in enumerate(cfgs) if c["fingerprint"] != cfgs[0]["fingerprint"]), None)
     if other is not None:
         raise RunFolderError(
@@ -486,7 +488,7 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     against = SoloTable(solo, solo.load_samples()) if solo is not None else None
     extra = {"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]}
     if solo is not None:  # which solo run the tax is measured against, as a single-process handoff records it
-        extra["solo_run"] = solo_record(solo.path, solo.config()["fingerprint"], [], False)
+        extra["solo_run"] = solo_record(solo.path, solo.record["fingerprint"], [], False)
     rf = RunFolder(out)
     with rf.writing(cfg, extra) as done:
         if done is None:

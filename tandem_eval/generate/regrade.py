@@ -74,7 +74,7 @@ def regrade(
 
 def _regrade(rf, timeout: float, new_versions: dict, progress: bool, n_workers: int | None) -> RegradeResult:
     """regrade's work on the verified run `rf`, whose lock the caller holds."""
-    stored = rf.config()
+    stored = rf.record
     samples = rf.load_samples().reset_index(drop=True)
     pairs = list(zip(samples["text"], samples["gold"]))
     with Grader(n_workers) as grader:

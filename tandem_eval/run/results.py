@@ -75,24 +75,29 @@ class RunFolder:
         self.shard_dir = self.path / "shards"
         self.lock_path = self.path / LOCK_NAME
         self._verified = False  # verify() hashes every table once per instance
+        # config.json's record, kept as a value: the one writing() wrote, else the one config() read and checked.
+        # A complete run's config.json is never rewritten (writing() rewrites only a folder without samples),
+        # so one read per command serves every later check, seal and results.json.
+        self._record: dict | None = None
         self._held = False  # inside amending(): this process holds the lock
 
     # ---- lifecycle ----------------------------------------------------------------------
     @contextlib.contextmanager
-    def writing(self, cfg: EvalConfig, extra: dict | None = None):
+    def writing(self, cfg: EvalConfig, extra: dict | None = None, fingerprint: str | None = None):
         """Hold the lock (a second writer stops here), create the folder or check it holds `cfg`'s
-        experiment, and yield the keys of the samples it holds (None: complete, another process
-        finished it). A failure before any sample is flushed removes what this call created."""
+        experiment (`fingerprint`: cfg's, as the caller computed it), and yield the keys of the samples
+        it holds (None: complete, another process finished it). A failure before any sample is flushed
+        removes what this call created."""
         created = None  # set once the lock is held: a refused lock removes nothing
         try:
             with folder_lock(self.path, self.lock_path) as made:
                 if not self.config_path.exists():  # a new folder: its config.json first, while the lock is held
                     created = made
                     durable.make_dirs(self.shard_dir)
-                    atomic_write_json(self.config_path, _new_record(cfg, extra))
-                elif self.check_holds(cfg) == "empty":  # killed before its first sample: started afresh
+                    self._write_config(_new_record(cfg, extra, fingerprint))
+                elif self.check_holds(cfg, fingerprint) == "empty":  # killed before its first sample: started afresh
                     created = []
-                    atomic_write_json(self.config_path, _new_record(cfg, extra), self.path)
+                    self._write_config(_new_record(cfg, extra, fingerprint), self.path)
                 yield None if self.is_complete() else self.done_keys()
         except BaseException:
             if created is not None:  # the lock is released first, so that an emptied folder can be removed
@@ -105,6 +110,7 @@ class RunFolder:
             return
         for f in (self.config_path, self.metrics_path, self.done_path):
             f.unlink(missing_ok=True)
+        self._record = None
         durable.remove_empty([self.shard_dir, *created])
 
     def init(self, cfg: EvalConfig, extra: dict | None = None) -> str | None:  # check_holds' answer, if any
@@ -112,17 +118,23 @@ class RunFolder:
         if self.config_path.exists():
             return self.check_holds(cfg)
         durable.make_dirs(self.shard_dir)
-        atomic_write_json(self.config_path, _new_record(cfg, extra))
+        self._write_config(_new_record(cfg, extra))
         return None
 
-    def check_holds(self, cfg: EvalConfig) -> str | None:
-        """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
-        the refusal names the differences. Returns "empty" for a folder whose run of other settings was
-        stopped before it stored a sample (nothing to lose: the writer starts it afresh)."""
+    def _write_config(self, record: dict, root: Path | None = None) -> None:
+        """config.json, written atomically and kept: nothing this process wrote is read back."""
+        atomic_write_json(self.config_path, record, root)
+        self._record = record
+
+    def check_holds(self, cfg: EvalConfig, fingerprint: str | None = None) -> str | None:
+        """A run already here holds the experiment `cfg` (`fingerprint`: cfg's, as the caller computed it;
+        a folder without config.json holds none yet); the refusal names the differences. Returns "empty"
+        for a folder whose run of other settings was stopped before it stored a sample (nothing to lose:
+        the writer starts it afresh)."""
         if not self.config_path.exists():
             return None
         old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
-        if old["fingerprint"] == cfg.fingerprint():
+        if old["fingerprint"] == (fingerprint or cfg.fingerprint()):
             return None
         legacy, unchecked = as_recorded(cfg, old["config"])
         if unchecked and old["fingerprint"] == legacy.fingerprint():
@@ -137,9 +149,16 @@ class RunFolder:
             f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
         )
 
+    @property
+    def record(self) -> dict:
+        """config.json's record as this folder keeps it (see config): the one writing() wrote, else read
+        and checked on first use."""
+        return self._record if self._record is not None else self.config()
+
     def config(self) -> dict:
-        """config.json, checked: a mapping whose "config" is a valid EvalConfig and whose stored
-        fingerprint equals the one recomputed from those settings (an edit is refused)."""
+        """config.json, read and checked (and kept as `record`): a mapping whose "config" is a valid
+        EvalConfig and whose stored fingerprint equals the one recomputed from those settings (an edit is
+        refused)."""
         raw = _read_json(self.config_path, "config.json")
         fix = "restore the original config.json, or rerun into a new --out"
         if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict) or "fingerprint" not in raw:
@@ -155,6 +174,7 @@ class RunFolder:
                 f"{self.config_path} was edited after the run was written (its settings hash to {recomputed}, "
                 f"recorded {raw['fingerprint']}); {fix}"
             )
+        self._record = raw
         return raw
 
     def is_complete(self) -> bool:
@@ -207,10 +227,9 @@ class RunFolder:
         """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
-        config = self.config()  # read once: COMPLETE's fingerprint and results.json's record
-        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": config["fingerprint"]}
+        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.record["fingerprint"]}
         digest = atomic_write_parquet(self.samples_path, df, self.path)
-        self._write_metrics(metrics, config)
+        self.update_metrics(metrics)
         record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
         self._write_record(record)  # last: its presence means every file above is final
         self._verified = True
@@ -279,7 +298,7 @@ class RunFolder:
         finished = self.is_complete()
         check = finished and not self._verified
         rec, repair = (self.complete_record(), self._repair()) if check else (None, "")
-        cfg = self.config()
+        cfg = self.record
         legacy = read_table(self.samples_path, SAMPLE_KEY, repair) if check and rec is None else None
         if not finished:
             if complete:
@@ -488,19 +507,15 @@ class RunFolder:
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys), and rewrite
         results.json from it. results.json is derived (never read back by tandem-eval: readers verify
-        config.json and the tables), so a stale or edited one misleads no command."""
-        self._write_metrics(new)
-
-    def _write_metrics(self, new: dict, config: dict | None = None) -> None:
-        """update_metrics; `config`: config.json's record as the caller already read it (finalize), else it
-        is read after metrics.json is written."""
+        config.json and the tables), so a stale or edited one misleads no command. results.json holds the
+        record this folder keeps (config.json as written or read once)."""
         atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
-        atomic_write_json(self.path / RESULTS_FILE, self._results(config or self.config()), self.path)
+        atomic_write_json(self.path / RESULTS_FILE, self._results(self.record), self.path)
 
     def results(self) -> dict:
         """{"run": path, "config", "fingerprint", "provenance" (versions, git, host), ..., "metrics"}:
         config.json's record and metrics.json, what `--json` prints and results.json holds."""
-        return self._results(self.config())
+        return self._results(self.record)
 
     def _results(self, config: dict) -> dict:
         return {"run": str(self.path), **config, "metrics": self.metrics()}
@@ -518,8 +533,10 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None)
     return durable.atomic_write_parquet(path, df, root)
 
 
-def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:  # a new folder's config.json
-    return {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
+def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = None) -> dict:
+    """A new folder's config.json; `fingerprint`: cfg's, when the caller computed it already (the plan)."""
+    fingerprint = fingerprint or cfg.fingerprint()
+    return {"config": to_dict(cfg), "fingerprint": fingerprint, "provenance": provenance(), **(extra or {})}
 
 
 def _table_record(path: Path) -> dict:

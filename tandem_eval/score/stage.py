@@ -218,7 +218,7 @@ def _given_run(req: ScoreRequest) -> tuple[RunFolder, dict]:
     # before any weights load (and before verify's notes on an older marker): the table is recorded in COMPLETE
     RunFolder(cast(str | Path, req.run)).check_sealed("a lens command")
     rf = verify_run(cast(str | Path, req.run), allow_unrecorded=True)  # cast: called only when a run is given
-    cfg = rf.config()["config"]
+    cfg = rf.record["config"]
     if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
         raise LensError(
             f"{req.run} is a {cfg['mode']}/{cfg['schedule']} run; legibility and drift read the senior's "

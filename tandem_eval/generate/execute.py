@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -180,15 +181,26 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
     )
 
 
-def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engines, how: tuple) -> tuple:
-    """Every sample of the run `run` missing from `rf` (`done`: the keys it holds), graded and flushed every
-    `flush_every` traces; `how` = (progress, flush_every, on_flush, grader_startup_s). `engines()` loads
+@dataclass(frozen=True)
+class Pacing:
+    """How execute reports and flushes, none of which changes a sample: a progress bar, graded samples
+    flushed every `flush_every` traces (`on_flush` told how many each time), and the grader's start-up
+    deadline in seconds."""
+
+    progress: bool = True
+    flush_every: int = 64
+    on_flush: Callable[[int], None] | None = None
+    grader_startup_s: float = STARTUP_TIMEOUT_S
+
+
+def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engines, pacing: Pacing) -> tuple:
+    """Every sample of the run `run` missing from `rf` (`done`: the keys it holds), graded and flushed as
+    `pacing` says. `engines()` loads
     the engines, called only when something is left to generate (a rerun that only grades loads none).
 
     The grader's workers start with generation, so they warm up beside it. When the grader fails, the
     traces are stored anyway, ungraded, and generation goes on: nothing generated is lost to the
     grader. Returns the number of samples stored ungraded by this call and why (0, "" when none)."""
-    progress, flush_every, on_flush, startup_s = how
     cfg = run.cfg
     specs: list[TraceSpec] = []
     meta: dict[int, tuple] = {}
@@ -203,13 +215,12 @@ def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engine
             specs.append(TraceSpec(len(specs), prompt, seed, n_new))
     if not specs:
         return 0, ""
-    grader = Grader(startup_timeout=startup_s)
+    grader = Grader(startup_timeout=pacing.grader_startup_s)
     with grader:
-        return _generate_specs(run, rf, specs, meta, engines(), grader.start(), how)
+        return _generate_specs(run, rf, specs, meta, engines(), grader.start(), pacing)
 
 
-def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
-    progress, flush_every, on_flush, _ = how
+def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, pacing: Pacing):
     cfg, tok = run.cfg, engines["senior"].tokenizer
     schedule = run.schedule.build(tok)  # as the plan parsed it: whether the junior writes is its own
     junior = engines.get("junior") if schedule.junior else None
@@ -225,12 +236,13 @@ def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engine
             )
     live = live_token_counter([engines["senior"], junior])
     labels = {"mode": cfg.mode, "schedule": cfg.schedule}
+    max_new = cfg.sampling.max_new_tokens
     reporter = progress_reporter(
-        len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress, live_tokens=live, budget=cfg.sampling.max_new_tokens
+        len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=pacing.progress, live_tokens=live, budget=max_new
     )
     failed, n_ungraded = None, 0
     with reporter as bar:
-        for batch in _batches(traces, flush_every, bar):
+        for batch in _batches(traces, pacing.flush_every, bar):
             pairs = [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
             grades = None
             if failed is None:
@@ -244,8 +256,8 @@ def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engine
                 grades = [ungraded(text, cast(str, failed)) for text, _ in pairs]
                 n_ungraded += len(grades)
             rf.append_shard(_rows(batch, meta, grades, tok, labels))
-            if on_flush:
-                on_flush(len(batch))
+            if pacing.on_flush:
+                pacing.on_flush(len(batch))
     return n_ungraded, failed or ""
 
 
@@ -317,10 +329,10 @@ def execute(
 
     solo = plan.solo_table
     folders = []
-    how = (progress, flush_every, on_flush, grader_startup_s)
+    pacing = Pacing(progress, flush_every, on_flush, grader_startup_s)
     try:
         for run in plan.runs:
-            rf, samples = _fill(plan.checked, run, get_engines, solo, how)
+            rf, samples = _fill(plan.checked, run, get_engines, solo, pacing)
             folders.append(rf)
             if run.out == plan.solo:  # the solo run just made: the handoff's tax reads its samples
                 solo = SoloTable(rf, samples)
@@ -330,7 +342,7 @@ def execute(
     return tuple(folders)
 
 
-def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: SoloTable | None, how: tuple):
+def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: SoloTable | None, pacing: Pacing):
     """One run folder and its samples: generated (resuming its shards) and sealed with its metrics, or,
     when complete, reused as it is (samples None unless a tax needs them). RunFolder.writing: one
     writer at a time, and nothing half-made left behind by an early crash."""
@@ -355,10 +367,10 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
             samples = rf.load_samples() if solo is not None else None  # the tax needs them
             return _reused(rf, samples, run.cfg.ks, solo)
-        n_ungraded, cause = _generate(run, rf, done, checked, engines, how)
+        n_ungraded, cause = _generate(run, rf, done, checked, engines, pacing)
         if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
             raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
-        samples = _grade_stored(rf, rf.load_samples(), how[3])
+        samples = _grade_stored(rf, rf.load_samples(), pacing.grader_startup_s)
         rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
     return rf, samples
 

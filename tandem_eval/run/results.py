@@ -249,13 +249,14 @@ class RunFolder:
     def complete_record(self) -> dict | None:
         """COMPLETE's JSON, or None for a marker without records (timestamp only, from before integrity
         records, or empty); verify() checks such a folder against what it can recompute."""
+        raw = read_regular(self.done_path, self._repair())  # read once: told apart, then parsed
         try:
-            text = read_regular(self.done_path, self._repair()).decode("utf-8")
+            timestamp = not raw.decode("utf-8").lstrip().startswith("{")
         except UnicodeDecodeError:
-            text = "{"  # not a timestamp: reported as damaged below
-        if not text.lstrip().startswith("{"):
+            timestamp = False  # not a timestamp: reported as damaged below
+        if timestamp:
             return None
-        rec = _read_json(self.done_path, "COMPLETE")
+        rec = _parse_json(self.done_path, "COMPLETE", raw)
         if not isinstance(rec, dict) or not isinstance(rec.get("tables"), dict):
             raise RunFolderError(f"{self.done_path} is damaged (no table records); {self._repair()}")
         return rec
@@ -448,21 +449,18 @@ class RunFolder:
     def register_table(self, name: str | Path) -> None:
         """Record a table written into this COMPLETE run (e.g. lens/JR/legibility.parquet) in COMPLETE,
         so readers verify it like samples.parquet. `name` is relative to the run folder (or inside it).
-        Other unrecorded tables do not stop it (they stay refused by readers until rewritten or adopted)."""
+        Other unrecorded tables do not stop it (they stay refused by readers until rewritten or adopted).
+        The folder is locked and verified first; a command inside amending() records through the
+        Amendment it holds instead (record_table), without asking again."""
         path = Path(name) if Path(name).is_absolute() else self.path / name
-        check_write_target(path, self.path)
-        rel = path.resolve().relative_to(self.path.resolve()).as_posix()
-        if rel == self.samples_path.name:  # only finalize seals the samples: an edited table is never re-sealed
-            raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
+        rel = _check_table(self, path)
         if not self.is_complete():
             raise RunFolderError(f"{self.path} is incomplete (no COMPLETE marker); finish the run before adding {rel}")
         with contextlib.nullcontext() if self._held else self.lock(wait_s=30):
             self._verified = False  # another process may have changed the folder since this one verified it
             self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
             self.check_sealed(f"recording {rel}")  # a marker without records is never sealed after the fact
-            rec = cast(dict, self.complete_record())  # cast: check_sealed refused a marker without records
-            rec["tables"][rel] = _table_record(path)
-            self._write_record(rec)
+            _record_table(self, path)
 
     def write_table(self, name: str | Path, df: pd.DataFrame) -> Path:
         """Write a per-sample table into this COMPLETE run atomically and record it in COMPLETE. A kill
@@ -490,7 +488,7 @@ class RunFolder:
             try:
                 self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
                 self.check_sealed(f"adding {rewriting or 'a table'}")
-                yield self
+                yield Amendment(self)
             finally:
                 self._held = False
 
@@ -524,6 +522,54 @@ class RunFolder:
 RESULTS_FILE = "results.json"
 
 
+class Amendment:
+    """What a command adds to a complete run while it holds the run's lock (RunFolder.amending yields
+    it): the folder was verified under that lock and no other writer can change it before the command
+    leaves, so each table is written and recorded in COMPLETE without locking or verifying it again.
+    `folder`: the run folder itself, for reading."""
+
+    def __init__(self, folder: RunFolder):
+        self.folder = folder
+
+    def add_table(self, name: str | Path, df: pd.DataFrame) -> Path:
+        """Write a per-sample table atomically, then record it (RunFolder.write_table, under the lock)."""
+        path = self.folder.path / name
+        _check_table(self.folder, path)
+        durable.make_dirs(path.parent)
+        atomic_write_parquet(path, df, self.folder.path)  # refuses a link planted while the folder was made
+        _record_table(self.folder, path)
+        return path
+
+    def record_table(self, name: str | Path) -> None:
+        """Record a table already written (an adopted one) in COMPLETE (RunFolder.register_table, under the lock)."""
+        path = Path(name) if Path(name).is_absolute() else self.folder.path / name
+        _check_table(self.folder, path)
+        _record_table(self.folder, path)
+
+
+def _check_table(folder: RunFolder, path: Path) -> str:
+    """The name in COMPLETE of a table to record in `folder`; refused when it lies outside the folder or
+    through a link (check_write_target), or is samples.parquet (only finalize seals the samples: an edited
+    table is never re-sealed)."""
+    check_write_target(path, folder.path)
+    rel = _relative(folder, path)
+    if rel == folder.samples_path.name:
+        raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
+    return rel
+
+
+def _relative(folder: RunFolder, path: Path) -> str:
+    """A table's name in COMPLETE: its path relative to the run folder."""
+    return path.resolve().relative_to(folder.path.resolve()).as_posix()
+
+
+def _record_table(folder: RunFolder, path: Path) -> None:
+    """COMPLETE with the table at `path` recorded: its row count and SHA-256."""
+    rec = cast(dict, folder.complete_record())  # cast: a sealed folder's marker records tables (check_sealed)
+    rec["tables"][_relative(folder, path)] = _table_record(path)
+    folder._write_record(rec)
+
+
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
     """durable.atomic_write_parquet once the table passed its schema (schemas.check_frame): a bad table
     never reaches a run folder. Returns the file's SHA-256."""
@@ -555,9 +601,18 @@ def _table_record(path: Path) -> dict:
 def _read_json(path: Path, what: str, kind: type | None = None):
     """A run folder's JSON file (a regular file of at most schemas.JSON_CAP bytes); with `kind`, its
     top level must be that type (metrics.json and COMPLETE: an object)."""
-    fix = "restore it, or delete the run folder and rerun the command that wrote it"
     try:
-        data = json.loads(read_regular(path, fix).decode("utf-8"))
+        raw = read_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
+    except OSError as e:
+        raise _damaged(path, what, f"unreadable: {e.strerror or e}") from None
+    return _parse_json(path, what, raw, kind)
+
+
+def _parse_json(path: Path, what: str, raw: bytes, kind: type | None = None):
+    """_read_json of the bytes `raw` already read from `path` (COMPLETE: told apart from an older
+    timestamp marker first, then parsed from the same bytes)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
         if kind is None or isinstance(data, kind):
             return data
         reason = f"a JSON {type(data).__name__}, not an object"
@@ -565,9 +620,11 @@ def _read_json(path: Path, what: str, kind: type | None = None):
         reason = "not UTF-8 text"
     except json.JSONDecodeError as e:
         reason = f"invalid JSON at line {e.lineno}"
-    except OSError as e:
-        reason = f"unreadable: {e.strerror or e}"
-    raise RunFolderError(
+    raise _damaged(path, what, reason)
+
+
+def _damaged(path: Path, what: str, reason: str) -> RunFolderError:
+    return RunFolderError(
         f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
         "wrote it"
     )

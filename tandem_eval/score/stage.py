@@ -39,7 +39,7 @@ from . import lens
 from .lens import LensOptions
 
 if TYPE_CHECKING:  # for the annotations only: the functions below import results where they use it
-    from ..run.results import RunFolder
+    from ..run.results import Amendment, RunFolder
 
 log = logging.getLogger(__name__)
 KINDS = LENS_KINDS  # ("legibility", "drift")
@@ -164,7 +164,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
     junior_path = _model_path(checked.junior_spec, "junior")
     junior = {"path": junior_path.resolve(), "content": checkpoint_content(junior_path)}
-    with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
+    with rf.amending() as amend:  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
         table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
         from ..run.durable import check_write_target
@@ -184,7 +184,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
             per_sample = _score(kind, samples, models, req, opts, progress)
         where = {"junior": str(junior["path"]), "junior_content": junior["content"], "senior": str(senior_path)}
         return _store(
-            kind, rf, per_sample, opts, (table, req.adopt), {**where, "engine": req.engine, "dtype": req.dtype}
+            kind, amend, per_sample, opts, (table, req.adopt), {**where, "engine": req.engine, "dtype": req.dtype}
         )
 
 
@@ -424,9 +424,11 @@ def _summary_fields(kind: str, per_sample, opts: LensOptions) -> tuple[dict, lis
     return extra, lens.LEGIBILITY_METRICS if matched else ["junior_bpb"], ["nll_bins"]
 
 
-def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool], where: dict) -> Scored:
+def _store(kind: str, amend: Amendment, per_sample, opts: LensOptions, target: tuple[str, bool], where: dict) -> Scored:
     """The lens table `target` = (path in the run, adopted: already written) recorded in COMPLETE, and
-    its summary merged into metrics.json (other juniors' and kinds' entries stay)."""
+    its summary merged into metrics.json (other juniors' and kinds' entries stay); `amend`: the run
+    folder as amending() hands it (results.Amendment: verified under the lock this command holds)."""
+    rf = amend.folder
     table, adopted = target
     jlabel = Path(table).parent.name
     fields, metrics, curves = _summary_fields(kind, per_sample, opts)
@@ -434,10 +436,10 @@ def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool
     summary = lens.summarize(per_sample, metrics, curves, opts, extra)
     # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
     if adopted:
-        rf.register_table(table)
+        amend.record_table(table)
         path = rf.path / table
     else:
-        path = rf.write_table(table, per_sample)
+        path = amend.add_table(table, per_sample)
     by_junior = _lens_entries(rf)
     by_junior.setdefault(jlabel, {})[kind] = summary
     rf.update_metrics({"lens": by_junior})

@@ -220,7 +220,9 @@ def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engine
         return _generate_specs(run, rf, specs, meta, engines(), grader.start(), pacing)
 
 
-def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, pacing: Pacing):
+def _generate_specs(
+    run: RunPlan, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, pacing: Pacing
+) -> tuple:
     cfg, tok = run.cfg, engines["senior"].tokenizer
     schedule = run.schedule.build(tok)  # as the plan parsed it: whether the junior writes is its own
     junior = engines.get("junior") if schedule.junior else None
@@ -236,9 +238,12 @@ def _generate_specs(run: RunPlan, rf: RunFolder, specs: list, meta: dict, engine
             )
     live = live_token_counter([engines["senior"], junior])
     labels = {"mode": cfg.mode, "schedule": cfg.schedule}
-    max_new = cfg.sampling.max_new_tokens
     reporter = progress_reporter(
-        len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=pacing.progress, live_tokens=live, budget=max_new
+        len(specs),
+        f"{cfg.mode}:{cfg.schedule}",
+        enabled=pacing.progress,
+        live_tokens=live,
+        budget=cfg.sampling.max_new_tokens,
     )
     failed, n_ungraded = None, 0
     with reporter as bar:
@@ -329,7 +334,7 @@ def execute(
 
     solo = plan.solo_table
     folders = []
-    pacing = Pacing(progress, flush_every, on_flush, grader_startup_s)
+    pacing = Pacing(progress=progress, flush_every=flush_every, on_flush=on_flush, grader_startup_s=grader_startup_s)
     try:
         for run in plan.runs:
             rf, samples = _fill(plan.checked, run, get_engines, solo, pacing)

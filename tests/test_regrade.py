@@ -109,18 +109,19 @@ def test_a_regrade_stopped_before_its_record_is_repaired_by_the_next(cli_run, tm
     """Killed between writing regrade.parquet and recording it in COMPLETE: every reader refuses the
     folder, and the next `regrade` repairs it (it rewrites and records its own table) instead of
     refusing too; an unrecorded table of another command stays refused."""
+    from tandem_eval.run import results
     from tandem_eval.run.results import verify_run
 
     run = shutil.copytree(cli_run, tmp_path / "run")
-    real = RunFolder.register_table
+    real = results._record_table  # the step every writer records a table with (Amendment, register_table)
 
-    def killed(self, name):
+    def killed(folder, path):
         raise KeyboardInterrupt  # the process dies here: the table is written, not recorded
 
-    monkeypatch.setattr(RunFolder, "register_table", killed)
+    monkeypatch.setattr(results, "_record_table", killed)
     with pytest.raises(KeyboardInterrupt):
         regrade(run)
-    monkeypatch.setattr(RunFolder, "register_table", real)
+    monkeypatch.setattr(results, "_record_table", real)
     assert (run / "regrade.parquet").exists() and not (run / ".lock").exists()
     with pytest.raises(ValueError, match="regrade.parquet is not recorded"):
         verify_run(run)

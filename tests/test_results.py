@@ -367,6 +367,8 @@ def test_solo_reuse_refuses_a_solo_run_of_an_edited_benchmark(tiny_pair, tiny_so
 def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted(tiny_pair, tmp_path, monkeypatch):
     import logging
 
+    from tandem_eval.run import results
+
     # An earlier command's log handler may hold a closed CliRunner stream (the lens commands add none).
     for h in [h for h in logging.getLogger("tandem_eval").handlers if getattr(h, "tandem_cli", False)]:
         monkeypatch.setattr(h, "stream", sys.stderr)
@@ -374,11 +376,11 @@ def test_an_unrecorded_lens_table_is_refused_then_repaired_by_a_rerun_or_adopted
     solo = write_run(tmp_path / "solo", solo_cfg(senior, n=4, ks=(1, 2)), FLAGS)
     args = ["legibility", "--run", str(solo.path), "--junior", junior, "--junior-label", "jr", "--n-boot", "50"]
 
-    def killed(self, name):
+    def killed(folder, path):
         raise KeyboardInterrupt  # the table is on disk, COMPLETE does not record it yet
 
     with monkeypatch.context() as m:
-        m.setattr(RunFolder, "register_table", killed)
+        m.setattr(results, "_record_table", killed)  # the step every writer records a table with
         assert runner.invoke(app, args).exit_code != 0
     table = solo.path / "lens" / "jr" / "legibility.parquet"
     assert table.exists() and "lens/jr/legibility.parquet" not in json.loads(solo.done_path.read_text())["tables"]

@@ -351,9 +351,8 @@ def run_config(mode: str, options: dict) -> EvalConfig:
 
 
 def _check_handoff_schedule(schedule: str) -> None:
-    from ..generate.schedules import parse_schedule
-
-    parse_schedule(schedule)
+    """--schedule solo is no handoff. Every other spelling is parsed and checked once, by the plan
+    (generate/plan.validate), which carries the parsed schedule to the runs."""
     if schedule == "solo":
         raise ConfigError("--schedule solo is not a handoff; use `tandem-eval solo`")
 

@@ -130,7 +130,7 @@ SOLO_REUSE_FIELDS = (
 def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
     """Fields in which the complete solo run `solo` differs from the solo run `cfg`'s handoff needs,
     each as 'field (run value vs needed value)'; the grader's versions count as the field `grader`."""
-    return _differences(cfg, solo.config())
+    return _differences(cfg, solo.record)
 
 
 def _differences(cfg: EvalConfig, raw: dict) -> list[str]:
@@ -181,7 +181,7 @@ def _senior_differences(a, b) -> list[str]:
 
 def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str) -> dict:
     """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json."""
-    raw = solo.config()
+    raw = solo.record
     diffs = _differences(cfg, raw)
     if diffs and not allow_mismatch:
         raise RunFolderError(

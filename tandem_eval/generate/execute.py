@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -194,15 +195,27 @@ def summarize(samples: pd.DataFrame, ks) -> dict:
     )
 
 
-def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, engines, how: tuple) -> tuple:
-    """Every sample of `cfg` missing from `rf` (`done`: the keys it holds), graded and flushed every
-    `flush_every` traces; `how` = (progress, flush_every, on_flush, grader_startup_s). `engines()` loads
+@dataclass(frozen=True)
+class Pacing:
+    """How execute reports and flushes, none of which changes a sample: a progress bar, graded samples
+    flushed every `flush_every` traces (`on_flush` told how many each time), and the grader's start-up
+    deadline in seconds."""
+
+    progress: bool = True
+    flush_every: int = 64
+    on_flush: Callable[[int], None] | None = None
+    grader_startup_s: float = STARTUP_TIMEOUT_S
+
+
+def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engines, pacing: Pacing) -> tuple:
+    """Every sample of the run `run` missing from `rf` (`done`: the keys it holds), graded and flushed as
+    `pacing` says. `engines()` loads
     the engines, called only when something is left to generate (a rerun that only grades loads none).
 
     The grader's workers start with generation, so they warm up beside it. When the grader fails, the
     traces are stored anyway, ungraded, and generation goes on: nothing generated is lost to the
     grader. Returns the number of samples stored ungraded by this call and why (0, "" when none)."""
-    progress, flush_every, on_flush, startup_s = how
+    cfg = run.cfg
     specs: list[TraceSpec] = []
     meta: dict[int, tuple] = {}
     for problem in checked.problems:
@@ -218,15 +231,16 @@ def _generate(cfg: EvalConfig, rf: RunFolder, done: set, checked: Validated, eng
         return 0, ""
     if done:  # a rerun of a stopped run: say so, a user watching it must not think it started over
         log.info("%s: resuming; %d samples already stored, %d to generate", rf.path, len(done), len(specs))
-    grader = Grader(startup_timeout=startup_s)
+    grader = Grader(startup_timeout=pacing.grader_startup_s)
     with grader:
-        return _generate_specs(cfg, rf, specs, meta, engines(), grader.start(), how)
+        return _generate_specs(run, rf, specs, meta, engines(), grader.start(), pacing)
 
 
-def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, how) -> tuple:
-    progress, flush_every, on_flush, _ = how
-    tok = engines["senior"].tokenizer
-    schedule = make_schedule(cfg.schedule, tok)  # parsed once per run: whether the junior writes is its own
+def _generate_specs(
+    run: RunPlan, rf: RunFolder, specs: list, meta: dict, engines: dict, grader, pacing: Pacing
+) -> tuple:
+    cfg, tok = run.cfg, engines["senior"].tokenizer
+    schedule = run.schedule.build(tok)  # as the plan parsed it: whether the junior writes is its own
     junior = engines.get("junior") if schedule.junior else None
     # a generator: no trace starts before the loop below asks for the first one
     traces = cogenerate(specs, engines["senior"], junior, schedule, pool_size=cfg.batch_size * (1 + bool(junior)))
@@ -241,11 +255,15 @@ def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, eng
     live = live_token_counter([engines["senior"], junior])
     labels = {"mode": cfg.mode, "schedule": cfg.schedule}
     reporter = progress_reporter(
-        len(specs), f"{cfg.mode}:{cfg.schedule}", enabled=progress, live_tokens=live, budget=cfg.sampling.max_new_tokens
+        len(specs),
+        f"{cfg.mode}:{cfg.schedule}",
+        enabled=pacing.progress,
+        live_tokens=live,
+        budget=cfg.sampling.max_new_tokens,
     )
     failed, n_ungraded = None, 0
     with reporter as bar:
-        for batch in _batches(traces, flush_every, bar):
+        for batch in _batches(traces, pacing.flush_every, bar):
             pairs = [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
             grades = None
             if failed is None:
@@ -259,8 +277,8 @@ def _generate_specs(cfg: EvalConfig, rf: RunFolder, specs: list, meta: dict, eng
                 grades = [ungraded(text, cast(str, failed)) for text, _ in pairs]
                 n_ungraded += len(grades)
             rf.append_shard(_rows(batch, meta, grades, tok, labels))
-            if on_flush:
-                on_flush(len(batch))
+            if pacing.on_flush:
+                pacing.on_flush(len(batch))
     return n_ungraded, failed or ""
 
 
@@ -339,10 +357,10 @@ def execute(
 
     solo = plan.solo_table
     folders = []
-    how = (progress, flush_every, on_flush, grader_startup_s)
+    pacing = Pacing(progress=progress, flush_every=flush_every, on_flush=on_flush, grader_startup_s=grader_startup_s)
     try:
         for run in plan.runs:
-            rf, samples = _fill(plan.checked, run, get_engines, solo, how)
+            rf, samples = _fill(plan.checked, run, get_engines, solo, pacing)
             folders.append(rf)
             if run.out == plan.solo:  # the solo run just made: the handoff's tax reads its samples
                 solo = SoloTable(rf, samples)
@@ -352,7 +370,7 @@ def execute(
     return tuple(folders)
 
 
-def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: SoloTable | None, how: tuple):
+def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: SoloTable | None, pacing: Pacing):
     """One run folder and its samples: generated (resuming its shards) and sealed with its metrics, or,
     when complete, reused as it is (samples None unless a tax needs them). RunFolder.writing: one
     writer at a time, and nothing half-made left behind by an early crash."""
@@ -370,16 +388,17 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
                 "reproducibility": reproducibility(run.cfg),
                 **run.extra,
             }
-            done = held.enter_context(rf.writing(run.cfg, extra))  # None: another process finished it meanwhile
+            # None: another process finished it meanwhile
+            done = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
         if done is None:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
             samples = rf.load_samples() if solo is not None else None  # the tax needs them
             return _reused(rf, samples, run.cfg.ks, solo)
-        n_ungraded, cause = _generate(run.cfg, rf, done, checked, engines, how)
+        n_ungraded, cause = _generate(run, rf, done, checked, engines, pacing)
         if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
             raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
-        samples = _grade_stored(rf, rf.load_samples(), how[3])
+        samples = _grade_stored(rf, rf.load_samples(), pacing.grader_startup_s)
         rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
     return rf, samples
 
@@ -469,7 +488,7 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     """Merge complete shard runs (same experiment, one --num-shards N, indices 0..N-1) into one run folder;
     a handoff run compared with the complete run `solo` gets its tax in metrics.json (before COMPLETE)."""
     folders = [verify_run(p) for p in parts]  # refuses a truncated or edited shard
-    cfgs = [f.config() for f in folders]
+    cfgs = [f.record for f in folders]
     other = next((i for i, c in enumerate(cfgs) if c["fingerprint"] != cfgs[0]["fingerprint"]), None)
     if other is not None:
         raise RunFolderError(
@@ -509,7 +528,7 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     against = SoloTable(solo, solo.load_samples()) if solo is not None else None
     extra = {"grader": cfgs[0].get("grader"), "merged_from": [str(f.path) for f in folders]}
     if solo is not None:  # which solo run the tax is measured against, as a single-process handoff records it
-        extra["solo_run"] = solo_record(solo.path, solo.config()["fingerprint"], [], False)
+        extra["solo_run"] = solo_record(solo.path, solo.record["fingerprint"], [], False)
     rf = RunFolder(out)
     with rf.writing(cfg, extra) as done:
         if done is None:

@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,7 +31,7 @@ from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
 from .checks import check_out_paths, check_prompts, check_solo_problems, check_solo_reuse, solo_record
 from .grading import check_grader_versions
-from .schedules import needs_junior
+from .schedules import SOLO, ScheduleSpec, parse_schedule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,11 +64,12 @@ def load_problems(cfg: EvalConfig) -> list:
 class Validated:
     """What validation computed: the config with its inputs hashed (the one to run and record), this
     shard's problems, their senior prompt ids by (benchmark, problem id), the grader versions to record,
-    and the checkpoints as engines load them."""
+    the checkpoints as engines load them, and the schedule parsed."""
 
     problems: list[Problem]
     grader_versions: dict
     cfg: EvalConfig
+    schedule: ScheduleSpec
     prompts: dict = field(default_factory=dict)
     checkpoints: Checkpoints | None = None
 
@@ -94,14 +96,15 @@ def validate(cfg: EvalConfig) -> Validated:
             f"{cfg.shard_index}/{cfg.num_shards}); check --benchmark/--limit/--num-shards"
         )
     grader_versions = check_grader_versions(cfg.allow_grader_mismatch)
-    junior = needs_junior(cfg.schedule)  # a bad --schedule is refused here
+    schedule = parse_schedule(cfg.schedule)  # a bad --schedule is refused here; the plan carries it parsed
     if reason := unavailable(cfg.engine):
         raise ConfigError(reason)
     # served models: their servers are asked once, here; local folders: resolved once in check_models
-    tok, checkpoints = check_models(cfg, junior, resolved=resolve_checkpoints(cfg.engine, cfg, junior))
+    resolved = resolve_checkpoints(cfg.engine, cfg, schedule.junior)
+    tok, checkpoints = check_models(cfg, schedule.junior, resolved=resolved)
     cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run
     prompts = check_prompts(cfg, tok, problems)
-    return Validated(problems, grader_versions, cfg, prompts, checkpoints)
+    return Validated(problems, grader_versions, cfg, schedule, prompts, checkpoints)
 
 
 class SoloTable(NamedTuple):
@@ -113,13 +116,19 @@ class SoloTable(NamedTuple):
 
 @dataclass(frozen=True)
 class RunPlan:
-    """One run folder to fill: its config, where, whether it is already complete (then reused as it
-    is), and what a new folder's config.json records beside the config."""
+    """One run folder to fill: its config, where, its schedule (parsed once, by the plan), whether it is
+    already complete (then reused as it is), and what a new folder's config.json records beside the config."""
 
     cfg: EvalConfig
     out: Path
+    schedule: ScheduleSpec
     complete: bool = False
     extra: dict = field(default_factory=dict)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The run's fingerprint, computed once: the solo record a handoff keeps and the folder's config.json."""
+        return self.cfg.fingerprint()
 
 
 @dataclass(frozen=True)
@@ -148,7 +157,8 @@ def plan_run(cfg: EvalConfig, out: str | Path, extra: dict | None = None) -> Pla
     checked = validate(cfg)
     check_out_paths({out: checked.cfg})
     record = dict(extra or {}) | checked.servers(junior=checked.cfg.junior is not None)
-    return Plan(checked, (RunPlan(checked.cfg, out, RunFolder(out).is_complete(), record),))
+    run = RunPlan(checked.cfg, out, checked.schedule, RunFolder(out).is_complete(), record)
+    return Plan(checked, (run,))
 
 
 def plan_handoff(
@@ -175,8 +185,10 @@ def plan_handoff(
         check_solo_problems(folder, reused.samples, checked.problems, how)
         solo_table: SoloTable | None = reused
     else:  # made first, from this very config: nothing differs
-        record = solo_record(solo_out, solo_config(cfg).fingerprint(), [], False)
-        runs, solo_table = (RunPlan(solo_config(cfg), solo_out, extra=checked.servers(junior=False)),), None
+        made = RunPlan(solo_config(cfg), solo_out, SOLO, extra=checked.servers(junior=False))
+        record = solo_record(solo_out, made.fingerprint, [], False)
+        runs, solo_table = (made,), None
     check_out_paths({run.out: run.cfg for run in runs} | {handoff_out: cfg})  # the solo run's too, when made
-    handoff = RunPlan(cfg, handoff_out, RunFolder(handoff_out).is_complete(), {"solo_run": record, **checked.servers()})
+    extra = {"solo_run": record, **checked.servers()}
+    handoff = RunPlan(cfg, handoff_out, checked.schedule, RunFolder(handoff_out).is_complete(), extra)
     return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_table=solo_table)

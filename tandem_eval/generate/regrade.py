@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..metrics.passk import summarize_pass_at_k
 from ..run.durable import atomic_write_json
-from ..run.results import RunFolder, verify_run
+from ..run.results import Amendment, RunFolder, verify_run
 from ..schemas import ConfigError
 from .grading import PINNED, Grader, check_grader_versions
 
@@ -68,13 +68,16 @@ def regrade(
     RunFolder(run).check_sealed("regrade")  # it records regrade.parquet in COMPLETE
     rf = verify_run(run, rewriting=TABLE)
     new_versions = check_grader_versions(allow_grader_mismatch)
-    with rf.amending(rewriting=TABLE):  # one writer of the folder from here to the record
-        return _regrade(rf, timeout, new_versions, progress, n_workers)
+    with rf.amending(rewriting=TABLE) as amend:  # one writer of the folder from here to the record
+        return _regrade(amend, timeout, new_versions, progress, n_workers)
 
 
-def _regrade(rf, timeout: float, new_versions: dict, progress: bool, n_workers: int | None) -> RegradeResult:
-    """regrade's work on the verified run `rf`, whose lock the caller holds."""
-    stored = rf.config()
+def _regrade(
+    amend: Amendment, timeout: float, new_versions: dict, progress: bool, n_workers: int | None
+) -> RegradeResult:
+    """regrade's work on the verified run `amend.folder`, whose lock the caller holds (results.Amendment)."""
+    rf = amend.folder
+    stored = rf.record
     samples = rf.load_samples().reset_index(drop=True)
     pairs = list(zip(samples["text"], samples["gold"]))
     with Grader(n_workers) as grader:
@@ -116,5 +119,5 @@ def _regrade(rf, timeout: float, new_versions: dict, progress: bool, n_workers: 
         },
         rf.path,
     )
-    rf.write_table(TABLE, table)  # recorded in COMPLETE, verified by every reader
+    amend.add_table(TABLE, table)  # recorded in COMPLETE, verified by every reader
     return RegradeResult(rf.path, table, pass_at_k, ks)

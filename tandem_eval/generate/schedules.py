@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -291,7 +292,28 @@ _ARG_RANGES = {
 }
 
 
-def parse_schedule(spec: str) -> tuple[str, tuple]:
+class ScheduleSpec(NamedTuple):
+    """A parsed --schedule: its name and checked arguments ('word:0.5:32' -> ('word', (0.5, 32))). A run
+    carries this value from its plan and builds its Schedule from it: the text is parsed once."""
+
+    name: str
+    args: tuple
+
+    @property
+    def junior(self) -> bool:
+        """Whether the junior writes any of a trace (every schedule but solo): its engine must load."""
+        return SCHEDULES[self.name].junior
+
+    def build(self, tokenizer_or_vocab) -> Schedule:
+        """The schedule over a tokenizer's vocabulary (or a Vocab already computed)."""
+        vocab = tokenizer_or_vocab if isinstance(tokenizer_or_vocab, Vocab) else Vocab(tokenizer_or_vocab)
+        return SCHEDULES[self.name](vocab, *self.args)
+
+
+SOLO = ScheduleSpec("solo", ())  # a solo run's schedule, known without parsing
+
+
+def parse_schedule(spec: str) -> ScheduleSpec:
     """'word:0.5:32' -> ('word', (0.5, 32)); validates the name, argument count, types and ranges.
 
     Raises ScheduleError (a ConfigError) so a bad --schedule is refused before any run starts."""
@@ -313,14 +335,12 @@ def parse_schedule(spec: str) -> tuple[str, tuple]:
             span = f"in [{low}, {high}]" if high is not None else f">= {low}"
             raise ScheduleError(f"bad argument in schedule {spec!r}: {label} must be {span}, got {a!r}")
         args.append(v)
-    return name, tuple(args)
+    return ScheduleSpec(name, tuple(args))
 
 
 def make_schedule(spec: str, tokenizer_or_vocab) -> Schedule:
-    name, args = parse_schedule(spec)
-    vocab = tokenizer_or_vocab if isinstance(tokenizer_or_vocab, Vocab) else Vocab(tokenizer_or_vocab)
-    return SCHEDULES[name](vocab, *args)
+    return parse_schedule(spec).build(tokenizer_or_vocab)
 
 
 def needs_junior(spec: str) -> bool:
-    return SCHEDULES[parse_schedule(spec)[0]].junior
+    return parse_schedule(spec).junior

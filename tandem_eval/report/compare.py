@@ -99,7 +99,7 @@ def solo_of(handoff: RunFolder) -> RunFolder:
     """The verified solo run a handoff run's tax was measured against: the one recorded in its
     metrics.json/config.json, else its sibling OUT/solo (a results folder that was moved); checked to
     be that run (runs.pairing_problem "measured")."""
-    record = handoff.config().get("solo_run") or {}
+    record = handoff.record.get("solo_run") or {}
     recorded = handoff.metrics().get("solo_run") or record.get("path")
     for cand in (recorded, handoff.path.parent / "solo"):
         if cand and (Path(cand) / "config.json").exists():

@@ -75,24 +75,29 @@ class RunFolder:
         self.shard_dir = self.path / "shards"
         self.lock_path = self.path / LOCK_NAME
         self._verified = False  # verify() hashes every table once per instance
+        # config.json's record, kept as a value: the one writing() wrote, else the one config() read and checked.
+        # A complete run's config.json is never rewritten (writing() rewrites only a folder without samples),
+        # so one read per command serves every later check, seal and results.json.
+        self._record: dict | None = None
         self._held = False  # inside amending(): this process holds the lock
 
     # ---- lifecycle ----------------------------------------------------------------------
     @contextlib.contextmanager
-    def writing(self, cfg: EvalConfig, extra: dict | None = None):
+    def writing(self, cfg: EvalConfig, extra: dict | None = None, fingerprint: str | None = None):
         """Hold the lock (a second writer stops here), create the folder or check it holds `cfg`'s
-        experiment, and yield the keys of the samples it holds (None: complete, another process
-        finished it). A failure before any sample is flushed removes what this call created."""
+        experiment (`fingerprint`: cfg's, as the caller computed it), and yield the keys of the samples
+        it holds (None: complete, another process finished it). A failure before any sample is flushed
+        removes what this call created."""
         created = None  # set once the lock is held: a refused lock removes nothing
         try:
             with folder_lock(self.path, self.lock_path) as made:
                 if not self.config_path.exists():  # a new folder: its config.json first, while the lock is held
                     created = made
                     durable.make_dirs(self.shard_dir)
-                    atomic_write_json(self.config_path, _new_record(cfg, extra))
-                elif self.check_holds(cfg) == "empty":  # killed before its first sample: started afresh
+                    self._write_config(_new_record(cfg, extra, fingerprint))
+                elif self.check_holds(cfg, fingerprint) == "empty":  # killed before its first sample: started afresh
                     created = []
-                    atomic_write_json(self.config_path, _new_record(cfg, extra), self.path)
+                    self._write_config(_new_record(cfg, extra, fingerprint), self.path)
                 yield None if self.is_complete() else self.done_keys()
         except BaseException:
             if created is not None:  # the lock is released first, so that an emptied folder can be removed
@@ -105,6 +110,7 @@ class RunFolder:
             return
         for f in (self.config_path, self.metrics_path, self.done_path):
             f.unlink(missing_ok=True)
+        self._record = None
         durable.remove_empty([self.shard_dir, *created])
 
     def init(self, cfg: EvalConfig, extra: dict | None = None) -> str | None:  # check_holds' answer, if any
@@ -112,17 +118,23 @@ class RunFolder:
         if self.config_path.exists():
             return self.check_holds(cfg)
         durable.make_dirs(self.shard_dir)
-        atomic_write_json(self.config_path, _new_record(cfg, extra))
+        self._write_config(_new_record(cfg, extra))
         return None
 
-    def check_holds(self, cfg: EvalConfig) -> str | None:
-        """A run already here holds the experiment `cfg` (a folder without config.json holds none yet);
-        the refusal names the differences. Returns "empty" for a folder whose run of other settings was
-        stopped before it stored a sample (nothing to lose: the writer starts it afresh)."""
+    def _write_config(self, record: dict, root: Path | None = None) -> None:
+        """config.json, written atomically and kept: nothing this process wrote is read back."""
+        atomic_write_json(self.config_path, record, root)
+        self._record = record
+
+    def check_holds(self, cfg: EvalConfig, fingerprint: str | None = None) -> str | None:
+        """A run already here holds the experiment `cfg` (`fingerprint`: cfg's, as the caller computed it;
+        a folder without config.json holds none yet); the refusal names the differences. Returns "empty"
+        for a folder whose run of other settings was stopped before it stored a sample (nothing to lose:
+        the writer starts it afresh)."""
         if not self.config_path.exists():
             return None
         old = self.config()  # refuses garbage and an edited config.json (fingerprint recomputed)
-        if old["fingerprint"] == cfg.fingerprint():
+        if old["fingerprint"] == (fingerprint or cfg.fingerprint()):
             return None
         legacy, unchecked = as_recorded(cfg, old["config"])
         if unchecked and old["fingerprint"] == legacy.fingerprint():
@@ -137,9 +149,16 @@ class RunFolder:
             f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
         )
 
+    @property
+    def record(self) -> dict:
+        """config.json's record as this folder keeps it (see config): the one writing() wrote, else read
+        and checked on first use."""
+        return self._record if self._record is not None else self.config()
+
     def config(self) -> dict:
-        """config.json, checked: a mapping whose "config" is a valid EvalConfig and whose stored
-        fingerprint equals the one recomputed from those settings (an edit is refused)."""
+        """config.json, read and checked (and kept as `record`): a mapping whose "config" is a valid
+        EvalConfig and whose stored fingerprint equals the one recomputed from those settings (an edit is
+        refused)."""
         raw = _read_json(self.config_path, "config.json")
         fix = "restore the original config.json, or rerun into a new --out"
         if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict) or "fingerprint" not in raw:
@@ -155,6 +174,7 @@ class RunFolder:
                 f"{self.config_path} was edited after the run was written (its settings hash to {recomputed}, "
                 f"recorded {raw['fingerprint']}); {fix}"
             )
+        self._record = raw
         return raw
 
     def is_complete(self) -> bool:
@@ -207,10 +227,9 @@ class RunFolder:
         """Seal a run whose samples are all flushed (`samples`: load_samples() as the caller read it):
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
-        config = self.config()  # read once: COMPLETE's fingerprint and results.json's record
-        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": config["fingerprint"]}
+        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.record["fingerprint"]}
         digest = atomic_write_parquet(self.samples_path, df, self.path)
-        self._write_metrics(metrics, config)
+        self.update_metrics(metrics)
         record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
         self._write_record(record)  # last: its presence means every file above is final
         self._verified = True
@@ -230,13 +249,14 @@ class RunFolder:
     def complete_record(self) -> dict | None:
         """COMPLETE's JSON, or None for a marker without records (timestamp only, from before integrity
         records, or empty); verify() checks such a folder against what it can recompute."""
+        raw = read_regular(self.done_path, self._repair())  # read once: told apart, then parsed
         try:
-            text = read_regular(self.done_path, self._repair()).decode("utf-8")
+            timestamp = not raw.decode("utf-8").lstrip().startswith("{")
         except UnicodeDecodeError:
-            text = "{"  # not a timestamp: reported as damaged below
-        if not text.lstrip().startswith("{"):
+            timestamp = False  # not a timestamp: reported as damaged below
+        if timestamp:
             return None
-        rec = _read_json(self.done_path, "COMPLETE")
+        rec = _parse_json(self.done_path, "COMPLETE", raw)
         if not isinstance(rec, dict) or not isinstance(rec.get("tables"), dict):
             raise RunFolderError(f"{self.done_path} is damaged (no table records); {self._repair()}")
         return rec
@@ -279,7 +299,7 @@ class RunFolder:
         finished = self.is_complete()
         check = finished and not self._verified
         rec, repair = (self.complete_record(), self._repair()) if check else (None, "")
-        cfg = self.config()
+        cfg = self.record
         legacy = read_table(self.samples_path, SAMPLE_KEY, repair) if check and rec is None else None
         if not finished:
             if complete:
@@ -429,21 +449,18 @@ class RunFolder:
     def register_table(self, name: str | Path) -> None:
         """Record a table written into this COMPLETE run (e.g. lens/JR/legibility.parquet) in COMPLETE,
         so readers verify it like samples.parquet. `name` is relative to the run folder (or inside it).
-        Other unrecorded tables do not stop it (they stay refused by readers until rewritten or adopted)."""
+        Other unrecorded tables do not stop it (they stay refused by readers until rewritten or adopted).
+        The folder is locked and verified first; a command inside amending() records through the
+        Amendment it holds instead (record_table), without asking again."""
         path = Path(name) if Path(name).is_absolute() else self.path / name
-        check_write_target(path, self.path)
-        rel = path.resolve().relative_to(self.path.resolve()).as_posix()
-        if rel == self.samples_path.name:  # only finalize seals the samples: an edited table is never re-sealed
-            raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
+        rel = _check_table(self, path)
         if not self.is_complete():
             raise RunFolderError(f"{self.path} is incomplete (no COMPLETE marker); finish the run before adding {rel}")
         with contextlib.nullcontext() if self._held else self.lock(wait_s=30):
             self._verified = False  # another process may have changed the folder since this one verified it
             self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
             self.check_sealed(f"recording {rel}")  # a marker without records is never sealed after the fact
-            rec = cast(dict, self.complete_record())  # cast: check_sealed refused a marker without records
-            rec["tables"][rel] = _table_record(path)
-            self._write_record(rec)
+            _record_table(self, path)
 
     def write_table(self, name: str | Path, df: pd.DataFrame) -> Path:
         """Write a per-sample table into this COMPLETE run atomically and record it in COMPLETE. A kill
@@ -471,7 +488,7 @@ class RunFolder:
             try:
                 self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
                 self.check_sealed(f"adding {rewriting or 'a table'}")
-                yield self
+                yield Amendment(self)
             finally:
                 self._held = False
 
@@ -488,25 +505,69 @@ class RunFolder:
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys), and rewrite
         results.json from it. results.json is derived (never read back by tandem-eval: readers verify
-        config.json and the tables), so a stale or edited one misleads no command."""
-        self._write_metrics(new)
-
-    def _write_metrics(self, new: dict, config: dict | None = None) -> None:
-        """update_metrics; `config`: config.json's record as the caller already read it (finalize), else it
-        is read after metrics.json is written."""
+        config.json and the tables), so a stale or edited one misleads no command. results.json holds the
+        record this folder keeps (config.json as written or read once)."""
         atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
-        atomic_write_json(self.path / RESULTS_FILE, self._results(config or self.config()), self.path)
+        atomic_write_json(self.path / RESULTS_FILE, self._results(self.record), self.path)
 
     def results(self) -> dict:
         """{"run": path, "config", "fingerprint", "provenance" (versions, git, host), ..., "metrics"}:
         config.json's record and metrics.json, what `--json` prints and results.json holds."""
-        return self._results(self.config())
+        return self._results(self.record)
 
     def _results(self, config: dict) -> dict:
         return {"run": str(self.path), **config, "metrics": self.metrics()}
 
 
 RESULTS_FILE = "results.json"
+
+
+class Amendment:
+    """What a command adds to a complete run while it holds the run's lock (RunFolder.amending yields
+    it): the folder was verified under that lock and no other writer can change it before the command
+    leaves, so each table is written and recorded in COMPLETE without locking or verifying it again.
+    `folder`: the run folder itself, for reading."""
+
+    def __init__(self, folder: RunFolder):
+        self.folder = folder
+
+    def add_table(self, name: str | Path, df: pd.DataFrame) -> Path:
+        """Write a per-sample table atomically, then record it (RunFolder.write_table, under the lock)."""
+        path = self.folder.path / name
+        _check_table(self.folder, path)
+        durable.make_dirs(path.parent)
+        atomic_write_parquet(path, df, self.folder.path)  # refuses a link planted while the folder was made
+        _record_table(self.folder, path)
+        return path
+
+    def record_table(self, name: str | Path) -> None:
+        """Record a table already written (an adopted one) in COMPLETE (RunFolder.register_table, under the lock)."""
+        path = Path(name) if Path(name).is_absolute() else self.folder.path / name
+        _check_table(self.folder, path)
+        _record_table(self.folder, path)
+
+
+def _check_table(folder: RunFolder, path: Path) -> str:
+    """The name in COMPLETE of a table to record in `folder`; refused when it lies outside the folder or
+    through a link (check_write_target), or is samples.parquet (only finalize seals the samples: an edited
+    table is never re-sealed)."""
+    check_write_target(path, folder.path)
+    rel = _relative(folder, path)
+    if rel == folder.samples_path.name:
+        raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
+    return rel
+
+
+def _relative(folder: RunFolder, path: Path) -> str:
+    """A table's name in COMPLETE: its path relative to the run folder."""
+    return path.resolve().relative_to(folder.path.resolve()).as_posix()
+
+
+def _record_table(folder: RunFolder, path: Path) -> None:
+    """COMPLETE with the table at `path` recorded: its row count and SHA-256."""
+    rec = cast(dict, folder.complete_record())  # cast: a sealed folder's marker records tables (check_sealed)
+    rec["tables"][_relative(folder, path)] = _table_record(path)
+    folder._write_record(rec)
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
@@ -518,8 +579,10 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None)
     return durable.atomic_write_parquet(path, df, root)
 
 
-def _new_record(cfg: EvalConfig, extra: dict | None) -> dict:  # a new folder's config.json
-    return {"config": to_dict(cfg), "fingerprint": cfg.fingerprint(), "provenance": provenance(), **(extra or {})}
+def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = None) -> dict:
+    """A new folder's config.json; `fingerprint`: cfg's, when the caller computed it already (the plan)."""
+    fingerprint = fingerprint or cfg.fingerprint()
+    return {"config": to_dict(cfg), "fingerprint": fingerprint, "provenance": provenance(), **(extra or {})}
 
 
 def _table_record(path: Path) -> dict:
@@ -538,9 +601,18 @@ def _table_record(path: Path) -> dict:
 def _read_json(path: Path, what: str, kind: type | None = None):
     """A run folder's JSON file (a regular file of at most schemas.JSON_CAP bytes); with `kind`, its
     top level must be that type (metrics.json and COMPLETE: an object)."""
-    fix = "restore it, or delete the run folder and rerun the command that wrote it"
     try:
-        data = json.loads(read_regular(path, fix).decode("utf-8"))
+        raw = read_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
+    except OSError as e:
+        raise _damaged(path, what, f"unreadable: {e.strerror or e}") from None
+    return _parse_json(path, what, raw, kind)
+
+
+def _parse_json(path: Path, what: str, raw: bytes, kind: type | None = None):
+    """_read_json of the bytes `raw` already read from `path` (COMPLETE: told apart from an older
+    timestamp marker first, then parsed from the same bytes)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
         if kind is None or isinstance(data, kind):
             return data
         reason = f"a JSON {type(data).__name__}, not an object"
@@ -548,9 +620,11 @@ def _read_json(path: Path, what: str, kind: type | None = None):
         reason = "not UTF-8 text"
     except json.JSONDecodeError as e:
         reason = f"invalid JSON at line {e.lineno}"
-    except OSError as e:
-        reason = f"unreadable: {e.strerror or e}"
-    raise RunFolderError(
+    raise _damaged(path, what, reason)
+
+
+def _damaged(path: Path, what: str, reason: str) -> RunFolderError:
+    return RunFolderError(
         f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
         "wrote it"
     )

@@ -39,7 +39,7 @@ from . import lens
 from .lens import LensOptions
 
 if TYPE_CHECKING:  # for the annotations only: the functions below import results where they use it
-    from ..run.results import RunFolder
+    from ..run.results import Amendment, RunFolder
 
 log = logging.getLogger(__name__)
 KINDS = LENS_KINDS  # ("legibility", "drift")
@@ -170,7 +170,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")
     # a served junior is recorded by its server target (its tokenizer folder is not the model)
     junior = {"path": checked.junior.server or checked.junior.path.resolve(), "content": checked.junior.content()}
-    with rf.amending():  # one writer: the label is chosen, the table written and recorded under the lock
+    with rf.amending() as amend:  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
         table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
         from ..run.durable import check_write_target
@@ -190,7 +190,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
         senior = checked.senior.server or checked.senior.path
         where = {"junior": str(junior["path"]), "junior_content": junior["content"], "senior": str(senior)}
         return _store(
-            kind, rf, per_sample, opts, (table, req.adopt), {**where, "engine": req.engine, "dtype": req.dtype}
+            kind, amend, per_sample, opts, (table, req.adopt), {**where, "engine": req.engine, "dtype": req.dtype}
         )
 
 
@@ -248,7 +248,7 @@ def _given_run(req: ScoreRequest) -> tuple[RunFolder, dict]:
     # before any weights load (and before verify's notes on an older marker): the table is recorded in COMPLETE
     RunFolder(cast(str | Path, req.run)).check_sealed("a lens command")
     rf = verify_run(cast(str | Path, req.run), allow_unrecorded=True)  # cast: called only when a run is given
-    record = rf.config()
+    record = rf.record
     cfg = record["config"]
     if (cfg["mode"], cfg["schedule"]) != ("solo", "solo"):
         raise LensError(
@@ -476,9 +476,11 @@ def _summary_fields(kind: str, per_sample, opts: LensOptions) -> tuple[dict, lis
     return extra, lens.LEGIBILITY_METRICS if matched else ["junior_bpb"], ["nll_bins"]
 
 
-def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool], where: dict) -> Scored:
+def _store(kind: str, amend: Amendment, per_sample, opts: LensOptions, target: tuple[str, bool], where: dict) -> Scored:
     """The lens table `target` = (path in the run, adopted: already written) recorded in COMPLETE, and
-    its summary merged into metrics.json (other juniors' and kinds' entries stay)."""
+    its summary merged into metrics.json (other juniors' and kinds' entries stay); `amend`: the run
+    folder as amending() hands it (results.Amendment: verified under the lock this command holds)."""
+    rf = amend.folder
     table, adopted = target
     jlabel = Path(table).parent.name
     fields, metrics, curves = _summary_fields(kind, per_sample, opts)
@@ -486,10 +488,10 @@ def _store(kind: str, rf, per_sample, opts: LensOptions, target: tuple[str, bool
     summary = lens.summarize(per_sample, metrics, curves, opts, extra)
     # recorded in COMPLETE (row count + hash) so every reader verifies the lens table like samples.parquet
     if adopted:
-        rf.register_table(table)
+        amend.record_table(table)
         path = rf.path / table
     else:
-        path = rf.write_table(table, per_sample)
+        path = amend.add_table(table, per_sample)
     by_junior = _lens_entries(rf)
     by_junior.setdefault(jlabel, {})[kind] = summary
     rf.update_metrics({"lens": by_junior})

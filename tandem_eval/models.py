@@ -735,13 +735,11 @@ def check_models(
     `option` is the flag that replaces the senior's template, as errors name it. `resolved`: the
     checkpoints as another check of this command already found them (served models: engines/served.py
     checks their servers, then the tokenizer folders are checked here); else each is resolved here, once."""
-    if resolved is None:
-        senior = Checkpoint(resolve_model(cfg.senior.path))
-        junior = None
-        if cfg.junior is not None and junior_needed:
-            junior = Checkpoint(resolve_model(cfg.junior.path))
-    else:
-        senior, junior = resolved.senior, resolved.junior
+    senior = resolved.senior if resolved is not None else Checkpoint(resolve_model(cfg.senior.path))
+    junior = None
+    if cfg.junior is not None and junior_needed:  # resolved here unless given (the CLI resolves the senior only)
+        given = resolved.junior if resolved is not None else None
+        junior = given or Checkpoint(resolve_model(cfg.junior.path))
     tok = check_folder(senior.path) if senior.server is None else load_tokenizer(senior.path)
     junior_tok, same = None, True
     if junior is not None:

@@ -28,9 +28,9 @@ COUNTED = (
 # before the plan carried the parsed schedule and each run's fingerprint and a run folder kept its record, and
 # checkpoints were passed on as resolved values (models.Checkpoint); legibility 10, 9, 9 before its checks read
 # the run's config once, then 10, 6, 6; the goal in brackets). A handoff reads no config.json: the two folders it
-# writes keep the records they wrote (absent = 0). Its 3 resolutions: the CLI reads the default junior from the
-# senior's tandem_meta.json (one), then the plan resolves both checkpoints (two).
-HANDOFF = {"resolve_model": 3, "parse_schedule": 1, "fingerprint_of": 2}  # [2, 1, 2, 2]
+# writes keep the records they wrote (absent = 0). Its 2 resolutions: the CLI resolves the senior to read the
+# default junior from its tandem_meta.json and passes it on; the plan resolves the junior.
+HANDOFF = {"resolve_model": 2, "parse_schedule": 1, "fingerprint_of": 2}  # [2, 1, 2, 2]
 LEGIBILITY = {"resolve_model": 2, "fingerprint_of": 1, "RunFolder.config": 1}  # [2, 0, 1, 1]
 
 

@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -79,6 +79,9 @@ from .common import (
     user_errors,
 )
 from .terminal import console, print_benchmarks, print_json, print_outcomes, print_paper_sets, print_passk, print_tax
+
+if TYPE_CHECKING:  # annotations only: the CLI imports models where a command resolves a checkpoint
+    from ..models import Checkpoints
 
 # Commands living in other modules, imported only when one of them runs (or shows its own --help):
 # they import pandas and torch, which would make every `tandem-eval --help` take seconds.
@@ -268,12 +271,15 @@ def _default_senior(senior: str | None) -> str:
     raise ConfigError("no --senior given and no bundled toy checkpoints in this install; pass --senior PATH")
 
 
-def _default_junior(senior: str, junior: str | None) -> str:
+def _default_junior(senior: str, junior: str | None) -> tuple[str, Checkpoints | None]:
+    """`junior`, else the one the senior's trainer recorded (models.default_junior), with the senior's
+    checkpoint as resolved to read it (passed on to the plan, which then resolves it no more)."""
     if junior:
-        return junior
-    from ..models import default_junior, resolve_model
+        return junior, None
+    from ..models import Checkpoint, Checkpoints, default_junior, resolve_model
 
-    return default_junior(resolve_model(senior), senior)
+    folder = resolve_model(senior)
+    return default_junior(folder, senior), Checkpoints(Checkpoint(folder))
 
 
 def _ray_plan(workers: int | None, address: str | None):
@@ -304,6 +310,12 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     """The run's EvalConfig from a solo or handoff command's options (its parameters by name): the
     default senior (and junior), sampling, paths recorded absolute (the run reads the same from any
     working directory), --k, the label and the chat templates; other options are EvalConfig fields."""
+    return run_inputs(mode, options)[0]
+
+
+def run_inputs(mode: str, options: dict) -> tuple[EvalConfig, Checkpoints | None]:
+    """run_config, and the checkpoints it resolved on the way (the senior, when its tandem_meta.json names
+    the default junior), for the plan to take as they are; None when it resolved none."""
     from ..devices import check_threads
     from ..generate.grading import check_startup_timeout
 
@@ -325,7 +337,7 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     junior = o.pop("junior", None)
     if mode == "handoff" and served and not junior:
         raise ConfigError("--engine served needs --junior http://HOST:PORT/v1#NAME (a server and its model name)")
-    junior = _default_junior(senior, junior) if mode == "handoff" else None
+    junior, resolved = _default_junior(senior, junior) if mode == "handoff" else (None, None)
     tok_dir = absolute_spec(str(tokenizer)) if tokenizer is not None else None
     sampling = Sampling(*(o.pop(name) for name in _SAMPLING))
     dtype, k, label = o.pop("dtype"), o.pop("k"), o.pop("label")
@@ -342,12 +354,13 @@ def run_config(mode: str, options: dict) -> EvalConfig:
     # concrete before the run is fingerprinted (auto: bf16 on a GPU, fp32 on CPU, as every CPU run so far);
     # last, because it imports torch: the cheap checks above answer bad input first
     dtype = resolve_dtype(dtype)
-    return EvalConfig(
+    cfg = EvalConfig(
         senior=ModelSpec(absolute_spec(senior), dtype, tokenizer=tok_dir),
         junior=ModelSpec(absolute_spec(junior), dtype, tokenizer=tok_dir) if junior else None,
         **fields,
         **o,
     )
+    return cfg, resolved
 
 
 def _check_handoff_schedule(schedule: str) -> None:
@@ -466,7 +479,7 @@ def handoff(
     options = dict(locals())  # the command's options, before any other local name
     setup_logging(verbose, quiet)
     _check_handoff_schedule(schedule)
-    cfg = run_config("handoff", options)
+    cfg, resolved = run_inputs("handoff", options)
     ray = _ray_plan(ray_workers, ray_address)
     if ray is not None:
         from ..generate.distributed import ray_handoff
@@ -482,6 +495,7 @@ def handoff(
             progress=not quiet,
             allow_solo_mismatch=allow_solo_mismatch,
             grader_startup_s=grader_startup_timeout,
+            checkpoints=resolved,
         )
     from ..generate.execute import verified_pass_at_k
 

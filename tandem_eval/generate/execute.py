@@ -471,11 +471,13 @@ def run_handoff(
     progress: bool = True,
     allow_solo_mismatch: bool = False,
     grader_startup_s: float = STARTUP_TIMEOUT_S,
+    checkpoints: Checkpoints | None = None,
 ) -> tuple[RunFolder, RunFolder, dict]:
     """Solo + handoff runs of one senior under out_root, and the communication tax between them
-    (plan.plan_handoff says which solo run is reused and how it is checked)."""
+    (plan.plan_handoff says which solo run is reused and how it is checked). `checkpoints`: those the
+    caller already resolved (the CLI, reading the default junior), passed to the plan as they are."""
     check_startup_timeout(grader_startup_s, 0.0, "grader_startup_s")
-    plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch)
+    plan = plan_handoff(cfg, out_root, solo_run, allow_solo_mismatch, checkpoints)
     if plan.reused:
         log.info("reusing %s (checked against the handoff's settings; not regenerated)", plan.solo)
     *made, handoff = execute(plan, progress=progress, grader_startup_s=grader_startup_s)

@@ -83,7 +83,7 @@ class Validated:
         return {"servers": served} if served else {}
 
 
-def validate(cfg: EvalConfig) -> Validated:
+def validate(cfg: EvalConfig, resolved: Checkpoints | None = None) -> Validated:
     """Check everything a run needs, cheaply (benchmarks, configs, tokenizers, safetensors headers,
     prompts), before any engine loads or anything is written; raises a user error (one-line message).
     Each lower module is asked once, in one order: benchmarks, grader, schedule, engine, checkpoints,
@@ -100,7 +100,7 @@ def validate(cfg: EvalConfig) -> Validated:
     if reason := unavailable(cfg.engine):
         raise ConfigError(reason)
     # served models: their servers are asked once, here; local folders: resolved once in check_models
-    resolved = resolve_checkpoints(cfg.engine, cfg, schedule.junior)
+    resolved = resolved or resolve_checkpoints(cfg.engine, cfg, schedule.junior)
     tok, checkpoints = check_models(cfg, schedule.junior, resolved=resolved)
     cfg = with_contents(cfg, checkpoints)  # checkpoints by content: replaced weights are another run
     prompts = check_prompts(cfg, tok, problems)
@@ -162,7 +162,11 @@ def plan_run(cfg: EvalConfig, out: str | Path, extra: dict | None = None) -> Pla
 
 
 def plan_handoff(
-    cfg: EvalConfig, out_root: str | Path, solo_run: str | Path | None = None, allow_solo_mismatch: bool = False
+    cfg: EvalConfig,
+    out_root: str | Path,
+    solo_run: str | Path | None = None,
+    allow_solo_mismatch: bool = False,
+    checkpoints: Checkpoints | None = None,
 ) -> Plan:
     """OUT/solo (or the complete `solo_run`) and OUT/handoff-SCHEDULE, both checked before the solo run
     starts: a bad junior or schedule must not cost a whole solo run first.
@@ -174,7 +178,7 @@ def plan_handoff(
     solo_out, handoff_out = out_root / "solo", out_root / handoff_dirname(cfg.schedule)
     solo_dir = Path(solo_run) if solo_run is not None else solo_out
     reuse = solo_run is not None or RunFolder(solo_dir).is_complete()
-    checked = validate(cfg)
+    checked = validate(cfg, checkpoints)  # checkpoints the caller resolved are taken as they are
     cfg = checked.cfg
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"

@@ -804,15 +804,23 @@ class Checkpoints:
 
 def with_contents(cfg: EvalConfig, checkpoints: Checkpoints) -> EvalConfig:
     """`cfg` with the content hash of each checkpoint its engines load (Checkpoint.content): the run
-    records them, and they are part of its fingerprint."""
+    records them, and they are part of its fingerprint (and a served model's tokenizer folder, which is not)."""
     from dataclasses import replace
 
-    senior = replace(cfg.senior, content=checkpoints.senior.content())
+    senior = replace(cfg.senior, content=checkpoints.senior.content(), **_tokenizer_folder(checkpoints.senior))
     junior = cfg.junior
     if checkpoints.junior is not None:
         # cast: a junior checkpoint is resolved only from cfg.junior
-        junior = replace(cast("ModelSpec", junior), content=checkpoints.junior.content())
+        junior = replace(
+            cast("ModelSpec", junior), content=checkpoints.junior.content(), **_tokenizer_folder(checkpoints.junior)
+        )
     return replace(cfg, senior=senior, junior=junior)
+
+
+def _tokenizer_folder(checkpoint: Checkpoint) -> dict:
+    """A served model's tokenizer folder as found (--tokenizer, or the model folder its server reported),
+    recorded in the run so its readers (lenses, view) tokenize without the server; {} for a local folder."""
+    return {"tokenizer": str(checkpoint.path)} if checkpoint.server is not None else {}
 
 
 def run_checkpoints(cfg: EvalConfig, junior_needed: bool, same_vocab: bool | None = None) -> Checkpoints:

@@ -208,7 +208,13 @@ def test_a_served_handoff_run_equals_the_in_process_run_and_records_its_servers(
     assert facts["model"] == NAME and facts["urls"] == [server.url] and facts["shared_sampler"] is True
     assert facts["root"] == str(pair["senior"]) and facts["vllm_version"] and record["servers"]["junior"] == facts
     assert record["config"]["senior"]["path"] == target and record["config"]["senior"]["content"]
-    assert record["config"]["label"] == NAME
+    assert record["config"]["label"] == NAME and record["config"]["senior"]["tokenizer"] == str(pair["senior"])
+    # the read side takes served runs as they are: the report's arm is the model's name, and the viewer
+    # finds token boundaries with the tokenizer folder the run recorded
+    report = _cli("report", tmp_path / "s", "--out", tmp_path / "report", "--no-figures")
+    assert report.returncode == 0 and f"| {NAME}" in (tmp_path / "report" / "table2.md").read_text(), report.stderr
+    view = _cli("view", tmp_path / "s", "--out", tmp_path / "view.html")
+    assert view.returncode == 0 and "no tokenizer" not in view.stderr, view.stderr
 
 
 def test_legibility_and_drift_with_a_served_junior_equal_the_in_process_lenses(server, pair, tmp_path):

@@ -154,8 +154,9 @@ class TandemLM(TemplateLM):
             raise ConfigError(reason)
         if backend(opts.engine).remote:  # before a URL is read as a checkpoint folder
             raise ConfigError(
-                f"engine={opts.engine}: --model tandem loads its models in this process; measure served models with "
-                "`tandem-eval solo|handoff|legibility|drift --engine served` (docs/usage.md#served-models---engine-served)"
+                f"engine={opts.engine}: --model tandem loads its models in this process; measure served models "
+                "with `tandem-eval solo|handoff|legibility|drift --engine served` "
+                "(docs/usage.md#served-models---engine-served)"
             )
         senior_path, junior, wants_junior = _pair(opts.senior, opts.junior, opts.schedule, opts.score_with)
         self.options = opts

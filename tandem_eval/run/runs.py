@@ -35,7 +35,7 @@ import pandas as pd
 from tandem_eval.config import config_diff, fingerprint_of
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, drift_columns, is_pass, lookup
-from tandem_eval.paths import senior_label
+from tandem_eval.paths import senior_label, served_name
 from tandem_eval.run.lens_layout import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.run.results import RunFolder, find_runs, verify_run
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file, check_regular
@@ -512,7 +512,7 @@ def junior_id(path: str | None, content: str | None = None) -> dict:
     wherever the package lives (runs record resolved folders), and its content hash."""
     from tandem_eval.models import ModelError, resolve_model
 
-    if path:
+    if path and served_name(path) is None:  # a served junior's URL#NAME is compared as recorded
         try:
             path = str(resolve_model(path) if str(path).startswith("toy:") else Path(path).expanduser().resolve())
         except ModelError:
@@ -576,7 +576,9 @@ def run_tokenizer(cfg: dict, override: str | Path | None = None):
     install); only tokenizer files are read, with models.load_vocabulary (no transformers, no torch)."""
     from tandem_eval.models import ModelError, load_vocabulary, recorded_checkpoint
 
-    candidates = [override] if override else [(cfg.get(r) or {}).get("path") for r in ("senior", "junior")]
+    # a served model's tokenizer is the folder the run recorded for it (its path names a server)
+    specs = [cfg.get(r) or {} for r in ("senior", "junior")]
+    candidates = [override] if override else [s.get("tokenizer") or s.get("path") for s in specs]
     errors = []
     for c in filter(None, candidates):
         try:

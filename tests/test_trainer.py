@@ -649,7 +649,13 @@ def test_vllm_rollouts_are_on_policy_and_follow_the_weights(tiny_pair, tmp_path,
         temperature=0.6,
         vllm_importance_sampling_correction=True,
     )
+    from trainer.run import RENDEZVOUS
+
+    before = {name: os.environ.get(name) for name in RENDEZVOUS}
     trainer = build_trainer(recipe)
+    # trl's colocate engine wrote torch.distributed's rendezvous variables; build_trainer put them back, so a
+    # training this process starts later (the toy world's `python -m trainer`) does not join its group's port
+    assert {name: os.environ.get(name) for name in RENDEZVOUS} == before
     tok = trainer.processing_class
     problems = [trainer.train_dataset[i]["prompt"] for i in range(2)]
     specs = [TraceSpec(k, tuple(prompt_ids(tok, p)), trace_seed(0, p, k), 24) for k, p in enumerate(problems * 4)]

@@ -10,6 +10,7 @@ tandem_meta.json; N = step x updates_per_step), optionally `evals/` and `eval_lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
@@ -151,19 +152,43 @@ def build_trainer(recipe: Recipe, recipe_file: str | None = None):
         recipe, tokenizer, junior if recipe.uses_junior_model else None, {r["prompt"]: r["problem_id"] for r in dataset}
     )
     reward = CorrectnessReward(recipe.grade_timeout, recipe.allow_grader_mismatch)
-    return TandemGRPOTrainer(
-        recipe=recipe,
-        rollout=rollout,
-        junior_path=junior,
-        senior_path=senior,
-        ref_path=ref,
-        reward=reward,
-        recipe_file=recipe_file,
-        model=model,
-        args=recipe,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-    )
+    with rendezvous_kept():
+        return TandemGRPOTrainer(
+            recipe=recipe,
+            rollout=rollout,
+            junior_path=junior,
+            senior_path=senior,
+            ref_path=ref,
+            reward=reward,
+            recipe_file=recipe_file,
+            model=model,
+            args=recipe,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
+
+
+# torch.distributed's rendezvous variables. trl's colocated vLLM writes them into os.environ for its one-process
+# group (trl/generation/vllm_generation.py, trl/trainer/utils.py), on a port this process then holds. Left there, a
+# training started later from this process (a notebook's next cell, or a subprocess inheriting them, as the test
+# suite's workers start `python -m trainer`) reads LOCAL_RANK, makes a gloo group of its own on that port, and
+# fails with EADDRINUSE. The group trl made keeps working without them.
+RENDEZVOUS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@contextlib.contextmanager
+def rendezvous_kept():
+    """Leave the rendezvous variables (RENDEZVOUS) as they were before the block: a launcher's stay, ones the
+    block wrote are removed."""
+    before = {name: os.environ.get(name) for name in RENDEZVOUS}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def check_output_dir(output_dir: str | os.PathLike) -> None:

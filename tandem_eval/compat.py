@@ -4,7 +4,7 @@ A module that lost names serves them through its `__getattr__`, which asks `form
 object comes from its new home, with a FutureWarning (shown once per calling line, as Python shows
 warnings) that names the import to write instead. New code never imports this module.
 
-    from tandem_eval.run.results import atomic_write_json      # works, warns: use tandem_eval.run.durable
+    from tandem_eval.run.results import atomic_write_text      # works, warns: use tandem_eval.files
     from tandem_eval.generate.pipeline import run_handoff      # works, warns: use tandem_eval.generate.execute
 
 Moved modules (old path -> new path, 2026-12-03: stages as packages over the run-folder package).
@@ -23,7 +23,11 @@ alive); old code imports the new path:
 - the read side: tandem_eval.compare -> tandem_eval.report.compare;
 - the command line: tandem_eval.cli (the module) -> tandem_eval.cli.main (the package tandem_eval.cli
   still offers app, and python -m tandem_eval.cli runs it), cli_common -> cli.common, cli_lens ->
-  cli.lens, terminal -> cli.terminal, demo -> cli.demo.
+  cli.lens, terminal -> cli.terminal, demo -> cli.demo;
+- guarded file I/O (2026-12-06, issue 41: one core file module): tandem_eval.run.durable ->
+  tandem_eval.files (atomic writes, folders, sha256_file, folder_lock, live_holder), and
+  tandem_eval.schemas' check_regular, read_regular, JSON_CAP -> tandem_eval.files (schemas still
+  offers RunFolderError, whose home is files).
 Two old paths were commands and still run as such (files that only run the new module):
 `python -m tandem_eval.demo` and `python -m tandem_eval.grading ANSWER GOLD` (whose grader names are
 forwarded, below).
@@ -39,8 +43,11 @@ Forwarded (old name -> new name, since):
 - tandem_eval.run.runs.load_tokenizer -> tandem_eval.run.runs.run_tokenizer (2026-12-01;
   models.load_tokenizer loads a tokenizer from a path, a different thing).
 - tandem_eval.run.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
-  (2026-12-02); results.atomic_write_text -> tandem_eval.run.durable; results.PACKAGES, git_commit ->
+  (2026-12-02); results.atomic_write_text -> tandem_eval.files; results.PACKAGES, git_commit ->
   tandem_eval.run.provenance (2026-12-01). (The names results itself uses stay importable from it.)
+- tandem_eval.run.results.NAME -> tandem_eval.files.NAME (2026-12-06, issue 41: results calls the file
+  module as `files.NAME` and no longer imports these): atomic_write_json, check_regular,
+  check_write_target, folder_lock, read_regular, sha256_file.
 - tandem_eval.run.results.require_complete -> tandem_eval.run.results.verify_run (2026-12-06: it was
   the same function under a second name).
 - tandem_eval.grading.NAME -> tandem_eval.generate.grading.NAME (2026-12-03, the stage packages; served
@@ -101,6 +108,9 @@ _GRADER = (
     "ungraded",
 )
 
+# what tandem_eval.run.results imported from the file module by name before it called `files.NAME`
+_FILE_NAMES = ("atomic_write_json", "check_regular", "check_write_target", "folder_lock", "read_regular", "sha256_file")
+
 # old module -> {old name: ("new.module", "new_name", since)}
 FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
     "tandem_eval.generate.pipeline": {
@@ -137,10 +147,11 @@ FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
     "tandem_eval.run.results": {
         "config_fingerprint": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
         "fingerprint_of": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
-        "atomic_write_text": ("tandem_eval.run.durable", "atomic_write_text", _PLAN_SPLIT),
+        "atomic_write_text": ("tandem_eval.files", "atomic_write_text", _PLAN_SPLIT),
         "PACKAGES": ("tandem_eval.run.provenance", "PACKAGES", _PLAN_SPLIT),
         "git_commit": ("tandem_eval.run.provenance", "git_commit", _PLAN_SPLIT),
         "require_complete": ("tandem_eval.run.results", "verify_run", _ONCE),
+        **{name: ("tandem_eval.files", name, _ONCE) for name in _FILE_NAMES},
     },
     # a module that only runs the grader's command (python -m tandem_eval.grading ANSWER GOLD); its names
     # were the documented Python path (README: `from tandem_eval.grading import grade`)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .schemas import check_regular, read_regular
+from .files import check_regular, read_regular
 
 if TYPE_CHECKING:
     from .config import EvalConfig, ModelSpec

@@ -48,9 +48,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import cast
 
+from .files import read_regular
 from .models import ModelError
 from .paths import CACHE_ENV, cache_root, not_writable
-from .schemas import read_regular
 
 log = logging.getLogger(__name__)
 

@@ -106,7 +106,8 @@ def not_writable(path: str | os.PathLike) -> str | None:
 
 def read_chat_template(path: Path | None, option: str) -> str | None:
     """The text of a --chat-template FILE: a readable UTF-8 file whose Jinja parses."""
-    from .schemas import ConfigError, read_regular
+    from .files import read_regular
+    from .schemas import ConfigError
 
     if path is None:
         return None

@@ -5,7 +5,8 @@
   drift.parquet. The writer (tandem_eval.run.results) checks every table against its schema before
   writing, and every reader checks the file's footer schema before reading, so a missing required
   column or a column of the wrong type is a one-line RunFolderError naming the file and the column
-  instead of a KeyError deep inside a report;
+  instead of a KeyError deep inside a report (RunFolderError and the regular-file check that comes
+  before a footer is read live in tandem_eval.files, with every other guarded read and write);
 - JSON cleaning (`to_jsonable`: numpy scalars to Python, NaN/inf to null), strict loading of frozen
   dataclass configs (`from_dict`, `conform`), and the bootstrap defaults (N_BOOT, BOOT_SEED).
 
@@ -28,14 +29,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import os
-import stat
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .files import RunFolderError, check_regular, read_parquet, read_parquet_schema
 
 SAMPLE_KEY = ["benchmark", "problem_id", "sample_idx"]  # one sample of a run
 PROBLEM_KEY = ["benchmark", "problem_id"]  # one problem (the unit every bootstrap resamples)
@@ -51,12 +51,6 @@ class Bootstrap:
     n_boot: int = N_BOOT
     seed: int = BOOT_SEED
     alpha: float = ALPHA
-
-
-class RunFolderError(ValueError):
-    """A run folder cannot be used as asked; the message names the fix.
-
-    A ValueError so that every command's bad-input handler (including report/view) prints it as one line."""
 
 
 def _f(name: str, type_: str, doc: str, required: bool = False) -> tuple[str, str, str, bool]:
@@ -244,82 +238,20 @@ def check_frame(df, path: str | Path, fix: str = "fix the code that builds this 
 
 
 def check_file(path: str | Path, fix: str = "delete the run folder and rerun the command that wrote it") -> None:
-    """Check a parquet file's footer schema against its table's schema (no-op for unknown tables)."""
-    import pyarrow.parquet as pq
-
-    check_regular(path, fix)  # pyarrow would read a folder as a dataset and block on a FIFO
+    """Check a parquet file's footer schema against its table's schema; a file of no known table is
+    only checked to be a regular file."""
     spec = schema_for(path)
     if spec is None:
+        check_regular(path, fix)
         return
-    try:
-        got = pq.read_schema(path)
-    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
-        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
-    check_schema(got, spec[1], f"{path} ({spec[0]} table)", fix)
+    check_schema(read_parquet_schema(path, fix), spec[1], f"{path} ({spec[0]} table)", fix)
 
 
 def read_table(path: str | Path, columns: list[str] | None, fix: str):
     """A parquet table, its footer's schema checked first (check_file); a damaged file is one line
     naming `fix`."""
-    import pandas as pd
-
     check_file(path, fix)  # a regular file; a missing required column or wrong type is one line
-    try:
-        return pd.read_parquet(path, columns=columns)
-    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
-        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
-
-
-# ---- files of the right kind ------------------------------------------------------------------
-# Every reader of a run folder, a checkpoint's small files and a chat template opens only regular
-# files: a folder, FIFO (blocks forever), device (/dev/zero never ends) or socket where a file is
-# expected is one line naming it, before a byte is read; small files are also capped in size.
-JSON_CAP = 256 * 2**20  # config.json, metrics.json, COMPLETE, a checkpoint's config and metadata
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-)
-_KINDS += ((stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _not_regular(path: Path, st: os.stat_result, fix: str, error: type[Exception]) -> Exception:
-    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-    link = f" (a link to {os.readlink(path)})" if path.is_symlink() else ""
-    return error(f"{path} is {kind}{link}, not a regular file; {fix}")
-
-
-def check_regular(path: str | Path, fix: str, error: type[Exception] = RunFolderError) -> None:
-    """Refuse (`error`, one line) a `path` that exists but is not a regular file (a link to one is
-    fine). For readers that hand the path to a library (pyarrow, transformers)."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except OSError:
-        return  # missing (or unreadable): the reader reports it as it does today
-    if not stat.S_ISREG(st.st_mode):
-        raise _not_regular(path, st, fix, error)
-
-
-def read_regular(path: str | Path, fix: str, cap: int = JSON_CAP, error: type[Exception] = RunFolderError) -> bytes:
-    """The bytes of the regular file `path`, at most `cap` of them; anything else is `error` naming
-    `fix`. Opened without blocking (a FIFO would wait for a writer forever) and checked with fstat on
-    the open file, so the file read is the file checked."""
-    path = Path(path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st, fix, error)
-        if st.st_size > cap:
-            raise error(f"{path} is {st.st_size} bytes, more than the {cap} such a file can hold; {fix}")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(cap + 1)
-    finally:
-        os.close(fd)
-    if len(data) > cap:  # grew while being read
-        raise error(f"{path} holds more than the {cap} bytes such a file can hold; {fix}")
-    return data
+    return read_parquet(path, columns, fix)
 
 
 def markdown_columns(name: str) -> str:
@@ -475,11 +407,9 @@ __all__ = [
     "TypeMismatch",
     "check_file",
     "check_frame",
-    "check_regular",
     "conform",
     "from_dict",
     "markdown_columns",
-    "read_regular",
     "schema_for",
     "to_jsonable",
 ]

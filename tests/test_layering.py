@@ -84,6 +84,14 @@ def test_the_library_imports_in_one_direction():
     assert order.index("schemas") < order.index("run/") < order.index("generate/") < order.index("cli/")
 
 
+def test_guarded_file_io_stands_on_the_ground():
+    """tandem_eval/files.py (every guarded read and write, RunFolderError) imports nothing of the library,
+    so that the schemas, checkpoints (models) and the run folder all read and write through it."""
+    graph = import_graph()
+    assert "files" in {u for imported in graph.values() for u in imported}, "tandem_eval/files.py is used by no unit"
+    assert graph.get("files", set()) == set(), graph.get("files")
+
+
 def test_the_cycle_check_sees_a_lazy_import(tmp_path):
     lib = tmp_path / "tandem_eval"
     (lib / "sub").mkdir(parents=True)
@@ -145,7 +153,7 @@ def test_the_package_rules_see_a_planted_import(tmp_path):
     for pkg in ("run", "generate", "score", "cli"):
         (lib / pkg).mkdir(parents=True)
         (lib / pkg / "__init__.py").write_text("")
-    (lib / "models.py").write_text("from .run import durable\n")  # the core reaching up to run/
+    (lib / "models.py").write_text("from .run import results\n")  # the core reaching up to run/
     (lib / "score" / "stage.py").write_text("def f():\n    from ..generate.progress import bar\n")  # lazy
     (lib / "generate" / "execute.py").write_text("from ..run.results import RunFolder\n")  # allowed
     (lib / "cli" / "main.py").write_text("from ..generate import execute\nfrom ..score import stage\n")  # allowed

@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from run_fixtures import plant_wrong_kind
 
+from tandem_eval import files
 from tandem_eval.cli.common import user_errors
 from tandem_eval.config import EvalConfig, ModelSpec
 from tandem_eval.generate.checks import check_out_path
 from tandem_eval.generate.execute import merge_shards, summarize
 from tandem_eval.generate.plan import load_inputs
-from tandem_eval.run import durable
 from tandem_eval.run.results import RunFolder, verify_run
 from tandem_eval.schemas import RunFolderError
 
@@ -52,7 +52,7 @@ class Kills:
 
     def __init__(self, monkeypatch):
         self.left: int | None = None
-        real = durable._replace_synced
+        real = files._replace_synced
 
         def replace(tmp, path):
             if self.left is not None:
@@ -62,7 +62,7 @@ class Kills:
                 self.left -= 1
             real(tmp, path)
 
-        monkeypatch.setattr(durable, "_replace_synced", replace)  # every atomic write renames through it
+        monkeypatch.setattr(files, "_replace_synced", replace)  # every atomic write renames through it
 
     def run(self, at: int | None, fn, *args):
         """fn(*args), killed at the `at`-th atomic write; a refusal (RunFolderError) is checked for one line."""

@@ -371,22 +371,22 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     out folders checked once), and per run folder one metrics.json write, the tax included, then COMPLETE."""
     from collections import Counter
 
+    import tandem_eval.files as files
     import tandem_eval.generate.plan as plan
     import tandem_eval.models as models
-    import tandem_eval.run.results as results
 
     calls, writes = [], []
     for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
         _spy(monkeypatch, calls, module, name)
     _spy(monkeypatch, calls, models, "check_folder")  # check_model's, after the one resolution
-    write = results.atomic_write_json  # every metrics.json and COMPLETE of a run folder is written here
+    write = files.atomic_write_json  # every metrics.json and COMPLETE of a run folder is written here
 
     def spy_write(path, data, root=None):
         if path.name in ("metrics.json", "COMPLETE"):
             writes.append((path.parent.name, sorted(data) if path.name == "metrics.json" else "COMPLETE"))
         return write(path, data, root)
 
-    monkeypatch.setattr(results, "atomic_write_json", spy_write)
+    monkeypatch.setattr(files, "atomic_write_json", spy_write)
     senior, junior = tiny_pair
     args = [command, "--senior", senior, *"--limit 1 --n 1 --max-new-tokens 8 -q".split(), "--out", str(tmp_path)]
     r = CliRunner().invoke(app, args + (["--junior", junior] if command == "handoff" else []))

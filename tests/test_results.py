@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from tandem_eval.cli.main import app
 from tandem_eval.config import EvalConfig, ModelSpec, fingerprint_of, to_dict
+from tandem_eval.files import sha256_file
 from tandem_eval.generate.execute import merge_shards, run_handoff
-from tandem_eval.run.durable import sha256_file
 from tandem_eval.run.results import RunFolder, verify_run
 from tandem_eval.schemas import RunFolderError
 

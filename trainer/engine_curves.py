@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from tandem_eval.engines import ENGINES as ENGINE_LOADERS
-from tandem_eval.run.durable import atomic_write_json
+from tandem_eval.files import atomic_write_json
 from tandem_eval.schemas import to_jsonable
 
 from .toy.scales import DIFFICULTIES

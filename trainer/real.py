@@ -44,12 +44,13 @@ from pathlib import Path
 
 from tandem_eval import packaged
 from tandem_eval.engines import ENGINES
+from tandem_eval.files import read_regular
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import DRIFT_ESTIMATORS, fmt_p
 from tandem_eval.metrics.stats import bootstrap_ci, mcnemar_exact, paired_compare
 from tandem_eval.models import ModelError
 from tandem_eval.run.results import RunFolder
-from tandem_eval.schemas import ConfigError, read_regular, to_jsonable
+from tandem_eval.schemas import ConfigError, to_jsonable
 
 log = logging.getLogger("trainer.real")
 REPO = Path(__file__).resolve().parents[1]

@@ -30,9 +30,9 @@ _USER_ERRORS = {
     "tandem_eval.config": ("ConfigError",),
     "tandem_eval.data.benchmarks": ("BenchmarkError",),
     "tandem_eval.data.prompts": ("PromptError",),
+    "tandem_eval.files": ("RunFolderError",),
     "tandem_eval.generate.grading": ("GraderVersionError", "GradingIncomplete"),
     "tandem_eval.models": ("ModelError",),
-    "tandem_eval.run.results": ("RunFolderError",),
     "tandem_eval.run.lens_layout": ("LensError",),
     "tandem_eval.run.runs": ("ReportError",),
 }

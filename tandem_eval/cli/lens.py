@@ -273,10 +273,10 @@ def compare_cmd(
 ):
     """Paired comparison of two runs on one metric: A - B per benchmark group and macro, with a
     bootstrap CI over problems and a sign-flip permutation p-value."""
+    from ..files import atomic_write_json
     from ..metrics.registry import LENS_METRICS
     from ..report import compare
     from ..run import runs
-    from ..run.durable import atomic_write_json
     from ..schemas import Bootstrap, to_jsonable
 
     mode = runs.metric_mode(metric)

@@ -25,8 +25,8 @@ from ..config import EvalConfig, Inputs, solo_config
 from ..data import Problem, load_benchmarks
 from ..data.benchmarks import benchmark_files
 from ..engines import resolve_checkpoints, unavailable
+from ..files import sha256_file
 from ..models import Checkpoints, check_models, with_contents
-from ..run.durable import sha256_file
 from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
 from .checks import check_out_paths, check_prompts, check_solo_problems, check_solo_reuse, solo_record

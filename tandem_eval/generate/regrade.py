@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..files import atomic_write_json
 from ..metrics.passk import summarize_pass_at_k
-from ..run.durable import atomic_write_json
 from ..run.results import Amendment, RunFolder, verify_run
 from ..schemas import ConfigError
 from .grading import PINNED, Grader, check_grader_versions

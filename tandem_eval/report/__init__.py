@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from tandem_eval.files import atomic_write_text, folder_lock, make_dirs, remove_empty
 from tandem_eval.report.collect import Collection, collect, parse_labels, problem_sets, read_train_log
 from tandem_eval.report.tables import table2, to_csv, to_latex, to_markdown
-from tandem_eval.run.durable import atomic_write_text, folder_lock, make_dirs, remove_empty
 from tandem_eval.run.runs import ReportError, Run, find_results
 from tandem_eval.schemas import BOOT_SEED, N_BOOT, Bootstrap
 

@@ -29,6 +29,7 @@ from typing import cast
 
 import pandas as pd
 
+from tandem_eval.files import read_regular
 from tandem_eval.paths import folder_name
 from tandem_eval.run.results import RunFolder
 from tandem_eval.run.runs import (
@@ -42,7 +43,6 @@ from tandem_eval.run.runs import (
     same_junior,
     split_seed,
 )
-from tandem_eval.schemas import read_regular
 
 TRAIN_LOG = "train_log.jsonl"
 _STEP_RE = re.compile(r"(?:step|checkpoint|ckpt)[-_]?(\d+)", re.IGNORECASE)

@@ -155,8 +155,8 @@ _SAVE: dict[str, dict[str, Any]] = {
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     """Write NAME.png and NAME.pdf (no timestamps in the metadata, so reruns give equal files), each
-    rendered in memory and written atomically, never through a link (tandem_eval.run.durable)."""
-    from tandem_eval.run.durable import atomic_write_bytes, make_dirs
+    rendered in memory and written atomically, never through a link (tandem_eval.files)."""
+    from tandem_eval.files import atomic_write_bytes, make_dirs
 
     out_dir = Path(out_dir)
     make_dirs(out_dir)

@@ -32,9 +32,9 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from tandem_eval.files import atomic_write_text, check_write_target, make_dirs, missing_dirs, remove_empty
 from tandem_eval.paths import not_writable
 from tandem_eval.report.collect import Collection, check_pairs
-from tandem_eval.run.durable import atomic_write_text, check_write_target, make_dirs, missing_dirs, remove_empty
 from tandem_eval.run.runs import ReportError, Run, run_tokenizer, runs_in
 from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY
 

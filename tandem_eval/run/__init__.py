@@ -6,9 +6,11 @@ folder's files itself:
 - results: `RunFolder` (records, shards, COMPLETE, the writer lock), `find_runs`, `verify_run`;
 - runs: the read side (a finished run's config, samples, metrics and per-problem values, identity
   "same experiment?" between runs, where results live);
-- durable: atomic writes (text, JSON, parquet), the flock folder lock, a file's SHA-256;
 - provenance: the commit and package versions a run folder records;
 - lens_layout: where the lens tables live in a run folder (RUN/lens/<junior label>/<kind>.parquet).
+
+They read and write through tandem_eval.files (regular files only, atomic writes never through a
+link, the flock folder lock), which knows files, not what a run folder means.
 
     from tandem_eval.run.results import RunFolder
     rf = RunFolder("runs/quick/solo")

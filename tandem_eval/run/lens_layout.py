@@ -81,7 +81,7 @@ def _legacy_junior(run_dir: Path, kind: str) -> str | None:
     """The junior label of an older-layout lens table (from metrics.json), if recorded."""
     import json
 
-    from ..schemas import read_regular
+    from ..files import read_regular
 
     try:
         spec = json.loads(read_regular(run_dir / "metrics.json", "")).get(kind, {}).get("junior")

@@ -26,13 +26,13 @@ a one-line RunFolderError naming the file.
     rf.write_table("lens/jr/legibility.parquet", per_sample)   # written atomically and recorded in COMPLETE
 
 Tables are checked against their parquet schemas (tandem_eval/schemas.py) when written and read;
-every file is written through tandem_eval/run/durable.py (atomic, never through a link; the lock).
+every file is read and written through tandem_eval/files.py (regular files only, JSON capped and
+checked; atomic writes, never through a link; the lock).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import shutil
 import time
@@ -41,22 +41,11 @@ from pathlib import Path
 from typing import cast
 
 import pandas as pd
-import pyarrow.parquet as pq
 
+from .. import files
 from ..config import EvalConfig, as_recorded, config_diff, stored_fingerprint, to_dict
-from ..schemas import (
-    PROBLEM_KEY,
-    SAMPLE_COLUMNS,
-    SAMPLE_KEY,
-    ConfigError,
-    RunFolderError,
-    check_frame,
-    check_regular,
-    read_regular,
-    read_table,
-)
-from . import durable
-from .durable import atomic_write_json, check_write_target, folder_lock, sha256_file
+from ..files import RunFolderError
+from ..schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, ConfigError, check_frame, read_table
 from .provenance import provenance
 
 log = logging.getLogger(__name__)
@@ -90,10 +79,10 @@ class RunFolder:
         removes what this call created."""
         created = None  # set once the lock is held: a refused lock removes nothing
         try:
-            with folder_lock(self.path, self.lock_path) as made:
+            with files.folder_lock(self.path, self.lock_path) as made:
                 if not self.config_path.exists():  # a new folder: its config.json first, while the lock is held
                     created = made
-                    durable.make_dirs(self.shard_dir)
+                    files.make_dirs(self.shard_dir)
                     self._write_config(_new_record(cfg, extra, fingerprint))
                 elif self.check_holds(cfg, fingerprint) == "empty":  # killed before its first sample: started afresh
                     created = []
@@ -111,19 +100,19 @@ class RunFolder:
         for f in (self.config_path, self.metrics_path, self.done_path):
             f.unlink(missing_ok=True)
         self._record = None
-        durable.remove_empty([self.shard_dir, *created])
+        files.remove_empty([self.shard_dir, *created])
 
     def init(self, cfg: EvalConfig, extra: dict | None = None) -> str | None:  # check_holds' answer, if any
         """Create the folder, or check that an existing one holds the same experiment."""
         if self.config_path.exists():
             return self.check_holds(cfg)
-        durable.make_dirs(self.shard_dir)
+        files.make_dirs(self.shard_dir)
         self._write_config(_new_record(cfg, extra))
         return None
 
     def _write_config(self, record: dict, root: Path | None = None) -> None:
         """config.json, written atomically and kept: nothing this process wrote is read back."""
-        atomic_write_json(self.config_path, record, root)
+        files.atomic_write_json(self.config_path, record, root)
         self._record = record
 
     def check_holds(self, cfg: EvalConfig, fingerprint: str | None = None) -> str | None:
@@ -159,7 +148,7 @@ class RunFolder:
         """config.json, read and checked (and kept as `record`): a mapping whose "config" is a valid
         EvalConfig and whose stored fingerprint equals the one recomputed from those settings (an edit is
         refused)."""
-        raw = _read_json(self.config_path, "config.json")
+        raw = files.read_json(self.config_path, "config.json")
         fix = "restore the original config.json, or rerun into a new --out"
         if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict) or "fingerprint" not in raw:
             raise RunFolderError(
@@ -200,7 +189,7 @@ class RunFolder:
     def append_shard(self, rows: list[dict]) -> Path:
         if not rows:
             raise ValueError("empty shard")
-        durable.make_dirs(self.shard_dir)
+        files.make_dirs(self.shard_dir)
         existing = self.shards()
         n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
         path = self.shard_dir / f"part-{n:05d}.parquet"
@@ -231,7 +220,7 @@ class RunFolder:
         digest = atomic_write_parquet(self.samples_path, df, self.path)
         self.update_metrics(metrics)
         record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
-        self._write_record(record)  # last: its presence means every file above is final
+        files.atomic_write_json(self.done_path, record, self.path)  # last: its presence means every file above is final
         self._verified = True
         shutil.rmtree(self.shard_dir, ignore_errors=True)  # samples.parquet now holds every shard's rows
 
@@ -249,14 +238,14 @@ class RunFolder:
     def complete_record(self) -> dict | None:
         """COMPLETE's JSON, or None for a marker without records (timestamp only, from before integrity
         records, or empty); verify() checks such a folder against what it can recompute."""
-        raw = read_regular(self.done_path, self._repair())  # read once: told apart, then parsed
+        raw = files.read_regular(self.done_path, self._repair())  # read once: told apart, then parsed
         try:
             timestamp = not raw.decode("utf-8").lstrip().startswith("{")
         except UnicodeDecodeError:
             timestamp = False  # not a timestamp: reported as damaged below
         if timestamp:
             return None
-        rec = _parse_json(self.done_path, "COMPLETE", raw)
+        rec = files.parse_json(self.done_path, "COMPLETE", raw)
         if not isinstance(rec, dict) or not isinstance(rec.get("tables"), dict):
             raise RunFolderError(f"{self.done_path} is damaged (no table records); {self._repair()}")
         return rec
@@ -368,7 +357,7 @@ class RunFolder:
         extra = [t for t in self.tables() if t not in recorded]
         if not extra:
             return
-        holder = None if allow or self._held else durable.live_holder(self.lock_path)
+        holder = None if allow or self._held else files.live_holder(self.lock_path)
         if holder is not None:  # another process is between writing and recording it right now
             raise RunFolderError(
                 f"{self.path} is being written by another process (PID {holder.get('pid', 'unknown')} on "
@@ -443,9 +432,6 @@ class RunFolder:
             if t != self.samples_path.name and _table_record(self.path / t)["rows"] != n_samples
         ]
 
-    def _write_record(self, rec: dict) -> None:
-        atomic_write_json(self.done_path, rec, self.path)
-
     def register_table(self, name: str | Path) -> None:
         """Record a table written into this COMPLETE run (e.g. lens/JR/legibility.parquet) in COMPLETE,
         so readers verify it like samples.parquet. `name` is relative to the run folder (or inside it).
@@ -467,9 +453,9 @@ class RunFolder:
         between the two leaves the table unrecorded: readers refuse it, and rerunning the command that
         writes it (or registering it) repairs the folder."""
         path = self.path / name
-        check_write_target(path, self.path)
+        files.check_write_target(path, self.path)
         self.check_sealed(f"writing {name}")  # before the table exists: it would stay unrecorded
-        durable.make_dirs(path.parent)
+        files.make_dirs(path.parent)
         atomic_write_parquet(path, df, self.path)  # refuses a link planted while the folder was made
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
@@ -493,22 +479,22 @@ class RunFolder:
                 self._held = False
 
     def lock(self, wait_s: float = 0.0):
-        """Hold RUN/.lock while writing (durable.folder_lock: an exclusive flock, released when the
+        """Hold RUN/.lock while writing (files.folder_lock: an exclusive flock, released when the
         holder exits or dies). Not reentrant."""
-        return folder_lock(self.path, self.lock_path, wait_s)
+        return files.folder_lock(self.path, self.lock_path, wait_s)
 
     # ---- metrics ------------------------------------------------------------------------
     def metrics(self) -> dict:
         exists = self.metrics_path.exists() or self.metrics_path.is_symlink()
-        return _read_json(self.metrics_path, "metrics.json", dict) if exists else {}
+        return files.read_json(self.metrics_path, "metrics.json", dict) if exists else {}
 
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys), and rewrite
         results.json from it. results.json is derived (never read back by tandem-eval: readers verify
         config.json and the tables), so a stale or edited one misleads no command. results.json holds the
         record this folder keeps (config.json as written or read once)."""
-        atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
-        atomic_write_json(self.path / RESULTS_FILE, self._results(self.record), self.path)
+        files.atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
+        files.atomic_write_json(self.path / RESULTS_FILE, self._results(self.record), self.path)
 
     def results(self) -> dict:
         """{"run": path, "config", "fingerprint", "provenance" (versions, git, host), ..., "metrics"}:
@@ -535,7 +521,7 @@ class Amendment:
         """Write a per-sample table atomically, then record it (RunFolder.write_table, under the lock)."""
         path = self.folder.path / name
         _check_table(self.folder, path)
-        durable.make_dirs(path.parent)
+        files.make_dirs(path.parent)
         atomic_write_parquet(path, df, self.folder.path)  # refuses a link planted while the folder was made
         _record_table(self.folder, path)
         return path
@@ -551,7 +537,7 @@ def _check_table(folder: RunFolder, path: Path) -> str:
     """The name in COMPLETE of a table to record in `folder`; refused when it lies outside the folder or
     through a link (check_write_target), or is samples.parquet (only finalize seals the samples: an edited
     table is never re-sealed)."""
-    check_write_target(path, folder.path)
+    files.check_write_target(path, folder.path)
     rel = _relative(folder, path)
     if rel == folder.samples_path.name:
         raise RunFolderError(f"{path} is recorded by the run itself; it cannot be registered again")
@@ -567,16 +553,16 @@ def _record_table(folder: RunFolder, path: Path) -> None:
     """COMPLETE with the table at `path` recorded: its row count and SHA-256."""
     rec = cast(dict, folder.complete_record())  # cast: a sealed folder's marker records tables (check_sealed)
     rec["tables"][_relative(folder, path)] = _table_record(path)
-    folder._write_record(rec)
+    files.atomic_write_json(folder.done_path, rec, folder.path)
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
-    """durable.atomic_write_parquet once the table passed its schema (schemas.check_frame): a bad table
+    """files.atomic_write_parquet once the table passed its schema (schemas.check_frame): a bad table
     never reaches a run folder. Returns the file's SHA-256."""
     check_frame(
         df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
     )
-    return durable.atomic_write_parquet(path, df, root)
+    return files.atomic_write_parquet(path, df, root)
 
 
 def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = None) -> dict:
@@ -586,48 +572,8 @@ def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = N
 
 
 def _table_record(path: Path) -> dict:
-    """Row count (from the parquet footer) and SHA-256 of a table file."""
-    check_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
-    try:
-        rows = pq.ParquetFile(path).metadata.num_rows
-    except Exception as e:  # pyarrow raises several types for a truncated or foreign file
-        raise RunFolderError(
-            f"{path} is not a readable parquet file ({type(e).__name__}: truncated or damaged); restore it, or "
-            "delete the run folder and rerun the command that wrote it"
-        ) from None
-    return {"rows": int(rows), "sha256": sha256_file(path)}
-
-
-def _read_json(path: Path, what: str, kind: type | None = None):
-    """A run folder's JSON file (a regular file of at most schemas.JSON_CAP bytes); with `kind`, its
-    top level must be that type (metrics.json and COMPLETE: an object)."""
-    try:
-        raw = read_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
-    except OSError as e:
-        raise _damaged(path, what, f"unreadable: {e.strerror or e}") from None
-    return _parse_json(path, what, raw, kind)
-
-
-def _parse_json(path: Path, what: str, raw: bytes, kind: type | None = None):
-    """_read_json of the bytes `raw` already read from `path` (COMPLETE: told apart from an older
-    timestamp marker first, then parsed from the same bytes)."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-        if kind is None or isinstance(data, kind):
-            return data
-        reason = f"a JSON {type(data).__name__}, not an object"
-    except UnicodeDecodeError:
-        reason = "not UTF-8 text"
-    except json.JSONDecodeError as e:
-        reason = f"invalid JSON at line {e.lineno}"
-    raise _damaged(path, what, reason)
-
-
-def _damaged(path: Path, what: str, reason: str) -> RunFolderError:
-    return RunFolderError(
-        f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
-        "wrote it"
-    )
+    """What COMPLETE records of a table file: its row count (from the parquet footer) and SHA-256."""
+    return {"rows": files.parquet_rows(path), "sha256": files.sha256_file(path)}
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:

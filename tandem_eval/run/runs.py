@@ -33,12 +33,13 @@ import numpy as np
 import pandas as pd
 
 from tandem_eval.config import config_diff, fingerprint_of
+from tandem_eval.files import RunFolderError, check_regular
 from tandem_eval.metrics.passk import per_problem_pass_at_k
 from tandem_eval.metrics.registry import COMPARABLE, LENS_METRICS, drift_columns, is_pass, lookup
 from tandem_eval.paths import senior_label, served_name
 from tandem_eval.run.lens_layout import LensError, junior_label, lens_file, lens_juniors
 from tandem_eval.run.results import RunFolder, find_runs, verify_run
-from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, RunFolderError, check_file, check_regular
+from tandem_eval.schemas import PROBLEM_KEY, SAMPLE_KEY, check_file
 
 RESULTS_ENV = "TANDEM_EVAL_RESULTS"  # overrides where find_results() looks (tests, CI, other worlds)
 _SEED_LABEL = re.compile(r"^(?P<arm>.+)/s(?:eed)?(?P<seed>\d+)$")

@@ -173,7 +173,7 @@ def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = Fal
     with rf.amending() as amend:  # one writer: the label is chosen, the table written and recorded under the lock
         jlabel = _unique_junior_label(rf, req.junior_label, checked.junior_spec, junior)
         table = f"{LENS_DIR}/{jlabel}/{kind}.parquet"
-        from ..run.durable import check_write_target
+        from ..files import check_write_target
 
         check_write_target(rf.path / table, rf.path)  # before any scoring: a linked lens/ is refused up front
         samples = rf.load_samples()

@@ -209,7 +209,7 @@ def g0(
         "junior after B": sample_answers(junior, tok, problems, first["B"], budget),
     }
     if samples is not None:
-        from tandem_eval.run.durable import atomic_write_parquet
+        from tandem_eval.files import atomic_write_parquet
 
         samples.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_parquet(samples, pd.concat([r.assign(run=k) for k, r in runs.items()], ignore_index=True))
@@ -478,7 +478,7 @@ def main(argv=None) -> None:
 def _finish(name: str, g: dict, out: Path | None) -> None:
     print_gate(name, g)
     if out:
-        from tandem_eval.run.durable import atomic_write_json
+        from tandem_eval.files import atomic_write_json
         from tandem_eval.schemas import to_jsonable
 
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tandem_eval.files import atomic_write_text
 from tandem_eval.metrics.registry import fmt_value
-from tandem_eval.run.durable import atomic_write_text
 from trainer.toy.aggregate import DECIMALS, LABELS, K
 from trainer.toy.verdicts import TAX_EFFECT, UNINFORMATIVE, conservative, fmt_ci
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tandem_eval.files import atomic_write_json
 from tandem_eval.models import resolve_model
-from tandem_eval.run.durable import atomic_write_json
 from tandem_eval.run.runs import runs_in
 from tandem_eval.schemas import to_jsonable
 from trainer.toy import scales

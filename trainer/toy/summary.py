@@ -29,7 +29,7 @@ import json
 import sys
 from pathlib import Path
 
-from tandem_eval.run.durable import atomic_write_text
+from tandem_eval.files import atomic_write_text
 from tandem_eval.schemas import ALPHA, N_BOOT, RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS, arm_runs, arm_summary, difference, frame, tax_vs_grpo
 from trainer.toy.figures import plot_figures

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tandem_eval.files import atomic_write_json
 from tandem_eval.report.collect import read_train_log
-from tandem_eval.run.durable import atomic_write_json
 from tandem_eval.schemas import to_jsonable
 
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tandem_eval.files import atomic_write_json, atomic_write_parquet
 from tandem_eval.models import TOY_DIR
-from tandem_eval.run.durable import atomic_write_json, atomic_write_parquet
 from tandem_eval.schemas import RunFolderError, to_jsonable
 from trainer.toy.aggregate import SCENARIOS
 from trainer.toy.dialects import shares, training_dialects

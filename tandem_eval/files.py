@@ -1,14 +1,29 @@
-"""Durable files: atomic writes of text, JSON and parquet that a reader sees whole or not at all,
-also after a power loss (write a temporary file, fsync, rename, fsync the folder); no write through a
-symbolic link; the flock writer lock of a folder; a file's SHA-256.
+"""Guarded files, in one place: every read that must meet a regular file of a bounded size, every
+write that must land whole and never through a link, the folders they need, a file's SHA-256 and a
+folder's writer lock; and RunFolderError, the one line each refusal is.
 
-    from tandem_eval.run.durable import atomic_write_json, folder_lock
+- reading: only regular files (`check_regular` for readers that hand a path to a library, `read_regular`
+  for the bytes, capped: JSON_CAP), a run folder's JSON file parsed and checked (`read_json`,
+  `parse_json`), a parquet file's footer and table (`read_parquet_schema`, `read_parquet`: a damaged
+  file is one line) and its row count (`parquet_rows`);
+- writing: atomic and durable text, JSON and parquet (`atomic_write_*`: a temporary file, fsync,
+  rename, fsync of the folder; a reader sees the old file or the new one, also after a power loss),
+  never through a symbolic link (`check_write_target`); a failed write leaves no temporary file and is
+  one RunFolderError naming the fix (`write_failed`);
+- folders: made (`make_dirs`), the ones a command made for nothing removed again (`missing_dirs`,
+  `remove_empty`);
+- `sha256_file`, and `folder_lock` (an exclusive flock on FOLDER/.lock, its holder named to a second
+  writer; `live_holder` for readers).
+
+    from tandem_eval.files import atomic_write_json, folder_lock, read_json
     with folder_lock(run, run / ".lock"):
         atomic_write_json(run / "metrics.json", {"n_samples": 8}, root=run)   # root: never through a link
+    read_json(run / "metrics.json", "metrics.json", dict)                    # a regular file, an object
 
-tandem_eval.run.results builds run folders on these; it checks a table against its schema
-(tandem_eval.schemas) before handing it here, so each write is one call: the target checked, then
-written atomically.
+What the files mean is above this module: a run folder's layout and records (tandem_eval.run.results),
+its tables' schemas (tandem_eval.schemas, which checks a table before it is handed here). Standard
+library only at import, as schemas (the CLI imports both before `--help`): pandas and pyarrow are
+imported by the calls that read or write parquet.
 """
 
 from __future__ import annotations
@@ -20,22 +35,146 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
-from ..schemas import RunFolderError, check_regular, read_regular
+
+class RunFolderError(ValueError):
+    """A run folder cannot be used as asked; the message names the fix.
+
+    A ValueError so that every command's bad-input handler (including report/view) prints it as one line."""
 
 
-def missing_dirs(path: Path) -> list[Path]:
-    """`path` and its ancestors that do not exist yet, deepest first."""
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    return missing
+# ---- reading: regular files, capped ---------------------------------------------------------
+# Every reader of a run folder, a checkpoint's small files and a chat template opens only regular
+# files: a folder, FIFO (blocks forever), device (/dev/zero never ends) or socket where a file is
+# expected is one line naming it, before a byte is read; small files are also capped in size.
+JSON_CAP = 256 * 2**20  # config.json, metrics.json, COMPLETE, a checkpoint's config and metadata
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+)
+_KINDS += ((stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: Path, st: os.stat_result, fix: str, error: type[Exception]) -> Exception:
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+    link = f" (a link to {os.readlink(path)})" if path.is_symlink() else ""
+    return error(f"{path} is {kind}{link}, not a regular file; {fix}")
+
+
+def check_regular(path: str | Path, fix: str, error: type[Exception] = RunFolderError) -> None:
+    """Refuse (`error`, one line) a `path` that exists but is not a regular file (a link to one is
+    fine). For readers that hand the path to a library (pyarrow, transformers)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return  # missing (or unreadable): the reader reports it as it does today
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st, fix, error)
+
+
+def read_regular(path: str | Path, fix: str, cap: int = JSON_CAP, error: type[Exception] = RunFolderError) -> bytes:
+    """The bytes of the regular file `path`, at most `cap` of them; anything else is `error` naming
+    `fix`. Opened without blocking (a FIFO would wait for a writer forever) and checked with fstat on
+    the open file, so the file read is the file checked."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st, fix, error)
+        if st.st_size > cap:
+            raise error(f"{path} is {st.st_size} bytes, more than the {cap} such a file can hold; {fix}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(cap + 1)
+    finally:
+        os.close(fd)
+    if len(data) > cap:  # grew while being read
+        raise error(f"{path} holds more than the {cap} bytes such a file can hold; {fix}")
+    return data
+
+
+def read_json(path: Path, what: str, kind: type | None = None):
+    """A run folder's JSON file (a regular file of at most JSON_CAP bytes), parsed; with `kind`, its top
+    level must be that type (metrics.json and COMPLETE: an object). `what` names the file in the line a
+    damaged one is."""
+    try:
+        raw = read_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
+    except OSError as e:
+        raise _damaged(path, what, f"unreadable: {e.strerror or e}") from None
+    return parse_json(path, what, raw, kind)
+
+
+def parse_json(path: Path, what: str, raw: bytes, kind: type | None = None):
+    """read_json of the bytes `raw` already read from `path` (COMPLETE: told apart from an older
+    timestamp marker first, then parsed from the same bytes)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        if kind is None or isinstance(data, kind):
+            return data
+        reason = f"a JSON {type(data).__name__}, not an object"
+    except UnicodeDecodeError:
+        reason = "not UTF-8 text"
+    except json.JSONDecodeError as e:
+        reason = f"invalid JSON at line {e.lineno}"
+    raise _damaged(path, what, reason)
+
+
+def _damaged(path: Path, what: str, reason: str) -> RunFolderError:
+    return RunFolderError(
+        f"{path} is damaged ({what}: {reason}); restore it, or delete the run folder and rerun the command that "
+        "wrote it"
+    )
+
+
+def parquet_rows(path: Path) -> int:
+    """The row count a parquet file's footer records (a run folder's table: COMPLETE records it); a
+    folder, FIFO or damaged file is one RunFolderError line."""
+    import pyarrow.parquet as pq
+
+    check_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except Exception as e:  # pyarrow raises several types for a truncated or foreign file
+        raise RunFolderError(
+            f"{path} is not a readable parquet file ({type(e).__name__}: truncated or damaged); restore it, or "
+            "delete the run folder and rerun the command that wrote it"
+        ) from None
+
+
+def read_parquet_schema(path: str | Path, fix: str):
+    """The schema in a parquet file's footer, the file checked to be a regular file first (pyarrow would
+    read a folder as a dataset and block on a FIFO); a damaged file is one line naming `fix`."""
+    import pyarrow.parquet as pq
+
+    check_regular(path, fix)
+    try:
+        return pq.read_schema(path)
+    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
+        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
+
+
+def read_parquet(path: str | Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
+    """A parquet file's table (`columns`: those only), a regular file; a damaged one is one line naming `fix`."""
+    import pandas as pd
+
+    check_regular(path, fix)
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
+        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
+
+
+# ---- writing: atomic, durable, never through a link -------------------------------------------
 
 
 def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None) -> None:
@@ -77,7 +216,7 @@ def _json_default(o):
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
     """Write `df` to `path` atomically (as atomic_write_bytes, `root` too) and return the file's SHA-256.
-    A run folder checks the table against its schema first (RunFolder: schemas.check_frame)."""
+    A run folder checks the table against its schema first (tandem_eval.run.results: schemas.check_frame)."""
     if root is not None:
         check_write_target(path, root)
     tmp = _tmp_name(path)
@@ -128,16 +267,6 @@ def _no_partial_file(path: Path, tmp: Path) -> Iterator[None]:
         raise
 
 
-def make_dirs(path: Path) -> None:
-    """`path` and its parents as folders; a full disk or read-only file system is one RunFolderError."""
-    try:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise RunFolderError(f"{path} is a file; pass a folder path") from None
-    except OSError as e:
-        raise write_failed(Path(path), e) from None
-
-
 def _replace_synced(tmp: Path, path: Path) -> None:
     """Rename the fsynced `tmp` onto `path`, then fsync the folder so that the rename itself is durable."""
     os.replace(tmp, path)
@@ -165,6 +294,40 @@ def check_write_target(path: Path, root: Path | None = None) -> None:
                 f"{path} would be written outside the run folder {root} (a folder on the way is a link to "
                 f"{parent}); nothing is written through links: replace the link with a real folder"
             )
+
+
+# ---- folders ---------------------------------------------------------------------------------
+
+
+def missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def make_dirs(path: Path) -> None:
+    """`path` and its parents as folders; a full disk or read-only file system is one RunFolderError."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RunFolderError(f"{path} is a file; pass a folder path") from None
+    except OSError as e:
+        raise write_failed(Path(path), e) from None
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove each of `folders` (deepest first) that is empty: undo folders a failed command made."""
+    for d in folders:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (someone else's files) or already gone
+            pass
+
+
+# ---- a file's content, a folder's writer -------------------------------------------------------
 
 
 def sha256_file(path: Path) -> str:
@@ -226,15 +389,6 @@ def _acquire(folder: Path, lock_path: Path, wait_s: float) -> int:
         if _same_file(fd, lock_path):
             return fd
         os.close(fd)
-
-
-def remove_empty(folders: list[Path]) -> None:
-    """Remove each of `folders` (deepest first) that is empty: undo folders a failed command made."""
-    for d in folders:
-        try:
-            d.rmdir()
-        except OSError:  # not empty (someone else's files) or already gone
-            pass
 
 
 def live_holder(lock_path: Path) -> dict | None:

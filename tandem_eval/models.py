@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .files import check_regular, read_regular
+from .files import RunFolderError, atomic_write_json, check_regular, read_regular
 
 if TYPE_CHECKING:
     from .config import EvalConfig, ModelSpec
@@ -581,27 +581,14 @@ def _hash_cache():
 
 
 def _write_cache(where: Path, entries: dict) -> None:
-    """Write the cache whole: a temporary file created exclusively in the cache folder (O_EXCL and
-    O_NOFOLLOW, as mkstemp opens it: a planted link is never followed), then renamed over the cache
-    (os.replace replaces a link, never writes through it). Not fsynced as run/durable does: a lost
-    cache costs a re-hash. run/ reads checkpoints through this module, so this module does not
-    import run/."""
-    import tempfile
-
-    tmp = None
+    """Write the cache whole, atomically (files.atomic_write_json: a no-follow temporary file renamed over
+    it, so a planted link is replaced, never written through). Best effort: a disk filled or made
+    read-only meanwhile costs a re-hash next time, with one warning."""
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(entries, f)
-        os.replace(tmp, where)
-        tmp = None
-    except (OSError, ValueError) as e:  # a disk filled or made read-only meanwhile: re-hashed next time
+        atomic_write_json(where, entries)
+    except (OSError, ValueError, RunFolderError) as e:
         log.warning("checkpoint hash cache %s not written (%s); hashes are recomputed next time", where, e)
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def same_weights(a: Path, b: Path) -> bool:

@@ -34,7 +34,7 @@ from ..metrics import summarize_pass_at_k
 from ..metrics.tax import tax_table
 from ..models import Checkpoint, Checkpoints, run_checkpoints, same_tokenizer
 from ..progress import live_token_counter, progress_reporter
-from ..run.results import RunFolder, verify_run
+from ..run.results import Held, RunFolder, verify_run
 from ..schemas import RunFolderError, from_dict
 from ..schemas import to_jsonable as json_safe
 from .checks import solo_record
@@ -207,7 +207,7 @@ class Pacing:
     grader_startup_s: float = STARTUP_TIMEOUT_S
 
 
-def _generate(run: RunPlan, rf: RunFolder, done: set, checked: Validated, engines, pacing: Pacing) -> tuple:
+def _generate(run: RunPlan, rf: RunFolder, done: frozenset, checked: Validated, engines, pacing: Pacing) -> tuple:
     """Every sample of the run `run` missing from `rf` (`done`: the keys it holds), graded and flushed as
     `pacing` says. `engines()` loads
     the engines, called only when something is left to generate (a rerun that only grades loads none).
@@ -377,7 +377,7 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
     solo = solo if run.cfg.mode == "handoff" else None
     rf = RunFolder(run.out)
     with contextlib.ExitStack() as held:
-        done = None
+        stored = Held(complete=True)  # the plan found it complete: reused as it is
         if not run.complete:
             import torch
 
@@ -388,14 +388,14 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
                 "reproducibility": reproducibility(run.cfg),
                 **run.extra,
             }
-            # None: another process finished it meanwhile
-            done = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
-        if done is None:
+            # complete, when another process finished it meanwhile
+            stored = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
+        if stored.complete:
             log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
             samples = rf.load_samples() if solo is not None else None  # the tax needs them
             return _reused(rf, samples, run.cfg.ks, solo)
-        n_ungraded, cause = _generate(run, rf, done, checked, engines, pacing)
+        n_ungraded, cause = _generate(run, rf, stored.done, checked, engines, pacing)
         if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
             raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
         samples = _grade_stored(rf, rf.load_samples(), pacing.grader_startup_s)
@@ -532,8 +532,8 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     if solo is not None:  # which solo run the tax is measured against, as a single-process handoff records it
         extra["solo_run"] = solo_record(solo.path, solo.record["fingerprint"], [], False)
     rf = RunFolder(out)
-    with rf.writing(cfg, extra) as done:
-        if done is None:
+    with rf.writing(cfg, extra) as stored:
+        if stored.complete:
             rf.verify()
             return _reused(rf, rf.load_samples() if against is not None else None, cfg.ks, against)[0]
         for s in samples:

@@ -37,6 +37,7 @@ import logging
 import shutil
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -52,6 +53,16 @@ log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
 _REDO_PART = "delete it and rerun: its samples are generated again"  # a damaged part of an unfinished run
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a run folder holds once `RunFolder.writing` has its lock: complete (another process finished
+    it: nothing to write), or the keys (benchmark, problem id, sample index) of the samples stored so
+    far (a new folder: none), which a resumed run skips."""
+
+    complete: bool
+    done: frozenset[tuple[str, str, int]] = frozenset()
 
 
 class RunFolder:
@@ -74,9 +85,9 @@ class RunFolder:
     @contextlib.contextmanager
     def writing(self, cfg: EvalConfig, extra: dict | None = None, fingerprint: str | None = None):
         """Hold the lock (a second writer stops here), create the folder or check it holds `cfg`'s
-        experiment (`fingerprint`: cfg's, as the caller computed it), and yield the keys of the samples
-        it holds (None: complete, another process finished it). A failure before any sample is flushed
-        removes what this call created."""
+        experiment (`fingerprint`: cfg's, as the caller computed it), and yield what it holds (Held:
+        complete, when another process finished it; else the keys of the samples stored). A failure
+        before any sample is flushed removes what this call created."""
         created = None  # set once the lock is held: a refused lock removes nothing
         try:
             with files.folder_lock(self.path, self.lock_path) as made:
@@ -87,7 +98,7 @@ class RunFolder:
                 elif self.check_holds(cfg, fingerprint) == "empty":  # killed before its first sample: started afresh
                     created = []
                     self._write_config(_new_record(cfg, extra, fingerprint), self.path)
-                yield None if self.is_complete() else self.done_keys()
+                yield Held(True) if self.is_complete() else Held(False, frozenset(self.done_keys()))
         except BaseException:
             if created is not None:  # the lock is released first, so that an emptied folder can be removed
                 self._discard_if_empty(created)

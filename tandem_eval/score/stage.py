@@ -296,7 +296,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
     from ..engines import backend, unavailable
-    from ..models import check_folder, check_template, load_tokenizer
+    from ..models import check_files, check_folder, check_template, load_tokenizer
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
@@ -311,7 +311,7 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     unchecked = _check_senior_unchanged(rf, cast(dict, recorded), senior) if rf is not None else None
     junior_spec = _junior_spec(req.junior, senior, senior_spec)
     junior = _checkpoint(junior_spec, "junior", req)
-    junior_tok = check_folder(junior.path) if junior.server is None else load_tokenizer(junior.path)
+    junior_tok = check_files(junior)
     # the senior's weights load for exact KL and for a new solo run; legibility of a run needs its tokenizer
     loads_senior = senior.server is None and (rf is None or (kind == "drift" and backend(req.engine).exact_kl))
     senior_tok = check_folder(senior.path) if loads_senior else load_tokenizer(senior.path)

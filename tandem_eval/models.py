@@ -794,6 +794,12 @@ class Checkpoints:
     same_vocab: bool = True  # token-level handoff; False: text-level, the junior re-tokenizes the trace
     shared: bool = False  # the junior is the senior's own model in the same dtype: its weights load once
 
+    @functools.cached_property
+    def one_tokenizer(self) -> bool:
+        """The junior's tokenizer files are the senior's, byte for byte (same_tokenizer): one loaded tokenizer
+        serves both engines. Asked once, of these values, when an engine that can share one loads."""
+        return self.junior is not None and self.same_vocab and same_tokenizer(self.senior.path, self.junior.path)
+
 
 def with_contents(cfg: EvalConfig, checkpoints: Checkpoints) -> EvalConfig:
     """`cfg` with the content hash of each checkpoint its engines load (Checkpoint.content): the run

@@ -1,7 +1,7 @@
 """How often one command asks the same question: checkpoint resolutions (`models.resolve_model`),
 schedule parses (`parse_schedule`), run fingerprints (`fingerprint_of`) and config.json reads
 (`RunFolder.config`), counted for `tandem-eval handoff` (two run folders, two checkpoints) and
-`tandem-eval legibility --run` on the bundled toy pair. The figures are today's (issue 41 measured
+`tandem-eval legibility --run` on the bundled toy pair, and for the same handoff rerun (both runs complete). The figures are today's (issue 41 measured
 them: the goal is one per checkpoint, one parse, one fingerprint per run, one config read per run
 folder); a change that asks more often fails here, one that asks less lowers the figure.
 
@@ -31,6 +31,10 @@ COUNTED = (
 # writes keep the records they wrote (absent = 0). Its 2 resolutions: the CLI resolves the senior to read the
 # default junior from its tandem_meta.json and passes it on; the plan resolves the junior.
 HANDOFF = {"resolve_model": 2, "parse_schedule": 1, "fingerprint_of": 2}  # [2, 1, 2, 2]
+# The same command again, both runs complete: each folder's config.json read once (the plan opens each folder
+# once and execute reuses what it read; 2 reads of the handoff's before), each record's settings re-hashed
+# as it is read, and the handoff's own fingerprint to compare with (4 before).
+RERUN = {"resolve_model": 2, "parse_schedule": 1, "fingerprint_of": 3, "RunFolder.config": 2}  # [2, 1, 3, 2]
 LEGIBILITY = {"resolve_model": 2, "fingerprint_of": 1, "RunFolder.config": 1}  # [2, 0, 1, 1]
 
 
@@ -61,12 +65,16 @@ def _counting(monkeypatch) -> collections.Counter:
     return counts
 
 
-def test_a_handoff_and_a_legibility_ask_each_question_as_often_as_measured(tmp_path, monkeypatch):
+def test_a_handoff_its_rerun_and_a_legibility_ask_each_question_as_often_as_measured(tmp_path, monkeypatch):
     counts = _counting(monkeypatch)
     args = ["handoff", "--benchmark", "tiny", "--n", "1", "--limit", "2", "--out", str(tmp_path), "-q"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert dict(counts) == HANDOFF
+    counts.clear()
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert dict(counts) == RERUN
     counts.clear()
     res = CliRunner().invoke(app, ["legibility", "--run", str(tmp_path / "solo"), "-q"])
     assert res.exit_code == 0, res.output

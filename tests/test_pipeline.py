@@ -3,6 +3,7 @@ and the CLI's one-line errors for bad input."""
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 
@@ -95,6 +96,20 @@ def test_handoff_reuses_solo_and_reports_tax(cfg, tmp_path):
     mtime = (solo.path / "samples.parquet").stat().st_mtime
     run_handoff(cfg, tmp_path, progress=False)
     assert (solo.path / "samples.parquet").stat().st_mtime == mtime
+
+
+def test_a_damaged_complete_handoff_run_is_refused_before_the_solo_run_is_made(cfg, tmp_path):
+    """The plan opens and verifies every complete run folder it will reuse: a handoff folder whose samples
+    were edited is refused up front, not after a whole solo run (OUT/solo is never created)."""
+    cfg = dataclasses.replace(cfg, limit=1, n=1, ks=(1,), sampling=dataclasses.replace(SAMPLING, max_new_tokens=4))
+    _, handoff, _ = run_handoff(cfg, tmp_path, progress=False)
+    shutil.rmtree(tmp_path / "solo")
+    samples = pd.read_parquet(handoff.samples_path)
+    samples.loc[0, "correct"] = not samples.loc[0, "correct"]
+    samples.to_parquet(handoff.samples_path)
+    with pytest.raises(RunFolderError, match="changed or truncated"):
+        run_handoff(cfg, tmp_path, progress=False)
+    assert not (tmp_path / "solo").exists()
 
 
 def test_shards_merge_to_the_unsharded_run(cfg, engines, tmp_path):
@@ -368,7 +383,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     command, tiny_pair, tmp_path, monkeypatch
 ):
     """Plan once, then execute: one validation (tokenizers and benchmarks loaded, prompts rendered,
-    out folders checked once), and per run folder one metrics.json write, the tax included, then COMPLETE."""
+    each out folder checked once), and per run folder one metrics.json write, the tax included, then COMPLETE."""
     from collections import Counter
 
     import tandem_eval.files as files
@@ -376,7 +391,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     import tandem_eval.models as models
 
     calls, writes = [], []
-    for module, name in [(plan, "validate"), (plan, "check_out_paths"), (plan, "load_inputs"), (plan, "check_prompts")]:
+    for module, name in [(plan, "validate"), (plan, "check_out_folder"), (plan, "load_inputs"), (plan, "check_prompts")]:
         _spy(monkeypatch, calls, module, name)
     _spy(monkeypatch, calls, models, "check_folder")  # check_model's, after the one resolution
     write = files.atomic_write_json  # every metrics.json and COMPLETE of a run folder is written here
@@ -394,7 +409,7 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     models = 2 if command == "handoff" else 1  # each checkpoint and tokenizer checked once
     assert Counter(calls) == {
         "validate": 1,
-        "check_out_paths": 1,
+        "check_out_folder": 2 if command == "handoff" else 1,  # each run folder opened once
         "load_inputs": 1,
         "check_prompts": 1,
         "check_folder": models,

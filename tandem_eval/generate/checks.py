@@ -3,7 +3,7 @@ prompt lengths, and a reused solo run. Nothing here loads weights or writes a fi
 each failure is a user error with a one-line message naming the fix. plan.validate runs them once
 per command, before any engine loads.
 
-    check_out_paths({Path("runs/x/solo"): cfg})           # an --out can hold this run
+    check_out_path("runs/x/solo", cfg)                    # an --out can hold this run
     prompts = check_prompts(cfg, tok, problems)           # every prompt's ids; one fits the context
     record = check_solo_reuse(cfg, RunFolder("runs/x/solo"), allow_mismatch=False, how="--solo-run")
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from ..config import EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
@@ -26,28 +25,28 @@ from .grading import check_grader_versions
 log = logging.getLogger(__name__)
 
 
-def check_out_paths(targets: Mapping[Path, EvalConfig | None]) -> None:
-    """Each output folder can be created (or reused): no file in the way, a writable parent, no live
-    writer holding it, and an existing run there holds the same experiment as its config (None: the
-    settings are not compared)."""
-    for path, cfg in targets.items():
-        path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
-        if holder := _enclosing_run(path):
-            raise ConfigError(
-                f"--out would put the run folder {path} inside the run folder {holder} (every reader would then "
-                f"refuse {holder}); pass an --out outside it, such as {holder.parent}"
-            )
-        reason = not_writable(path)
-        if reason:
-            raise ConfigError(f"--out {path}: {reason}; pass another --out")
-        rf = RunFolder(path)
-        if rf.lock_path.exists():  # a live writer refuses before any model loads (a dead one: nothing)
-            with rf.lock():
-                pass
-        if cfg is not None:
-            rf.check_holds(cfg)
+def check_out_folder(rf: RunFolder, cfg: EvalConfig | None, fingerprint: str | None = None) -> RunFolder:
+    """The output folder `rf` can be created (or reused): no file in the way, a writable parent, no live
+    writer holding it, and an existing run there holds the same experiment as `cfg` (`fingerprint`: cfg's,
+    as the plan computed it; cfg None: the settings are not compared). `rf` keeps the config.json record it
+    read, so the command reads it once. Returns `rf`."""
+    path = rf.path
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
+    if holder := _enclosing_run(path):
+        raise ConfigError(
+            f"--out would put the run folder {path} inside the run folder {holder} (every reader would then "
+            f"refuse {holder}); pass an --out outside it, such as {holder.parent}"
+        )
+    reason = not_writable(path)
+    if reason:
+        raise ConfigError(f"--out {path}: {reason}; pass another --out")
+    if rf.lock_path.exists():  # a live writer refuses before any model loads (a dead one: nothing)
+        with rf.lock():
+            pass
+    if cfg is not None:
+        rf.check_holds(cfg, fingerprint)
+    return rf
 
 
 def _enclosing_run(path: Path) -> Path | None:
@@ -77,8 +76,8 @@ def check_solo_problems(solo: RunFolder, samples, problems: list[Problem], how: 
 
 
 def check_out_path(path: str | Path, cfg: EvalConfig | None = None) -> None:
-    """check_out_paths for one folder."""
-    check_out_paths({Path(path): cfg})
+    """check_out_folder of a folder path."""
+    check_out_folder(RunFolder(path), cfg)
 
 
 def check_prompts(cfg: EvalConfig, tok, problems: list[Problem]) -> dict[tuple[str, str], tuple[int, ...]]:
@@ -133,9 +132,11 @@ def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
     return _differences(cfg, solo.record)
 
 
-def _differences(cfg: EvalConfig, raw: dict) -> list[str]:
-    """solo_reuse_differences against a solo run's checked config.json `raw`."""
-    grader = {k: v for k, v in check_grader_versions(True).items() if k != "mismatch"}
+def _differences(cfg: EvalConfig, raw: dict, grader_versions: dict | None = None) -> list[str]:
+    """solo_reuse_differences against a solo run's checked config.json `raw`; `grader_versions`: this
+    command's, as its plan read them (None: read here)."""
+    versions = check_grader_versions(True) if grader_versions is None else grader_versions
+    grader = {k: v for k, v in versions.items() if k != "mismatch"}
     have, want = raw["config"], to_dict(solo_config(cfg))
     senior = _senior_differences(have.get("senior"), want.get("senior"))
     inputs = inputs_diff(have.get("inputs"), want.get("inputs"))  # none for a run from before inputs were hashed
@@ -179,10 +180,13 @@ def _senior_differences(a, b) -> list[str]:
     return diffs
 
 
-def check_solo_reuse(cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str) -> dict:
-    """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json."""
+def check_solo_reuse(
+    cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str, grader_versions: dict | None = None
+) -> dict:
+    """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json.
+    `grader_versions`: the command's, as its plan read them (None: read here)."""
     raw = solo.record
-    diffs = _differences(cfg, raw)
+    diffs = _differences(cfg, raw, grader_versions)
     if diffs and not allow_mismatch:
         raise RunFolderError(
             f"{how} {solo.path} is not this senior's solo run under the handoff's settings: differs in "

@@ -32,9 +32,9 @@ from ..engines import backend, load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..metrics import summarize_pass_at_k
 from ..metrics.tax import tax_table
-from ..models import Checkpoint, Checkpoints, run_checkpoints, same_tokenizer
+from ..models import Checkpoint, Checkpoints, run_checkpoints
 from ..progress import live_token_counter, progress_reporter
-from ..run.results import Held, RunFolder, verify_run
+from ..run.results import RunFolder, verify_run
 from ..schemas import RunFolderError, from_dict
 from ..schemas import to_jsonable as json_safe
 from .checks import solo_record
@@ -48,7 +48,7 @@ from .grading import (
     ungraded,
 )
 from .plan import Plan, RunPlan, SoloTable, Validated, plan_handoff, plan_run
-from .schedules import JUNIOR, State, make_schedule, needs_junior
+from .schedules import JUNIOR, ScheduleSpec, State, parse_schedule
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)
@@ -84,11 +84,13 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     `engine_kw` go to both engines' constructors (e.g. `device` for hf). Sets torch's CPU threads first
     (cfg.threads, see devices.use_threads)."""
     devices.use_threads(cfg.threads)
-    return load_engines(cfg, run_checkpoints(cfg, needs_junior(cfg.schedule)), **engine_kw)
+    schedule = parse_schedule(cfg.schedule)
+    return load_engines(cfg, run_checkpoints(cfg, schedule.junior), schedule, **engine_kw)
 
 
-def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict:
-    """open_engines without setting threads, from the checkpoints as the plan resolved them."""
+def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSpec | None = None, **engine_kw) -> dict:
+    """open_engines without setting threads, from the checkpoints and the schedule as the plan resolved and
+    parsed them (`schedule` None: cfg's parsed here, for callers without a plan)."""
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     facts = backend(cfg.engine)
     if facts.tensor_parallel:
@@ -115,14 +117,14 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, **engine_kw) -> dict
         else:
             log.info("loading the junior %s on %s", junior.path, cfg.engine)
             kw["dtype"] = junior.dtype
-            if facts.shares_weights and checkpoints.same_vocab:
-                if same_tokenizer(checkpoints.senior.path, checkpoints.junior.path):
-                    kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
+            if facts.shares_weights and checkpoints.one_tokenizer:
+                kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
             own = _own(checkpoints.junior, cfg)
             engines["junior"] = load_engine(cfg.engine, checkpoints.junior.target, cfg.sampling, **kw, **own)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
             # the junior stops where the schedule, read in the junior's own vocabulary, might switch
-            stops = make_schedule(cfg.schedule, engines["junior"].tokenizer).stop_ids(State(author=JUNIOR))
+            spec = schedule or parse_schedule(cfg.schedule)
+            stops = spec.build(engines["junior"].tokenizer).stop_ids(State(author=JUNIOR))
             engines["junior"] = RetokenizingEngine(engines["junior"], tok, stops)
     except BaseException:  # a junior that fails to load must not leave the senior's engine running
         close_engines(engines)
@@ -352,7 +354,7 @@ def execute(
         """Loaded on first use: a run left with only stored samples to grade loads no model."""
         if held["engines"] is None:
             # cast: a checked plan has resolved its checkpoints
-            held["engines"] = load_engines(plan.cfg, cast(Checkpoints, plan.checked.checkpoints))
+            held["engines"] = load_engines(plan.cfg, cast(Checkpoints, plan.checked.checkpoints), plan.checked.schedule)
         return cast(dict, held["engines"])  # cast: set just above when it was None
 
     solo = plan.solo_table
@@ -375,32 +377,34 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
     when complete, reused as it is (samples None unless a tax needs them). RunFolder.writing: one
     writer at a time, and nothing half-made left behind by an early crash."""
     solo = solo if run.cfg.mode == "handoff" else None
-    rf = RunFolder(run.out)
+    rf = run.folder  # as the plan opened it: its record read once, and verified when complete
+    if run.complete:
+        return _reusing(run, solo)
     with contextlib.ExitStack() as held:
-        stored = Held(complete=True)  # the plan found it complete: reused as it is
-        if not run.complete:
-            import torch
+        import torch
 
-            # threads as torch reports them once the engines loaded (engines passed in keep the caller's)
-            extra = {
-                "grader": checked.grader_versions,
-                "threads": torch.get_num_threads(),
-                "reproducibility": reproducibility(run.cfg),
-                **run.extra,
-            }
-            # complete, when another process finished it meanwhile
-            stored = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
-        if stored.complete:
-            log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, rf.path)
+        # threads as torch reports them once the engines loaded (engines passed in keep the caller's)
+        extra = {
+            "grader": checked.grader_versions,
+            "threads": torch.get_num_threads(),
+            "reproducibility": reproducibility(run.cfg),
+            **run.extra,
+        }
+        stored = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
+        if stored.complete:  # another process finished it since the plan looked: checked now, then reused
             rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
-            samples = rf.load_samples() if solo is not None else None  # the tax needs them
-            return _reused(rf, samples, run.cfg.ks, solo)
+            return _reusing(run, solo)
         n_ungraded, cause = _generate(run, rf, stored.done, checked, engines, pacing)
         if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
             raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
         samples = _grade_stored(rf, rf.load_samples(), pacing.grader_startup_s)
         rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
     return rf, samples
+
+
+def _reusing(run: RunPlan, solo: SoloTable | None) -> tuple:
+    log.info("reusing the complete %s run %s (same settings; delete it to regenerate)", run.cfg.mode, run.out)
+    return _reused(run.folder, solo, run.cfg.ks)
 
 
 def _metrics(samples: pd.DataFrame, ks, solo: SoloTable | None = None) -> dict:
@@ -416,15 +420,17 @@ def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
     return {"tax": tax, "solo_run": str(solo.folder.path.resolve())}
 
 
-def _reused(rf: RunFolder, samples: pd.DataFrame | None, ks, solo: SoloTable | None) -> tuple:
-    """A complete run as it is, with its samples (read by the caller when a tax needs them); a handoff
+def _reused(rf: RunFolder, solo: SoloTable | None, ks) -> tuple:
+    """A complete, verified run as it is, and its samples when a tax needs them (else None); a handoff
     run whose metrics.json lacks this solo run's tax gets it (run folders written before the tax
     preceded COMPLETE, or compared with another solo run)."""
-    if solo is not None:
-        tax = _tax(solo, samples, ks)
-        if {k: rf.metrics().get(k) for k in tax} != tax:
-            rf.check_sealed("recording the tax")  # an older marker's folder is read-only
-            rf.update_metrics(tax)
+    if solo is None:
+        return rf, None
+    samples = rf.load_samples()
+    tax = _tax(solo, samples, ks)
+    if {k: rf.metrics().get(k) for k in tax} != tax:
+        rf.check_sealed("recording the tax")  # an older marker's folder is read-only
+        rf.update_metrics(tax)
     return rf, samples
 
 
@@ -535,7 +541,7 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
     with rf.writing(cfg, extra) as stored:
         if stored.complete:
             rf.verify()
-            return _reused(rf, rf.load_samples() if against is not None else None, cfg.ks, against)[0]
+            return _reused(rf, against, cfg.ks)[0]
         for s in samples:
             rf.append_shard(s.to_dict("records"))
         merged = rf.load_samples()

@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -29,7 +28,7 @@ from ..files import sha256_file
 from ..models import Checkpoints, check_models, with_contents
 from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
-from .checks import check_out_paths, check_prompts, check_solo_problems, check_solo_reuse, solo_record
+from .checks import check_out_folder, check_prompts, check_solo_problems, check_solo_reuse, solo_record
 from .grading import check_grader_versions
 from .schedules import SOLO, ScheduleSpec, parse_schedule
 
@@ -116,19 +115,33 @@ class SoloTable(NamedTuple):
 
 @dataclass(frozen=True)
 class RunPlan:
-    """One run folder to fill: its config, where, its schedule (parsed once, by the plan), whether it is
-    already complete (then reused as it is), and what a new folder's config.json records beside the config."""
+    """One run folder to fill, as the plan opened it (`open_run`): its config and fingerprint (computed
+    once), the folder (holding the config.json record it read, if any), its schedule (parsed once),
+    whether it is complete (then verified by the plan and reused as it is), and what a new folder's
+    config.json records beside the config."""
 
     cfg: EvalConfig
-    out: Path
+    folder: RunFolder = field(compare=False)
     schedule: ScheduleSpec
+    fingerprint: str
     complete: bool = False
     extra: dict = field(default_factory=dict)
 
-    @cached_property
-    def fingerprint(self) -> str:
-        """The run's fingerprint, computed once: the solo record a handoff keeps and the folder's config.json."""
-        return self.cfg.fingerprint()
+    @property
+    def out(self) -> Path:
+        return self.folder.path
+
+
+def open_run(cfg: EvalConfig, out: Path, schedule: ScheduleSpec, extra: dict | None = None) -> RunPlan:
+    """The run folder `out` for `cfg`, opened once for the whole command: --out checked to hold it
+    (check_out_folder reads an existing config.json, and the folder keeps what it read), and a complete run
+    verified here, so that execute reuses it without reading or checking it again."""
+    fingerprint = cfg.fingerprint()
+    folder = check_out_folder(RunFolder(out), cfg, fingerprint)
+    complete = folder.is_complete()
+    if complete:  # a damaged complete folder is refused now, before any engine loads or other run is made
+        folder.verify(allow_unrecorded=True)  # a lens table may be unrecorded (lens commands repair or adopt it)
+    return RunPlan(cfg, folder, schedule, fingerprint, complete, extra or {})
 
 
 @dataclass(frozen=True)
@@ -148,17 +161,15 @@ class Plan:
 
     @property
     def fingerprint(self) -> str:
-        return self.cfg.fingerprint()
+        """The command's own run's fingerprint (the handoff's, or the one run's): checked.cfg is the last run's."""
+        return self.runs[-1].fingerprint
 
 
 def plan_run(cfg: EvalConfig, out: str | Path, extra: dict | None = None) -> Plan:
     """One run folder `out` for `cfg` (solo, or a handoff run alone); `extra` goes into its config.json."""
-    out = Path(out)
     checked = validate(cfg)
-    check_out_paths({out: checked.cfg})
     record = dict(extra or {}) | checked.servers(junior=checked.cfg.junior is not None)
-    run = RunPlan(checked.cfg, out, checked.schedule, RunFolder(out).is_complete(), record)
-    return Plan(checked, (run,))
+    return Plan(checked, (open_run(checked.cfg, Path(out), checked.schedule, record),))
 
 
 def plan_handoff(
@@ -183,16 +194,14 @@ def plan_handoff(
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         folder = verify_run(solo_dir)
-        record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how)
+        record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how, checked.grader_versions)
         runs: tuple[RunPlan, ...] = ()
         reused = SoloTable(folder, folder.load_samples())
         check_solo_problems(folder, reused.samples, checked.problems, how)
         solo_table: SoloTable | None = reused
     else:  # made first, from this very config: nothing differs
-        made = RunPlan(solo_config(cfg), solo_out, SOLO, extra=checked.servers(junior=False))
+        made = open_run(solo_config(cfg), solo_out, SOLO, checked.servers(junior=False))
         record = solo_record(solo_out, made.fingerprint, [], False)
         runs, solo_table = (made,), None
-    check_out_paths({run.out: run.cfg for run in runs} | {handoff_out: cfg})  # the solo run's too, when made
-    extra = {"solo_run": record, **checked.servers()}
-    handoff = RunPlan(cfg, handoff_out, checked.schedule, RunFolder(handoff_out).is_complete(), extra)
+    handoff = open_run(cfg, handoff_out, checked.schedule, {"solo_run": record, **checked.servers()})
     return Plan(checked, (*runs, handoff), solo_dir, reused=reuse, solo_table=solo_table)

@@ -1,7 +1,8 @@
 """How often one command asks the same question: checkpoint resolutions (`models.resolve_model`),
 schedule parses (`parse_schedule`), run fingerprints (`fingerprint_of`) and config.json reads
 (`RunFolder.config`), counted for `tandem-eval handoff` (two run folders, two checkpoints) and
-`tandem-eval legibility --run` on the bundled toy pair, and for the same handoff rerun (both runs complete). The figures are today's (issue 41 measured
+`tandem-eval legibility --run` on the bundled toy pair, and for the same handoff rerun (both runs
+complete). The figures are today's (issue 41 measured
 them: the goal is one per checkpoint, one parse, one fingerprint per run, one config read per run
 folder); a change that asks more often fails here, one that asks less lowers the figure.
 

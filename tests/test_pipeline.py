@@ -391,7 +391,8 @@ def test_a_command_checks_its_inputs_once_and_writes_metrics_once_before_complet
     import tandem_eval.models as models
 
     calls, writes = [], []
-    for module, name in [(plan, "validate"), (plan, "check_out_folder"), (plan, "load_inputs"), (plan, "check_prompts")]:
+    spied = ["validate", "check_out_folder", "load_inputs", "check_prompts"]
+    for module, name in [(plan, name) for name in spied]:
         _spy(monkeypatch, calls, module, name)
     _spy(monkeypatch, calls, models, "check_folder")  # check_model's, after the one resolution
     write = files.atomic_write_json  # every metrics.json and COMPLETE of a run folder is written here

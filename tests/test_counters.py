@@ -3,7 +3,8 @@ schedule parses (`parse_schedule`), run fingerprints (`fingerprint_of`) and conf
 (`RunFolder.config`), counted for `tandem-eval handoff` (two run folders, two checkpoints) and
 `tandem-eval legibility --run` on the bundled toy pair, and for the same handoff rerun (both runs
 complete). The figures are today's (issue 41 measured them: the goal is one per checkpoint, one parse,
-one fingerprint per run, one config read per run folder); a change that asks more often fails here, one that asks less lowers the figure.
+one fingerprint per run, one config read per run folder); a change that asks more often fails here, one
+that asks less lowers the figure.
 
     PYTHONPATH=$PWD python -m pytest -q tests/test_counters.py      # ~1 min on 2 cores
 """

@@ -115,7 +115,7 @@ def test_float32_samples_do_not_depend_on_threads_or_batch_size(made):
     from tandem_eval.data import load_benchmark, prompt_ids
     from tandem_eval.engines.base import Request, generate
     from tandem_eval.engines.hf import HFEngine
-    from tandem_eval.generate.execute import reproducibility
+    from tandem_eval.generate.plan import reproducibility
 
     out, _ = made
     record = json.loads((out / "pair" / "solo" / "config.json").read_text())["reproducibility"]

@@ -128,14 +128,26 @@ def _named(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-def load_engine(name: str, path, sampling, **kw) -> Engine:
-    """An engine of backend `name` on checkpoint `path` (or, where the backend `shares_weights`, an
-    in-memory model); kw go to its constructor. Raises ValueError naming the fix when the backend
-    cannot load here."""
+def load_engine(name: str, path, sampling, *, api_key_env: str | None = None, **kw) -> Engine:
+    """An engine of backend `name` on `path`: a checkpoint folder, a served model's "URL#NAME", a resolved
+    `models.Checkpoint` (what commands pass), or, where the backend `shares_weights`, an in-memory model;
+    kw go to its constructor. A served Checkpoint's engine reads its tokenizer from the folder the command
+    checked (its weights are behind the server) and its API key from `api_key_env` (a backend that is not
+    `remote` takes no key: the argument is for it only). Raises ValueError naming the fix when the
+    backend cannot load here."""
+    from ..models import Checkpoint
+
     reason = unavailable(name)
     if reason:
         raise ValueError(reason)
-    return _named(backend(name).cls)(path, sampling, **kw)  # torch or vLLM load here
+    facts = backend(name)
+    if isinstance(path, Checkpoint):
+        if path.server is not None:
+            kw["tokenizer"] = path.path  # the folder checked against the servers, not a loaded tokenizer
+        path = path.target
+    if facts.remote and api_key_env is not None:
+        kw["api_key_env"] = api_key_env
+    return _named(facts.cls)(path, sampling, **kw)  # torch or vLLM load here
 
 
 __all__ = [

@@ -32,7 +32,7 @@ from ..engines import backend, load_engine
 from ..engines.bridge import RetokenizingEngine
 from ..metrics import summarize_pass_at_k
 from ..metrics.tax import tax_table
-from ..models import Checkpoint, Checkpoints, run_checkpoints
+from ..models import Checkpoints, run_checkpoints
 from ..progress import live_token_counter, progress_reporter
 from ..run.results import RunFolder, verify_run
 from ..schemas import RunFolderError, from_dict
@@ -52,30 +52,6 @@ from .schedules import JUNIOR, ScheduleSpec, State, parse_schedule
 from .tandem import TraceSpec, budget, cogenerate, trace_seed
 
 log = logging.getLogger(__name__)
-
-
-def reproducibility(cfg: EvalConfig) -> str:
-    """What a run's config.json says about rerunning it bit for bit. Threads and batch size are out of the
-    fingerprint (a run resumes under any), so this says when they can change the samples
-    (docs/reliability.md: "Which runs are bit-reproducible")."""
-    dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
-    if backend(cfg.engine).remote:  # the servers compute: their dtype and batching are theirs, not cfg's
-        return (
-            f'{cfg.engine}: samples drawn on the servers (see "servers"); where every server runs our sampler '
-            "(shared_sampler) a trace's tokens are the in-process engines' on the same seeds (measured: "
-            "tests/test_served.py), else vLLM's own generator draws them (reproducible on the same servers)"
-        )
-    if backend(cfg.engine).fp32_reproducible and dtypes == {"float32"}:
-        return (
-            f"float32 on the {cfg.engine} engine: the same samples under any --threads and --batch-size (measured: "
-            "SmolLM2-135M, 8 of 8 traces for threads 1/2 and batch 8/1; tests/test_real_gsm8k.py)"
-        )
-    return (
-        f"{'/'.join(sorted(dtypes))} on {cfg.engine}: not bit-reproducible across --threads, --batch-size or "
-        "engines (low-precision sums round differently when the work is split differently: SmolLM2-135M bfloat16, "
-        "2 of 8 traces the same for batch 8 vs 4; Qwen2.5-Coder-1.5B bfloat16, 26 of 50 for threads 1 vs 2); "
-        "rerun with the recorded threads and batch size for the same samples"
-    )
 
 
 def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
@@ -98,7 +74,7 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSp
         kw["verbose"] = logging.getLogger("tandem_eval").isEnabledFor(logging.DEBUG)  # vLLM's chatter only with -v
     log.info("loading the senior %s on %s", cfg.senior.path, cfg.engine)
     senior = checkpoints.senior
-    engines = {"senior": load_engine(cfg.engine, senior.target, cfg.sampling, **kw, **_own(senior, cfg))}
+    engines = {"senior": load_engine(cfg.engine, senior, cfg.sampling, api_key_env=cfg.api_key_env, **kw)}
     if checkpoints.junior is None:
         return engines
     junior = cast(ModelSpec, cfg.junior)  # cast: a junior checkpoint is resolved only from cfg.junior
@@ -119,8 +95,8 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSp
             kw["dtype"] = junior.dtype
             if facts.shares_weights and checkpoints.one_tokenizer:
                 kw["tokenizer"] = tok  # identical tokenizer files: one loaded tokenizer for both engines
-            own = _own(checkpoints.junior, cfg)
-            engines["junior"] = load_engine(cfg.engine, checkpoints.junior.target, cfg.sampling, **kw, **own)
+            junior_ckpt = checkpoints.junior
+            engines["junior"] = load_engine(cfg.engine, junior_ckpt, cfg.sampling, api_key_env=cfg.api_key_env, **kw)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
             # the junior stops where the schedule, read in the junior's own vocabulary, might switch
             spec = schedule or parse_schedule(cfg.schedule)
@@ -130,12 +106,6 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSp
         close_engines(engines)
         raise
     return engines
-
-
-def _own(checkpoint: Checkpoint, cfg: EvalConfig) -> dict:
-    """The keywords one checkpoint adds to its engine's: a served model reads its tokenizer from the
-    folder the plan checked (its weights are behind the server) and its API key where cfg says."""
-    return {} if checkpoint.server is None else {"tokenizer": checkpoint.path, "api_key_env": cfg.api_key_env}
 
 
 def close_engines(engines: dict) -> None:
@@ -387,8 +357,7 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
         extra = {
             "grader": checked.grader_versions,
             "threads": torch.get_num_threads(),
-            "reproducibility": reproducibility(run.cfg),
-            **run.extra,
+            **run.extra,  # the plan's: the reproducibility note, a handoff's solo run, served models
         }
         stored = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
         if stored.complete:  # another process finished it since the plan looked: checked now, then reused

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..config import EvalConfig, Inputs, solo_config
 from ..data import Problem, load_benchmarks
 from ..data.benchmarks import benchmark_files
-from ..engines import resolve_checkpoints, unavailable
+from ..engines import backend, resolve_checkpoints, unavailable
 from ..files import sha256_file
 from ..models import Checkpoints, check_models, with_contents
 from ..run.results import RunFolder, verify_run
@@ -132,16 +132,41 @@ class RunPlan:
         return self.folder.path
 
 
+def reproducibility(cfg: EvalConfig) -> str:
+    """What a run's config.json says about rerunning it bit for bit. Threads and batch size are out of the
+    fingerprint (a run resumes under any), so this says when they can change the samples
+    (docs/reliability.md: "Which runs are bit-reproducible")."""
+    dtypes = {cfg.senior.dtype} | ({cfg.junior.dtype} if cfg.junior is not None else set())
+    if backend(cfg.engine).remote:  # the servers compute: their dtype and batching are theirs, not cfg's
+        return (
+            f'{cfg.engine}: samples drawn on the servers (see "servers"); where every server runs our sampler '
+            "(shared_sampler) a trace's tokens are the in-process engines' on the same seeds (measured: "
+            "tests/test_served.py), else vLLM's own generator draws them (reproducible on the same servers)"
+        )
+    if backend(cfg.engine).fp32_reproducible and dtypes == {"float32"}:
+        return (
+            f"float32 on the {cfg.engine} engine: the same samples under any --threads and --batch-size (measured: "
+            "SmolLM2-135M, 8 of 8 traces for threads 1/2 and batch 8/1; tests/test_real_gsm8k.py)"
+        )
+    return (
+        f"{'/'.join(sorted(dtypes))} on {cfg.engine}: not bit-reproducible across --threads, --batch-size or "
+        "engines (low-precision sums round differently when the work is split differently: SmolLM2-135M bfloat16, "
+        "2 of 8 traces the same for batch 8 vs 4; Qwen2.5-Coder-1.5B bfloat16, 26 of 50 for threads 1 vs 2); "
+        "rerun with the recorded threads and batch size for the same samples"
+    )
+
+
 def open_run(cfg: EvalConfig, out: Path, schedule: ScheduleSpec, extra: dict | None = None) -> RunPlan:
     """The run folder `out` for `cfg`, opened once for the whole command: --out checked to hold it
     (check_out_folder reads an existing config.json, and the folder keeps what it read), and a complete run
     verified here, so that execute reuses it without reading or checking it again."""
     fingerprint = cfg.fingerprint()
+    extra = {"reproducibility": reproducibility(cfg), **(extra or {})}  # config.json's, beside grader and threads
     folder = check_out_folder(RunFolder(out), cfg, fingerprint)
     complete = folder.is_complete()
     if complete:  # a damaged complete folder is refused now, before any engine loads or other run is made
         folder.verify(allow_unrecorded=True)  # a lens table may be unrecorded (lens commands repair or adopt it)
-    return RunPlan(cfg, folder, schedule, fingerprint, complete, extra or {})
+    return RunPlan(cfg, folder, schedule, fingerprint, complete, extra)
 
 
 @dataclass(frozen=True)

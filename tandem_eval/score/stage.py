@@ -400,10 +400,8 @@ def _engine(req: ScoreRequest, checkpoint: Checkpoint, max_len: int, tokenizer=N
     facts = backend(req.engine)
     context = {"max_context": max_len + 8} if facts.sized_context else {}
     shared = {"tokenizer": tokenizer} if facts.shares_weights and tokenizer is not None else {}
-    if checkpoint.server is not None:
-        shared = {"tokenizer": checkpoint.path, "api_key_env": req.api_key_env}
     sampling = Sampling(temperature=0, **context)
-    return load_engine(req.engine, checkpoint.target, sampling, dtype=req.dtype, **shared)
+    return load_engine(req.engine, checkpoint, sampling, dtype=req.dtype, api_key_env=req.api_key_env, **shared)
 
 
 def _score(kind: str, samples, models: tuple, req: ScoreRequest, opts: LensOptions, progress: bool):

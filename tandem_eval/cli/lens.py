@@ -219,12 +219,12 @@ def solo_then_lens(kind: str, req, opts, progress: bool = False):
     from ..generate import execute as generate
     from ..score import stage as score
 
-    req, checked = score.prepare(kind, req, opts)
-    if checked.rf is None:  # --senior without --run: the generate stage makes (or reuses) the solo run
-        cfg, out = score.solo_run_config(req, checked)
+    plan = score.prepare(kind, req, opts)
+    if plan.run is None:  # --senior without --run: the generate stage makes (or reuses) the solo run
+        cfg, out = score.solo_run_config(plan.request, plan.checked)
         log.info("solo run of %s -> %s (reused if already there)", req.senior, out)
-        checked = dataclasses.replace(checked, rf=generate.run_eval(cfg, out, progress=progress))
-    return score.execute(kind, req, checked, progress)
+        plan = plan.scoring(generate.run_eval(cfg, out, progress=progress))
+    return score.execute(plan, progress)
 
 
 # compare's arguments and options

@@ -396,8 +396,8 @@ def _reused(rf: RunFolder, solo: SoloTable | None, ks) -> tuple:
     if solo is None:
         return rf, None
     samples = rf.load_samples()
-    tax = _tax(solo, samples, ks)
-    if {k: rf.metrics().get(k) for k in tax} != tax:
+    tax, stored = _tax(solo, samples, ks), rf.metrics()  # metrics.json read once
+    if {k: stored.get(k) for k in tax} != tax:
         rf.check_sealed("recording the tax")  # an older marker's folder is read-only
         rf.update_metrics(tax)
     return rf, samples

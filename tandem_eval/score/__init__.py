@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .stage import (
         Checked,
+        LensPlan,
         Scored,
         ScoreRequest,
         check_inputs,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Checked",
+    "LensPlan",
     "ScoreRequest",
     "Scored",
     "check_inputs",

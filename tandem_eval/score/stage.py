@@ -96,6 +96,26 @@ class Checked:
     unchecked: str | None = None  # why the run's senior checkpoint cannot be checked (a run from before hashes)
 
 
+@dataclass(frozen=True)
+class LensPlan:
+    """A checked lens command, shaped like the generate stage's Plan: which lens, the request with its
+    dtype concrete, and what the checks found (Checked: the checkpoints resolved once, the verified run
+    folder). `prepare` makes it before any weights load; `execute` runs it without checking again."""
+
+    kind: str
+    request: ScoreRequest
+    checked: Checked
+
+    @property
+    def run(self) -> RunFolder | None:
+        """The solo run folder to score (None until the CLI made one for a --senior without --run)."""
+        return self.checked.rf
+
+    def scoring(self, rf: RunFolder) -> LensPlan:
+        """This plan scoring the run folder `rf` (the solo run made for its senior)."""
+        return dataclasses.replace(self, checked=dataclasses.replace(self.checked, rf=rf))
+
+
 def legibility(
     run=None, junior: str | None = None, *, options: LensOptions = LensOptions(), progress: bool = False, **request
 ) -> Scored:
@@ -145,26 +165,29 @@ def run_lens(kind: str, req: ScoreRequest, opts: LensOptions = LensOptions(), pr
     """Score the senior's solo CoTs in the run folder `req.run` with the junior. The score stage only
     reads run folders: a solo run made first for `req.senior` is the CLI's composition
     (cli/lens.py solo_then_lens: generate, then this stage)."""
-    req, checked = prepare(kind, req, opts)
-    if checked.rf is None:
+    plan = prepare(kind, req, opts)
+    if plan.run is None:
         raise LensError(
             f"the score stage reads an existing solo run folder: pass --run SOLO_RUN_DIR (`tandem-eval {kind} "
             "--senior PATH` makes one first)"
         )
-    return execute(kind, req, checked, progress)
+    return execute(plan, progress)
 
 
-def prepare(kind: str, req: ScoreRequest, opts: LensOptions) -> tuple[ScoreRequest, Checked]:
+def prepare(kind: str, req: ScoreRequest, opts: LensOptions) -> LensPlan:
     """Every check before any weights load (`check_inputs`), and the request with its dtype concrete."""
     if kind not in KINDS:
         raise LensError(f"unknown lens {kind!r}; valid: {', '.join(KINDS)}")
     checked = check_inputs(kind, req, opts)
-    return dataclasses.replace(req, dtype=resolve_dtype(req.dtype)), checked  # concrete before any record
+    return LensPlan(
+        kind, dataclasses.replace(req, dtype=resolve_dtype(req.dtype)), checked
+    )  # concrete before any record
 
 
-def execute(kind: str, req: ScoreRequest, checked: Checked, progress: bool = False) -> Scored:
-    """Score the checked run folder `checked.rf` (prepare's) and write the lens table into it."""
-    opts, rf = checked.opts, cast("RunFolder", checked.rf)  # cast: callers pass a run folder (run_lens checks)
+def execute(plan: LensPlan, progress: bool = False) -> Scored:
+    """Score the checked run folder of `plan` (prepare's) and write the lens table into it."""
+    kind, req, checked = plan.kind, plan.request, plan.checked
+    opts, rf = checked.opts, cast("RunFolder", plan.run)  # cast: callers pass a run folder (run_lens checks)
     reason = not_writable(rf.path / LENS_DIR)  # refused before any model loads, not after scoring
     if reason:
         raise LensError(f"{kind} writes into {rf.path}, but {reason}; make it writable or copy the run folder")

@@ -454,9 +454,10 @@ def check_vocab(
     return same
 
 
-def check_embedding_rows(path: Path, tokenizer) -> None:
-    """The model's embedding has a row for every token id the tokenizer can produce."""
-    data = read_model_config(path)
+def check_embedding_rows(path: Path, tokenizer, data: dict | None = None) -> None:
+    """The model's embedding has a row for every token id the tokenizer can produce; `data`: its
+    config.json as the caller read it (None: read here)."""
+    data = read_model_config(path) if data is None else data
     rows = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
     if isinstance(rows, int) and rows < len(tokenizer):
         raise ModelError(
@@ -698,9 +699,9 @@ def check_files(checkpoint: Checkpoint):
 def check_folder(path: Path):
     """check_model of a checkpoint folder already resolved (check_models resolves each one once); every
     checkpoint check of a command passes here."""
-    check_checkpoint(path)
+    data = check_checkpoint(path)
     tok = load_tokenizer(path)
-    check_embedding_rows(path, tok)
+    check_embedding_rows(path, tok, data)  # config.json as check_checkpoint read it
     return tok
 
 

@@ -194,3 +194,20 @@ def test_a_junior_with_the_seniors_tokenizer_files_shares_its_loaded_tokenizer(t
     cfg_file = other / "tokenizer_config.json"
     cfg_file.write_text(cfg_file.read_text().replace("{", '{"model_max_length": 7, ', 1))
     assert not same_tokenizer(senior, other)  # one differing byte: each engine loads its own
+
+
+def test_load_engine_takes_a_checkpoint_value_and_gives_the_api_key_variable_to_remote_backends_only(tiny_pair):
+    """Commands pass a resolved models.Checkpoint: a local one loads from its folder, and the API key
+    variable every command passes is for a remote backend only (an HF engine would refuse the keyword)."""
+    from tandem_eval.engines import load_engine
+    from tandem_eval.models import Checkpoint, resolve_model
+
+    senior, _ = tiny_pair
+    engine = load_engine("hf", Checkpoint(resolve_model(senior)), GREEDY, api_key_env="VLLM_API_KEY")
+    try:
+        prompt = engine.tokenizer.encode("Tom has 3 apples")
+        assert generate(engine, [Request(0, prompt, 4)])[0].token_ids  # it generates from the checkpoint's weights
+    finally:
+        engine.close()
+    with pytest.raises(TypeError):  # the keyword is the served engine's: load_engine kept it from HF's
+        HFEngine(senior, GREEDY, api_key_env="VLLM_API_KEY")

@@ -78,6 +78,28 @@ def test_existing_folder_with_other_config_is_refused(cfg, engines, tmp_path):
         run_eval(dataclasses.replace(cfg, limit=1, n=3), tmp_path / "r", engines, progress=False)
 
 
+def test_a_writer_reads_the_folder_again_under_its_lock_not_what_its_plan_read(cfg, engines, tmp_path):
+    """The plan reads an existing config.json without the lock; another writer may restart the folder
+    with other settings before this one takes the lock. What the writer trusts is read again under it:
+    the folder, holding no sample, is started afresh with this run's settings (the record the plan read
+    would have filled a folder whose config.json names the other run, and no reader could verify it).
+    RunFolder.check_holds reads config.json whenever it is called: the plan's check and the writer's each."""
+    from tandem_eval.generate.execute import execute
+    from tandem_eval.generate.plan import plan_run
+
+    mine = dataclasses.replace(cfg, limit=1, n=1, ks=(1,))
+    other = dataclasses.replace(mine, seed=mine.seed + 1)
+    out = tmp_path / "r"
+    RunFolder(out).init(mine)  # a run of these settings stopped before its first sample
+    plan = plan_run(mine, out)  # reads that config.json: the same experiment
+    with RunFolder(out).writing(other):  # meanwhile another writer restarts it for other settings
+        pass
+    assert RunFolder(out).config()["fingerprint"] != plan.fingerprint
+    (rf,) = execute(plan, engines, progress=False)
+    assert rf.config()["fingerprint"] == plan.fingerprint  # started afresh under the lock, as this run
+    assert len(RunFolder(out).verify().load_samples()) == 1
+
+
 def test_handoff_reuses_solo_and_reports_tax(cfg, tmp_path):
     cfg = dataclasses.replace(cfg, schedule="chunk:4")  # switches within 24 tokens (random models write no paragraphs)
     solo, handoff, tax = run_handoff(cfg, tmp_path, progress=False)

@@ -9,9 +9,10 @@ distributed (Ray), pipeline (the former module name, served by tandem_eval.compa
     solo, handoff, tax = run_handoff(EvalConfig(senior=ModelSpec("ckpt"), junior=ModelSpec("jr"),
                                                 mode="handoff", schedule="paragraph"), "runs/ckpt")
 
-The names below are execute's; they load on first use, so that importing one of this package's light
-modules (schedules, grading's worker) does not import pandas and the engines. The function `execute`
-is `tandem_eval.generate.execute.execute`: a package cannot hold a function and a module of one name.
+The names below are execute's (reproducibility: plan's); they load on first use, so that importing one
+of this package's light modules (schedules, grading's worker) does not import pandas and the engines.
+The function `execute` is `tandem_eval.generate.execute.execute`: a package cannot hold a function and a
+module of one name.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ if TYPE_CHECKING:
         merge_runs,
         merge_shards,
         open_engines,
-        reproducibility,
         run_eval,
         run_handoff,
         summarize,
     )
+    from .plan import reproducibility
 
 __all__ = [
     "close_engines",
@@ -45,9 +46,12 @@ __all__ = [
 ]
 
 
+_HOMES = {"reproducibility": "plan"}  # the plan records it with each run; the other names are execute's
+
+
 def __getattr__(name: str):
     if name in __all__:
-        return getattr(importlib.import_module(f"{__name__}.execute"), name)
+        return getattr(importlib.import_module(f"{__name__}.{_HOMES.get(name, 'execute')}"), name)
     from ..compat import former_name  # names this package no longer holds (use_threads)
 
     return former_name(__name__, name)

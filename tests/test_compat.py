@@ -167,3 +167,14 @@ def test_the_old_command_paths_still_run_from_another_directory(tmp_path):
     import tandem_eval.grading
 
     assert not [n for n in (*vars(tandem_eval.demo), *vars(tandem_eval.grading)) if not n.startswith("__")]
+
+
+def test_every_name_a_stage_package_offers_on_first_use_resolves():
+    """tandem_eval.generate and tandem_eval.score load their names lazily from their modules: a name
+    that moved between them (reproducibility, from execute to plan) must still resolve, not raise."""
+    import tandem_eval.generate as generate
+    import tandem_eval.score as score
+
+    for package in (generate, score):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, f"{package.__name__}.{name}"

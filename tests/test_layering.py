@@ -169,3 +169,34 @@ def test_the_boundary_check_sees_a_type_only_import(tmp_path):
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .schedules import S\n"
     )
     assert import_graph(lib) == {"models": {"schedules"}}
+
+
+TRAINER = LIBRARY.parent / "trainer"
+
+
+def test_the_trainers_modules_import_in_one_direction():
+    """No import cycle between the trainer's modules, file by file (trainer/toy holds many; imports inside
+    functions count): two modules asking each other for names read as one tangle (markdown and diagnosis,
+    gates and scales did, each hidden by a lazy import)."""
+    graph: dict[str, set[str]] = {}
+    for f in sorted(TRAINER.rglob("*.py")):
+        me = ".".join(f.relative_to(TRAINER.parent).with_suffix("").parts).removesuffix(".__init__")
+        package = me if f.name == "__init__.py" else me.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                mods = (
+                    [".".join([*base, node.module])] if node.module else [".".join([*base, a.name]) for a in node.names]
+                )
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                continue
+            known = {
+                m for m in mods if m.startswith("trainer") and (TRAINER.parent / (m.replace(".", "/") + ".py")).exists()
+            }
+            graph.setdefault(me, set()).update(known - {me})
+    assert "trainer.toy.gates" in graph and "trainer.toy.scales" in graph["trainer.toy.gates"]
+    list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError naming the cycle

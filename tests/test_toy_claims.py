@@ -230,8 +230,8 @@ def test_v6_g1_reads_the_precondition_at_pass_1_and_pass_4_and_the_plateau_on_pa
     grpo1 = {10: (50, None), 20: (65, None), 30: (67, None)}
     tandem = [(10, 96, 60, 30), (20, 98, 70, 20), (30, 98, 72, 20)]
     tandem1 = {10: (48, 30), 20: (62, 40), 30: (64, 45)}
-    runs = {"grpo": [_pilot_run(tmp_path, "grpo", s, grpo, grpo1) for s in gates.PILOT_SEEDS],
-            "tandem": [_pilot_run(tmp_path, "tandem", s, tandem, tandem1) for s in gates.PILOT_SEEDS]}  # fmt: skip
+    runs = {"grpo": [_pilot_run(tmp_path, "grpo", s, grpo, grpo1) for s in scales.PILOT_SEEDS],
+            "tandem": [_pilot_run(tmp_path, "tandem", s, tandem, tandem1) for s in scales.PILOT_SEEDS]}  # fmt: skip
     for run in runs["grpo"]:
         for step in (20, 30):  # GRPO's held-out handoff at the step each rule's plateau reads
             name = f"step-{step:06d}"
@@ -243,7 +243,7 @@ def test_v6_g1_reads_the_precondition_at_pass_1_and_pass_4_and_the_plateau_on_pa
     assert c["grpo - init tax@4 (pts)"]["value"] == -6 and not c["grpo - init tax@4 (pts)"]["pass"]  # (99-45) - 60
     assert c["tandem - grpo solo pass@1 (pts)"]["value"] == -3 and not v6["pass"]
     assert "grpo - init tax@1 (pts)" not in v5["checks"]
-    assert not set(gates.PILOT_SEEDS) & {*gates.V5_PILOT_SEEDS, *range(8)}  # fresh: v5's spent, the full run's
+    assert not set(scales.PILOT_SEEDS) & {*scales.V5_PILOT_SEEDS, *range(8)}  # fresh: v5's spent, the full run's
 
 
 def test_two_point_pass_at_k_in_closed_form():

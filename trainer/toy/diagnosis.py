@@ -28,6 +28,7 @@ import pandas as pd
 
 from tandem_eval.metrics.stats import bootstrap_ci
 from trainer.toy.gates import G0_EVIDENCE, G0_RULES, HEADROOM_KS, HEADROOM_MIN, G0Rules, two_point_pass_at_k
+from trainer.toy.markdown import diagnosis_table
 
 G0_SAMPLES = G0_EVIDENCE  # under a scenario's results folder (world.keep_evidence)
 DIALECTS = ("A", "B")
@@ -145,26 +146,6 @@ def diagnosis_of(scenario_dir: Path) -> dict | None:
     return g0_diagnosis(pd.read_parquet(path)) if path.exists() else None
 
 
-def lines(diag: dict) -> list[str]:
-    """Markdown: one table of the recomputed checks (CI, within noise or not) and the predicted headroom."""
-    from trainer.toy.markdown import cell
-
-    out = [
-        f"Diagnosis from G0's samples (`{diag['source']}`, {diag['n_problems']} problems x {diag['n_samples']} "
-        f"samples; {diag['ci']}):",
-        "",
-        "| check | value [95% CI] | rule | outcome |",
-        "|:--|:--|:--|:--|",
-    ]
-    for name, row in {**diag["checks"], **diag["predicted_headroom"]}.items():
-        lo, hi = row["ci"]
-        verdict = ("PASS" if row["pass"] else "FAIL") + (" (within noise)" if row["within_noise"] else "")
-        out.append(f"| {name} | {row['value']:.3g} [{lo:.3g}, {hi:.3g}] | {cell(row['rule'])} | {verdict} |")
-    fit = diag["fit"]
-    out += ["", "Two-point model fit: " + "; ".join(f"{k} {v:.1f}" for k, v in fit.items()) + ".", ""]
-    return out
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario", type=Path, help="results/toy/<scenario> (its evidence/g0-samples.parquet)")
@@ -174,7 +155,7 @@ def main(argv=None) -> None:
         missing = args.scenario / G0_SAMPLES
         print(f"error: {missing} does not exist; run `make toy` (its G0 stage) first", file=sys.stderr)
         raise SystemExit(2)
-    print("\n".join(lines(diag)))
+    print("\n".join(diagnosis_table(diag)))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ at 100% B, GRPO's dialect by design: S_B - F_B, whatever k. Its excess over the 
 held-out tax@k must be >= HEADROOM_MIN points at pass@1 and at pass@4, else G1's precondition cannot pass
 (v5: +6.0 at pass@4, where G1 asked for +10). The model's prediction of the initial senior's own held-out
 solo and handoff (at its evaluation-decoding dialect shares) is recorded beside it, as its fit.
-G1, the pilot (`PILOT_SEEDS`, fresh: v5 spent 100-101; grpo and tandem at the full run's settings for up
+G1, the pilot (scales.py's `PILOT_SEEDS`, fresh: v5 spent 100-101; grpo and tandem at the full run's settings for up
 to the scale's pilot_steps, held-out solo every `heldout_every` steps, and GRPO's held-out handoff at its
 plateau; numbers are means over the pilot seeds at GRPO's plateau, the first evaluation where the last
 check holds, which is the full run's step count for every arm):
@@ -57,13 +57,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trainer.toy.scales import DIFFICULTIES, SCALES
 from trainer.toy.styles import cot_dialect
 from trainer.toy.task import Difficulty, ToyProblem, cue, dialect_solution, dialect_step, generate
 
 SCENARIO = "dialects"
 GATED = (SCENARIO,)  # the scenarios whose full run waits for G0, H and G1
-PILOT_SEEDS = (102, 103)  # v6's G1 pilot seeds: never a full-run seed (0..7), nor v5's spent 100-101
-V5_PILOT_SEEDS = (100, 101)
 G0_PROBLEMS, G0_SAMPLES, G0_SEED = 200, 8, 0  # held-out problems, samples per problem, sampling seed
 # results/<scenario>/evidence/: the samples each gate was read from, as parquet tables (no run folders, so no
 # reader takes them for an arm): written by world.keep_evidence, read by trainer.toy.diagnosis
@@ -128,8 +127,6 @@ def print_gate(name: str, g: dict, out=None) -> None:
 # ------------------------------------------------------------------ G0
 def heldout_problems(n: int = G0_PROBLEMS) -> list[ToyProblem]:
     """The scenario's first `n` held-out problems (the ones stage_data writes: seed 0, 2-step)."""
-    from trainer.toy.scales import DIFFICULTIES
-
     return generate("heldout", n, seed=0, difficulty=DIFFICULTIES.get(SCENARIO, Difficulty()))
 
 
@@ -451,8 +448,6 @@ def main(argv=None) -> None:
     b.add_argument("--init", type=Path, required=True, help="the initial senior's held-out handoff run folder")
     b.add_argument("--out", type=Path, help="also write the gate as JSON")
     args = ap.parse_args(argv)
-    from trainer.toy.scales import SCALES
-
     if args.gate == "headroom":
         _finish("H", headroom_of(args.results), args.out)
         return

@@ -114,9 +114,26 @@ def earlier_lines(scenario: str, entry: dict) -> list[str]:
 
 def diagnosis_lines(entry: dict) -> list[str]:
     """A stopped scenario's diagnosis from its gate's samples (trainer/toy/diagnosis.py), when recorded."""
-    from trainer.toy.diagnosis import lines
+    return diagnosis_table(entry["diagnosis"]) if "diagnosis" in entry else []
 
-    return lines(entry["diagnosis"]) if "diagnosis" in entry else []
+
+def diagnosis_table(diag: dict) -> list[str]:
+    """A diagnosis (trainer/toy/diagnosis.py) in markdown: one table of the recomputed checks (CI, within
+    noise or not) and the predicted headroom."""
+    out = [
+        f"Diagnosis from G0's samples (`{diag['source']}`, {diag['n_problems']} problems x {diag['n_samples']} "
+        f"samples; {diag['ci']}):",
+        "",
+        "| check | value [95% CI] | rule | outcome |",
+        "|:--|:--|:--|:--|",
+    ]
+    for name, row in {**diag["checks"], **diag["predicted_headroom"]}.items():
+        lo, hi = row["ci"]
+        verdict = ("PASS" if row["pass"] else "FAIL") + (" (within noise)" if row["within_noise"] else "")
+        out.append(f"| {name} | {row['value']:.3g} [{lo:.3g}, {hi:.3g}] | {cell(row['rule'])} | {verdict} |")
+    fit = diag["fit"]
+    out += ["", "Two-point model fit: " + "; ".join(f"{k} {v:.1f}" for k, v in fit.items()) + ".", ""]
+    return out
 
 
 def _p(p: float | None) -> str:

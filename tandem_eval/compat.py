@@ -1,67 +1,57 @@
 """Deprecated names of tandem_eval, in one place: old code keeps running while it moves to the new names.
 
-A module that lost names serves them through its `__getattr__`, which asks `former_name` here: the
-object comes from its new home, with a FutureWarning (shown once per calling line, as Python shows
-warnings) that names the import to write instead. New code never imports this module.
+A module that lost names a release documented serves them through its `__getattr__`, which asks
+`former_name` here: the object comes from its new home, with a FutureWarning (shown once per calling
+line, as Python shows warnings) that names the import to write instead. New code never imports this module.
 
-    from tandem_eval.run.results import atomic_write_text      # works, warns: use tandem_eval.files
-    from tandem_eval.generate.pipeline import run_handoff      # works, warns: use tandem_eval.generate.execute
+    from tandem_eval.grading import grade      # works, warns: use tandem_eval.generate.grading
 
-Moved modules (old path -> new path, 2026-12-03: stages as packages over the run-folder package).
-The old paths are gone, with no forwarder (a module at each old path would keep the flat layout
-alive); old code imports the new path:
-- the run folder: tandem_eval.results -> tandem_eval.run.results, runs -> run.runs, durable ->
-  run.durable, provenance -> run.provenance, lens_layout -> run.lens_layout;
-- the generate stage: tandem_eval.generate (the module) -> tandem_eval.generate.execute (the package
-  tandem_eval.generate still offers run_eval, run_handoff, merge_shards, ...; the function execute is
-  tandem_eval.generate.execute.execute), plan -> generate.plan, checks -> generate.checks, tandem ->
-  generate.tandem, schedules -> generate.schedules, grading -> generate.grading, _grade_worker ->
-  generate._grade_worker (python -m tandem_eval.generate._grade_worker), regrade -> generate.regrade,
-  distributed -> generate.distributed, pipeline -> generate.pipeline;
-- the score stage: tandem_eval.score (the module) -> tandem_eval.score.stage (the package
-  tandem_eval.score still offers legibility, drift, run_lens, ...), lens -> score.lens;
-- the read side: tandem_eval.compare -> tandem_eval.report.compare;
-- the command line: tandem_eval.cli (the module) -> tandem_eval.cli.main (the package tandem_eval.cli
-  still offers app, and python -m tandem_eval.cli runs it), cli_common -> cli.common, cli_lens ->
-  cli.lens, terminal -> cli.terminal, demo -> cli.demo;
-- guarded file I/O (2026-12-06, issue 41: one core file module): tandem_eval.run.durable ->
-  tandem_eval.files (atomic writes, folders, sha256_file, folder_lock, live_holder), and
-  tandem_eval.schemas' check_regular, read_regular, JSON_CAP -> tandem_eval.files (schemas still
-  offers RunFolderError, whose home is files).
-Two old paths were commands and still run as such (files that only run the new module):
-`python -m tandem_eval.demo` and `python -m tandem_eval.grading ANSWER GOLD` (whose grader names are
-forwarded, below).
-
-Forwarded (old name -> new name, since):
-- tandem_eval.generate.pipeline.NAME -> the generate stage's modules (2026-12-01, plan/execute split):
-  run_eval, run_handoff, execute, merge_runs, merge_shards, open_engines, close_engines, summarize
-  -> tandem_eval.generate.execute; use_threads -> tandem_eval.devices; validate, Validated, load_inputs,
-  load_problems, handoff_dirname -> tandem_eval.generate.plan; check_out_path, check_solo_reuse,
-  solo_reuse_differences, SOLO_REUSE_FIELDS -> tandem_eval.generate.checks; check_model, check_models,
-  check_template, shares_senior_model -> tandem_eval.models; solo_config -> tandem_eval.config;
-  live_token_counter -> tandem_eval.progress.
-- tandem_eval.run.runs.load_tokenizer -> tandem_eval.run.runs.run_tokenizer (2026-12-01;
-  models.load_tokenizer loads a tokenizer from a path, a different thing).
-- tandem_eval.run.results.config_fingerprint, results.fingerprint_of -> tandem_eval.config.fingerprint_of
-  (2026-12-02); results.atomic_write_text -> tandem_eval.files; results.PACKAGES, git_commit ->
-  tandem_eval.run.provenance (2026-12-01). (The names results itself uses stay importable from it.)
-- tandem_eval.run.results.NAME -> tandem_eval.files.NAME (2026-12-06, issue 41: results calls the file
-  module as `files.NAME` and no longer imports these): atomic_write_json, check_regular,
-  check_write_target, folder_lock, read_regular, sha256_file.
-- tandem_eval.run.results.require_complete -> tandem_eval.run.results.verify_run (2026-12-06: it was
-  the same function under a second name).
+Served (old name -> new name, since), for one more release:
 - tandem_eval.grading.NAME -> tandem_eval.generate.grading.NAME (2026-12-03, the stage packages; served
   since 2026-12-06, when `from tandem_eval.grading import grade`, the documented Python path, raised
   ImportError): grade, Grade, Grader, extract_answer, normalize_answer, fast_match, as_gold, ungraded,
   check_grader_versions, check_startup_timeout, GraderVersionError, GraderWorkerError, GradingIncomplete,
   PINNED, STARTUP_TIMEOUT_S, UNGRADED.
-- tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable (2026-12-01).
-- tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads (2026-12-03: threads are a
-  device setting, and the score stage sets them without importing the generate stage).
-- tandem_eval.score.lens.LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors ->
-  tandem_eval.run.lens_layout (2026-12-03: the lens tables' place in a run folder, read by
-  runs/compare/report without the lens computation). lens.LensError stays importable (the
-  computation raises it); its home is lens_layout.
+
+Retired (2026-12-06): names that were forwarded for a few days but that no release's README, docs or
+notebooks ever named. They raise AttributeError/ImportError now; the new homes, for old code:
+- tandem_eval.generate.pipeline (the module; 2026-12-01, plan/execute split): run_eval, run_handoff,
+  execute, merge_runs, merge_shards, open_engines, close_engines, summarize -> tandem_eval.generate.execute;
+  use_threads -> tandem_eval.devices; validate, Validated, load_inputs, load_problems, handoff_dirname ->
+  tandem_eval.generate.plan; check_out_path, check_solo_reuse, solo_reuse_differences, SOLO_REUSE_FIELDS ->
+  tandem_eval.generate.checks; check_model, check_models, check_template, shares_senior_model ->
+  tandem_eval.models; solo_config -> tandem_eval.config; live_token_counter -> tandem_eval.progress.
+- tandem_eval.run.runs.load_tokenizer -> tandem_eval.run.runs.run_tokenizer (models.load_tokenizer loads a
+  tokenizer from a path, a different thing).
+- tandem_eval.run.results: config_fingerprint, fingerprint_of -> tandem_eval.config.fingerprint_of;
+  atomic_write_text, atomic_write_json, check_regular, check_write_target, folder_lock, read_regular,
+  sha256_file -> tandem_eval.files; PACKAGES, git_commit -> tandem_eval.run.provenance; require_complete ->
+  tandem_eval.run.results.verify_run.
+- tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable.
+- tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads.
+- tandem_eval.score.lens: LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors ->
+  tandem_eval.run.lens_layout (lens.LensError stays importable: the computation raises it).
+
+Moved modules (old path -> new path, 2026-12-03: stages as packages over the run-folder package).
+The old paths are gone, with no forwarder (a module at each old path would keep the flat layout
+alive); old code imports the new path:
+- the run folder: tandem_eval.results -> tandem_eval.run.results, runs -> run.runs, durable ->
+  tandem_eval.files (2026-12-06), provenance -> run.provenance, lens_layout -> run.lens_layout;
+- the generate stage: tandem_eval.generate (the module) -> tandem_eval.generate.execute (the package
+  tandem_eval.generate still offers run_eval, run_handoff, merge_shards, ...; the function execute is
+  tandem_eval.generate.execute.execute), plan -> generate.plan, checks -> generate.checks, tandem ->
+  generate.tandem, schedules -> generate.schedules, grading -> generate.grading, _grade_worker ->
+  generate._grade_worker (python -m tandem_eval.generate._grade_worker), regrade -> generate.regrade,
+  distributed -> generate.distributed;
+- the score stage: tandem_eval.score (the module) -> tandem_eval.score.stage (the package
+  tandem_eval.score still offers legibility, drift, run_lens, ...), lens -> score.lens;
+- the read side: tandem_eval.compare -> tandem_eval.report.compare;
+- the command line: tandem_eval.cli (the module) -> tandem_eval.cli.main (the package tandem_eval.cli
+  still offers app, and python -m tandem_eval.cli runs it), cli_common -> cli.common, cli_lens ->
+  cli.lens, terminal -> cli.terminal, demo -> cli.demo.
+Two old paths were commands and still run as such (files that only run the new module):
+`python -m tandem_eval.demo` and `python -m tandem_eval.grading ANSWER GOLD` (whose grader names are
+served, above).
 
 Removed without a forwarder (what to write instead, since):
 - generate.summarize(samples, cfg) -> summarize(samples, cfg.ks) (2026-12-01).
@@ -86,8 +76,7 @@ from __future__ import annotations
 import importlib
 import warnings
 
-_PLAN_SPLIT, _FINGERPRINTS, _BOUNDARIES = "2026-12-01", "2026-12-02", "2026-12-03"
-_ONCE = "2026-12-06"  # issue 41: each question answered once
+_BOUNDARIES = "2026-12-03"  # the stage packages
 # the grader's public names, as `from tandem_eval.grading import grade` reached them before the stage packages
 _GRADER = (
     "PINNED",
@@ -108,60 +97,11 @@ _GRADER = (
     "ungraded",
 )
 
-# what tandem_eval.run.results imported from the file module by name before it called `files.NAME`
-_FILE_NAMES = ("atomic_write_json", "check_regular", "check_write_target", "folder_lock", "read_regular", "sha256_file")
-
 # old module -> {old name: ("new.module", "new_name", since)}
 FORMER_NAMES: dict[str, dict[str, tuple[str, str, str]]] = {
-    "tandem_eval.generate.pipeline": {
-        **{
-            name: ("tandem_eval.generate.execute", name, _PLAN_SPLIT)
-            for name in (
-                "close_engines",
-                "execute",
-                "merge_runs",
-                "merge_shards",
-                "open_engines",
-                "run_eval",
-                "run_handoff",
-                "summarize",
-            )
-        },
-        "use_threads": ("tandem_eval.devices", "use_threads", _PLAN_SPLIT),
-        **{
-            name: ("tandem_eval.generate.plan", name, _PLAN_SPLIT)
-            for name in ("Validated", "handoff_dirname", "load_inputs", "load_problems", "validate")
-        },
-        **{
-            name: ("tandem_eval.generate.checks", name, _PLAN_SPLIT)
-            for name in ("SOLO_REUSE_FIELDS", "check_out_path", "check_solo_reuse", "solo_reuse_differences")
-        },
-        **{
-            name: ("tandem_eval.models", name, _PLAN_SPLIT)
-            for name in ("check_model", "check_models", "check_template", "shares_senior_model")
-        },
-        "solo_config": ("tandem_eval.config", "solo_config", _PLAN_SPLIT),
-        "live_token_counter": ("tandem_eval.progress", "live_token_counter", _FINGERPRINTS),
-    },
-    "tandem_eval.run.runs": {"load_tokenizer": ("tandem_eval.run.runs", "run_tokenizer", _PLAN_SPLIT)},
-    "tandem_eval.run.results": {
-        "config_fingerprint": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
-        "fingerprint_of": ("tandem_eval.config", "fingerprint_of", _FINGERPRINTS),
-        "atomic_write_text": ("tandem_eval.files", "atomic_write_text", _PLAN_SPLIT),
-        "PACKAGES": ("tandem_eval.run.provenance", "PACKAGES", _PLAN_SPLIT),
-        "git_commit": ("tandem_eval.run.provenance", "git_commit", _PLAN_SPLIT),
-        "require_complete": ("tandem_eval.run.results", "verify_run", _ONCE),
-        **{name: ("tandem_eval.files", name, _ONCE) for name in _FILE_NAMES},
-    },
     # a module that only runs the grader's command (python -m tandem_eval.grading ANSWER GOLD); its names
     # were the documented Python path (README: `from tandem_eval.grading import grade`)
     "tandem_eval.grading": {name: ("tandem_eval.generate.grading", name, _BOUNDARIES) for name in _GRADER},
-    "tandem_eval.config": {"json_safe": ("tandem_eval.schemas", "to_jsonable", _PLAN_SPLIT)},
-    "tandem_eval.generate": {"use_threads": ("tandem_eval.devices", "use_threads", _BOUNDARIES)},
-    "tandem_eval.score.lens": {
-        name: ("tandem_eval.run.lens_layout", name, _BOUNDARIES)
-        for name in ("LENS_DIR", "LENS_KINDS", "junior_label", "lens_file", "lens_juniors")
-    },
 }
 
 

@@ -341,9 +341,3 @@ __all__ = [
     "inputs_diff",
     "to_dict",
 ]
-
-
-def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them
-    from .compat import former_name
-
-    return former_name(__name__, name)

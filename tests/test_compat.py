@@ -1,6 +1,7 @@
-"""Deprecated names (tandem_eval/compat.py): each old import still gives the new home's object, with a
-FutureWarning naming that home; nothing else in the repository imports a name from a module that only
-borrows it, so the old names are used by old code alone.
+"""Deprecated names (tandem_eval/compat.py): each old import a release documented still gives the new
+home's object, with a FutureWarning naming that home; the names no release documented are retired;
+nothing else in the repository imports a name from a module that only borrows it, so the old names are
+used by old code alone.
 
 PYTHONPATH=$PWD python -m pytest -q tests/test_compat.py
 """
@@ -48,31 +49,50 @@ def test_the_documented_grading_import_works_and_names_the_new_path():
 def test_an_old_import_statement_warns_once_per_line_and_works():
     code = (
         "import warnings\n"
-        "from tandem_eval.generate import run_handoff as new\n"  # imported first: libraries that reset
+        "from tandem_eval.generate.grading import grade as new\n"  # imported first: libraries that reset
         "warnings.simplefilter('default')\n"  # the warning filters on import would show it again
         "for _ in range(3):\n"
-        "    from tandem_eval.generate.pipeline import run_handoff\n"
-        "assert run_handoff is new\n"
+        "    from tandem_eval.grading import grade\n"
+        "assert grade is new\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if "FutureWarning" in ln]
-    assert len(lines) == 1 and "<string>:5" in lines[0] and "tandem_eval.generate" in lines[0], res.stderr
+    assert len(lines) == 1 and "<string>:5" in lines[0] and "tandem_eval.generate.grading" in lines[0], res.stderr
 
 
 def test_names_that_never_lived_there_are_still_missing():
-    from tandem_eval import config
-    from tandem_eval.generate import pipeline
-    from tandem_eval.run import results, runs
+    import tandem_eval.generate as generate
+    from tandem_eval import grading
 
-    for module in (config, pipeline, results, runs):
+    for module in (grading, generate):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a missing name is an AttributeError, never a warning
             with pytest.raises(AttributeError, match="no_such_name"):
                 module.no_such_name  # noqa: B018
     with pytest.raises(ImportError):
-        from tandem_eval.run.results import no_such_name  # noqa: F401
-    assert sorted(pipeline.__all__) == sorted(compat.FORMER_NAMES["tandem_eval.generate.pipeline"])
+        from tandem_eval.grading import no_such_name  # noqa: F401
+
+
+RETIRED = [  # forwarded for a few days, named in no release's README, docs or notebooks (compat's docstring)
+    ("tandem_eval.run.results", "require_complete"),
+    ("tandem_eval.run.results", "sha256_file"),
+    ("tandem_eval.run.runs", "load_tokenizer"),
+    ("tandem_eval.config", "json_safe"),
+    ("tandem_eval.generate", "use_threads"),
+    ("tandem_eval.score.lens", "lens_juniors"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), RETIRED, ids=[f"{m}.{n}" for m, n in RETIRED])
+def test_names_no_release_documented_are_retired_and_compat_says_where_they_went(module, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # retired: no FutureWarning, the plain missing name
+        with pytest.raises(AttributeError):
+            getattr(importlib.import_module(module), name)
+    assert name in compat.__doc__.split("Retired")[1], f"compat's docstring names {module}.{name}'s new home"
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("tandem_eval.generate.pipeline")
 
 
 def test_only_the_modules_that_lost_names_import_compat():

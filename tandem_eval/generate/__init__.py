@@ -3,7 +3,7 @@
 plan (every input checked once, before any weights load), checks (out paths, solo reuse), execute
 (engines, the co-generation loop of tandem, grading, pass@k and the tax into metrics.json, merging
 --num-shards parts), schedules (when the junior takes over), grading (+ its worker process), regrade,
-distributed (Ray), pipeline (the former module name, served by tandem_eval.compat).
+distributed (Ray).
 
     from tandem_eval.generate import run_handoff
     solo, handoff, tax = run_handoff(EvalConfig(senior=ModelSpec("ckpt"), junior=ModelSpec("jr"),
@@ -52,6 +52,4 @@ _HOMES = {"reproducibility": "plan"}  # the plan records it with each run; the o
 def __getattr__(name: str):
     if name in __all__:
         return getattr(importlib.import_module(f"{__name__}.{_HOMES.get(name, 'execute')}"), name)
-    from ..compat import former_name  # names this package no longer holds (use_threads)
-
-    return former_name(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from .. import devices  # devices.use_threads: generate.use_threads is a former name (generate/__init__, compat)
+from .. import devices
 from ..config import EvalConfig, ModelSpec, config_diff
 from ..data import prompt_ids
 from ..engines import backend, load_engine

@@ -611,9 +611,3 @@ def verify_run(
     if not Path(path).is_dir():
         raise RunFolderError(f"{path} is not a run folder (no such directory); pass a folder written by tandem-eval")
     return RunFolder(path).verify(complete, allow_unrecorded, _rewriting=rewriting)
-
-
-def __getattr__(name: str):  # names this module no longer holds: tandem_eval.compat serves them
-    from ..compat import former_name
-
-    return former_name(__name__, name)

@@ -595,9 +595,3 @@ def run_tokenizer(cfg: dict, override: str | Path | None = None):
         stacklevel=2,
     )
     return None
-
-
-def __getattr__(name: str):  # names this module no longer holds (load_tokenizer): tandem_eval.compat serves them
-    from ..compat import former_name
-
-    return former_name(__name__, name)

@@ -410,9 +410,3 @@ def _listify(obj):
     if isinstance(obj, dict):
         return {k: _listify(v) for k, v in obj.items()}
     return obj.tolist() if isinstance(obj, np.ndarray) else obj
-
-
-def __getattr__(name: str):  # the lens tables' layout moved to lens_layout: tandem_eval.compat serves the old names
-    from ..compat import former_name
-
-    return former_name(__name__, name)

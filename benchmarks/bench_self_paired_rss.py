@@ -1,6 +1,6 @@
 """Peak memory of a self-paired handoff (junior = the senior's own checkpoint) against solo, HF engine.
 
-A self-paired junior shares the senior's loaded model (pipeline.shares_senior_model): one set of
+A self-paired junior shares the senior's loaded model (models.shares_senior_model): one set of
 weights, two engines with their own KV rows. Each command runs as its own `tandem-eval` process on
 a random checkpoint of SmolLM2-135M's shape (bench_cogen.save_135m_senior); its peak RSS is the
 child's ru_maxrss (os.wait4). The target: self-paired handoff <= 1.3x solo.

@@ -242,10 +242,11 @@ def fingerprint_of(config: dict) -> str:
         if isinstance(spec, dict):  # where a served model's tokenizer folder sits is not the experiment
             d[role] = {k: v for k, v in spec.items() if k != "tokenizer" and (k != "content" or v is not None)}
             path = spec.get("path")
-            if spec.get("content") and isinstance(path, str) and served_name(path) is not None:
+            name = served_name(path) if isinstance(path, str) else None
+            if spec.get("content") and name is not None:
                 # nor which servers answer: a server restarted on another port (or a replica) serves the model
                 # its content names (name, model folder, tokenizer), so a rerun there resumes this run
-                d[role]["path"] = "#" + path.rpartition("#")[2]
+                d[role]["path"] = "#" + name
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

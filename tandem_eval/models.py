@@ -840,19 +840,22 @@ def _checkpoints(
         return Checkpoints(senior)
     if same_vocab is None:
         same_vocab = check_vocab(load_tokenizer(senior.path), load_tokenizer(junior.path), cfg.allow_vocab_mismatch)
+    return Checkpoints(senior, junior, same_vocab, _one_model(cfg, senior, junior))
+
+
+def _one_model(cfg: EvalConfig, senior: Checkpoint, junior: Checkpoint) -> bool:
+    """The junior is the senior's own model: the same checkpoint (or a byte-identical copy; for served
+    models, the same server target) in the same dtype. HF: two engines on one loaded model; vLLM: one
+    engine for both roles."""
+    if cast("ModelSpec", cfg.junior).dtype != cfg.senior.dtype:
+        return False
     if senior.server or junior.server:  # served: one server target serves both roles
-        one_model = senior.server == junior.server
-    else:
-        one_model = same_weights(senior.path, junior.path)
-    shared = cast("ModelSpec", cfg.junior).dtype == cfg.senior.dtype and one_model
-    return Checkpoints(senior, junior, same_vocab, shared)
+        return senior.server == junior.server
+    return same_weights(senior.path, junior.path)
 
 
 def shares_senior_model(cfg: EvalConfig) -> bool:
-    """The junior is the senior's own model: same checkpoint (or a byte-identical copy) in the same
-    dtype. HF: two engines on one loaded model; vLLM: one engine for both roles."""
-    return (
-        cfg.junior is not None
-        and cfg.junior.dtype == cfg.senior.dtype
-        and same_weights(resolve_model(cfg.senior.path), resolve_model(cfg.junior.path))
-    )
+    """_one_model of `cfg`'s local checkpoints, resolved here (for callers without a plan)."""
+    if cfg.junior is None:
+        return False
+    return _one_model(cfg, Checkpoint(resolve_model(cfg.senior.path)), Checkpoint(resolve_model(cfg.junior.path)))

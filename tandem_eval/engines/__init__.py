@@ -132,7 +132,8 @@ def load_engine(name: str, path, sampling, *, api_key_env: str | None = None, **
     """An engine of backend `name` on `path`: a checkpoint folder, a served model's "URL#NAME", a resolved
     `models.Checkpoint` (what commands pass), or, where the backend `shares_weights`, an in-memory model;
     kw go to its constructor. A served Checkpoint's engine reads its tokenizer from the folder the command
-    checked (its weights are behind the server) and its API key from `api_key_env` (a backend that is not
+    checked (its weights are behind the server), takes what its servers reported from the Checkpoint's
+    identity instead of asking them again, and its API key from `api_key_env` (a backend that is not
     `remote` takes no key: the argument is for it only). Raises ValueError naming the fix when the
     backend cannot load here."""
     from ..models import Checkpoint
@@ -142,8 +143,9 @@ def load_engine(name: str, path, sampling, *, api_key_env: str | None = None, **
         raise ValueError(reason)
     facts = backend(name)
     if isinstance(path, Checkpoint):
-        if path.server is not None:
+        if path.server is not None:  # its servers were asked once, by identify: the engine takes what they said
             kw["tokenizer"] = path.path  # the folder checked against the servers, not a loaded tokenizer
+            kw["identity"] = path.identity
         path = path.target
     if facts.remote and api_key_env is not None:
         kw["api_key_env"] = api_key_env

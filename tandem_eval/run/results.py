@@ -353,7 +353,7 @@ class RunFolder:
             if name == rewriting:
                 continue
             path = self.path / name
-            regen = "restore it, or delete the run folder and rerun the command that wrote it"
+            regen = files.RESTORE
             if not path.exists():
                 raise RunFolderError(f"{path} is missing but recorded in {self.done_path}; {regen}")
             got = _table_record(path)
@@ -584,7 +584,8 @@ def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = N
 
 def _table_record(path: Path) -> dict:
     """What COMPLETE records of a table file: its row count (from the parquet footer) and SHA-256."""
-    return {"rows": files.parquet_rows(path), "sha256": files.sha256_file(path)}
+    rows, digest = files.parquet_record(path)
+    return {"rows": rows, "sha256": digest}
 
 
 def find_runs(root: str | Path) -> list[RunFolder]:

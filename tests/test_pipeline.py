@@ -120,6 +120,49 @@ def test_handoff_reuses_solo_and_reports_tax(cfg, tmp_path):
     assert (solo.path / "samples.parquet").stat().st_mtime == mtime
 
 
+def test_a_reused_handoff_run_records_its_missing_tax_under_the_folder_lock(cfg, tmp_path, monkeypatch):
+    """A complete handoff run whose metrics.json lacks the tax (written before the tax preceded COMPLETE)
+    gets it on a rerun, merged into metrics.json under the run's lock: lens commands merge their keys
+    under that lock, so a merge made without it, beside one of them, could drop theirs."""
+    from tandem_eval import files
+
+    cfg = dataclasses.replace(cfg, limit=1, n=1, ks=(1,), sampling=dataclasses.replace(SAMPLING, max_new_tokens=4))
+    _, handoff, tax = run_handoff(cfg, tmp_path, progress=False)
+    metrics = handoff.metrics()
+    del metrics["tax"]
+    handoff.metrics_path.write_text(json.dumps({**metrics, "lens": {"jr": {"legibility": {}}}}))
+    held, update = [], RunFolder.update_metrics
+
+    def locked_update(self, new):
+        held.append(files.live_holder(self.lock_path) is not None)
+        return update(self, new)
+
+    monkeypatch.setattr(RunFolder, "update_metrics", locked_update)
+    _, again, tax_again = run_handoff(cfg, tmp_path, progress=False)
+    assert held == [True]  # merged once, with the lock held
+    assert tax_again == tax and again.metrics()["lens"] == {"jr": {"legibility": {}}}  # the lens key kept
+
+
+def test_runs_another_process_finished_after_the_plan_looked_are_reused_and_get_their_tax(cfg, tmp_path):
+    """Planned while OUT was empty, executed after another process finished both runs there: nothing is
+    generated again (the writer finds COMPLETE under its lock), and a handoff run lacking the tax gets it
+    once that lock is released (recording it takes the lock again, which is not reentrant)."""
+    from tandem_eval.generate.execute import execute
+    from tandem_eval.generate.plan import plan_handoff
+
+    cfg = dataclasses.replace(cfg, limit=1, n=1, ks=(1,), sampling=dataclasses.replace(SAMPLING, max_new_tokens=4))
+    plan = plan_handoff(cfg, tmp_path)
+    assert not any(run.complete for run in plan.runs)
+    solo, handoff, tax = run_handoff(cfg, tmp_path, progress=False)  # the other process
+    metrics = handoff.metrics()
+    del metrics["tax"]
+    handoff.metrics_path.write_text(json.dumps(metrics))
+    stamps = [rf.samples_path.stat().st_mtime_ns for rf in (solo, handoff)]
+    folders = execute(plan, progress=False)
+    assert [rf.samples_path.stat().st_mtime_ns for rf in folders] == stamps  # reused, not regenerated
+    assert folders[1].metrics()["tax"] == tax
+
+
 def test_a_damaged_complete_handoff_run_is_refused_before_the_solo_run_is_made(cfg, tmp_path):
     """The plan opens and verifies every complete run folder it will reuse: a handoff folder whose samples
     were edited is refused up front, not after a whole solo run (OUT/solo is never created)."""

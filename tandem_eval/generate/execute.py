@@ -335,7 +335,8 @@ def execute(
             rf, samples = _fill(plan.checked, run, get_engines, solo, pacing)
             folders.append(rf)
             if run.out == plan.solo:  # the solo run just made: the handoff's tax reads its samples
-                solo = SoloTable(rf, samples)
+                # (or, when another process finished it after the plan looked, reused: read once, here)
+                solo = SoloTable(rf, samples if samples is not None else rf.load_samples())
     finally:
         if own and held["engines"] is not None:
             close_engines(held["engines"])
@@ -360,15 +361,17 @@ def _fill(checked: Validated, run: RunPlan, engines: Callable[[], dict], solo: S
             **run.extra,  # the plan's: the reproducibility note, a handoff's solo run, served models
         }
         stored = held.enter_context(rf.writing(run.cfg, extra, run.fingerprint))
-        if stored.complete:  # another process finished it since the plan looked: checked now, then reused
-            rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
-            return _reusing(run, solo)
-        n_ungraded, cause = _generate(run, rf, stored.done, checked, engines, pacing)
-        if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
-            raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
-        samples = _grade_stored(rf, rf.load_samples(), pacing.grader_startup_s)
-        rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
-    return rf, samples
+        if not stored.complete:
+            n_ungraded, cause = _generate(run, rf, stored.done, checked, engines, pacing)
+            if n_ungraded:  # the grader failed in this invocation: a rerun grades (trying again now would wait again)
+                raise GradingIncomplete(_incomplete(rf, n_ungraded, cause))
+            samples = _grade_stored(rf, rf.load_samples(), pacing.grader_startup_s)
+            rf.finalize(_metrics(samples, run.cfg.ks, solo), samples)
+            return rf, samples
+    # another process finished it since the plan looked: checked now, then reused (its lock released:
+    # _reused takes it again only to record a tax)
+    rf.verify(allow_unrecorded=True)  # a lens table may be unrecorded
+    return _reusing(run, solo)
 
 
 def _reusing(run: RunPlan, solo: SoloTable | None) -> tuple:
@@ -392,14 +395,17 @@ def _tax(solo: SoloTable, handoff_samples: pd.DataFrame, ks) -> dict:
 def _reused(rf: RunFolder, solo: SoloTable | None, ks) -> tuple:
     """A complete, verified run as it is, and its samples when a tax needs them (else None); a handoff
     run whose metrics.json lacks this solo run's tax gets it (run folders written before the tax
-    preceded COMPLETE, or compared with another solo run)."""
+    preceded COMPLETE, or compared with another solo run), under the folder's lock: lens commands merge
+    their keys into metrics.json under it, and a merge made beside one of them would lose its keys.
+    Called without the lock held (it is not reentrant)."""
     if solo is None:
         return rf, None
     samples = rf.load_samples()
-    tax, stored = _tax(solo, samples, ks), rf.metrics()  # metrics.json read once
+    tax, stored = _tax(solo, samples, ks), rf.metrics()
     if {k: stored.get(k) for k in tax} != tax:
-        rf.check_sealed("recording the tax")  # an older marker's folder is read-only
-        rf.update_metrics(tax)
+        with rf.lock(wait_s=30):  # as register_table: a lens command holds it for seconds
+            rf.check_sealed("recording the tax")  # an older marker's folder is read-only
+            rf.update_metrics(tax)  # metrics.json read again under the lock, then merged
     return rf, samples
 
 
@@ -508,14 +514,14 @@ def merge_shards(parts: list[str | Path], out: str | Path, solo: RunFolder | Non
         extra["solo_run"] = solo_record(solo.path, solo.record["fingerprint"], [], False)
     rf = RunFolder(out)
     with rf.writing(cfg, extra) as stored:
-        if stored.complete:
-            rf.verify()
-            return _reused(rf, against, cfg.ks)[0]
-        for s in samples:
-            rf.append_shard(s.to_dict("records"))
-        merged = rf.load_samples()
-        rf.finalize(_metrics(merged, cfg.ks, against), merged)
-    return rf
+        if not stored.complete:
+            for s in samples:
+                rf.append_shard(s.to_dict("records"))
+            merged = rf.load_samples()
+            rf.finalize(_metrics(merged, cfg.ks, against), merged)
+            return rf
+    rf.verify()  # merged before: reused as it is (the lock released: _reused takes it to record a tax)
+    return _reused(rf, against, cfg.ks)[0]
 
 
 def merge_runs(root: str | Path, parts: list[Path], kinds: list[str], solo_run=None) -> dict[str, RunFolder]:

@@ -250,20 +250,15 @@ def _json_default(o):
 
 
 def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
-    """Write `df` to `path` atomically (as atomic_write_bytes, `root` too) and return the file's SHA-256.
-    A run folder checks the table against its schema first (tandem_eval.run.results: schemas.check_frame)."""
-    if root is not None:
-        check_write_target(path, root)
-    tmp = _tmp_name(path)
-    with _no_partial_file(path, tmp):
-        df.to_parquet(tmp, index=False)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _replace_synced(tmp, path)
-    return sha256_file(path)
+    """Write `df` to `path` as parquet, atomically (atomic_write_bytes, `root` too), and return the SHA-256
+    of the bytes written. The table is encoded in memory first: a table pyarrow cannot encode fails before
+    any file is touched, the file goes through the one no-follow atomic write, and its hash needs no
+    second read. A run folder checks the table against its schema first (schemas.write_table)."""
+    encoded = io.BytesIO()
+    df.to_parquet(encoded, index=False)
+    data = encoded.getvalue()
+    atomic_write_bytes(path, data, root)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _tmp_name(path: Path) -> Path:

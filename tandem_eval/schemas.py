@@ -2,8 +2,8 @@
 
 - the keys: SAMPLE_KEY (one sample) and PROBLEM_KEY (one problem), and the sample columns;
 - the parquet schemas of samples.parquet (and its shards) and of the lens tables legibility.parquet /
-  drift.parquet. The writer (tandem_eval.run.results) checks every table against its schema before
-  writing, and every reader checks the file's footer schema before reading, so a missing required
+  drift.parquet. Every table is checked against its schema before it is written (`write_table`), and
+  every reader checks the file's footer schema before reading (`read_table`), so a missing required
   column or a column of the wrong type is a one-line RunFolderError naming the file and the column
   instead of a KeyError deep inside a report (RunFolderError and the regular-file check that comes
   before a footer is read live in tandem_eval.files, with every other guarded read and write);
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import RunFolderError, check_regular, read_parquet, read_parquet_schema
+from .files import RunFolderError, atomic_write_parquet, check_regular, read_parquet, read_parquet_schema
 
 SAMPLE_KEY = ["benchmark", "problem_id", "sample_idx"]  # one sample of a run
 PROBLEM_KEY = ["benchmark", "problem_id"]  # one problem (the unit every bootstrap resamples)
@@ -256,6 +256,15 @@ def read_table(path: str | Path, columns: list[str] | None, fix: str):
     return read_parquet(path, columns, fix, lambda got: check_schema(got, spec[1], f"{path} ({spec[0]} table)", fix))
 
 
+def write_table(path: Path, df, root: Path | None = None) -> str:
+    """files.atomic_write_parquet once the table passed its schema (check_frame): a bad table never
+    reaches a run folder. Returns the SHA-256 of the bytes written."""
+    check_frame(
+        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
+    )
+    return atomic_write_parquet(path, df, root)
+
+
 def markdown_columns(name: str) -> str:
     """The columns of table `name` as markdown lines (`name` type, required, doc): the list in docs/run-folders.md."""
     lines = []
@@ -412,8 +421,10 @@ __all__ = [
     "conform",
     "from_dict",
     "markdown_columns",
+    "read_table",
     "schema_for",
     "to_jsonable",
+    "write_table",
 ]
 
 

@@ -364,7 +364,8 @@ def _run_folders_19a(root: Path, senior: str) -> dict[str, str]:
     from run_fixtures import solo_cfg, write_run
 
     from tandem_eval.generate.plan import load_inputs
-    from tandem_eval.run.results import RunFolder, atomic_write_parquet
+    from tandem_eval.run.results import RunFolder
+    from tandem_eval.schemas import write_table
 
     out: dict[str, str] = {}
     flags = {("tiny", "tiny/0000"): [True, False], ("tiny", "tiny/0001"): [False, False]}
@@ -427,7 +428,7 @@ def _run_folders_19a(root: Path, senior: str) -> dict[str, str]:
             "junior_nll_mean": [1.0] * 4,
         }
     )
-    atomic_write_parquet(rf.path / "lens" / "jr" / "legibility.parquet", table)  # written, never recorded
+    write_table(rf.path / "lens" / "jr" / "legibility.parquet", table)  # written, never recorded
     rf = run("view_linked")
     (root / "victim.html").write_text("not yours")
     (rf.path / "view.html").symlink_to(root / "victim.html")

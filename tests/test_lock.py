@@ -168,11 +168,12 @@ def test_a_table_not_yet_recorded_by_a_live_writer_says_so(tmp_path):
     import pandas as pd
     from run_fixtures import solo_cfg, write_run
 
-    from tandem_eval.run.results import atomic_write_parquet, verify_run
+    from tandem_eval.run.results import verify_run
+    from tandem_eval.schemas import write_table
 
     rf = write_run(tmp_path / "solo", solo_cfg("/ckpt/s", n=1, ks=(1,)), {("tiny", "tiny/0000"): [True]})
     table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0], "x": [1]})
-    atomic_write_parquet(rf.path / "regrade.parquet", table)
+    write_table(rf.path / "regrade.parquet", table)
     with pytest.raises(RunFolderError, match="is not recorded in"):  # nobody writing: a stopped command
         verify_run(rf.path)
     proc = _holder(str(rf.path))

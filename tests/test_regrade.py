@@ -18,7 +18,8 @@ from tandem_eval.cli.main import app
 from tandem_eval.cli.terminal import console
 from tandem_eval.generate.regrade import regrade
 from tandem_eval.metrics.passk import summarize_pass_at_k
-from tandem_eval.run.results import RunFolder, atomic_write_parquet
+from tandem_eval.run.results import RunFolder
+from tandem_eval.schemas import write_table
 
 runner = CliRunner()
 KEY = ["benchmark", "problem_id", "sample_idx"]
@@ -56,7 +57,7 @@ def _edited_copy(run, dest) -> tuple[pd.DataFrame, set]:
     corrupt = {0: (False, "ok"), 3: (False, "error"), 5: (True, "ok"), 7: (True, "ok")}
     for i, verdict in corrupt.items():  # right stored as wrong, no answer as an error or as right
         df.loc[i, ["correct", "grade_status"]] = list(verdict)
-    atomic_write_parquet(dest / "samples.parquet", df)
+    write_table(dest / "samples.parquet", df)
     _reseal(dest)  # the edited run stands for one graded wrongly from the start, not a tampered one
     return truth, {tuple(df.loc[i, KEY]) for i in corrupt}
 
@@ -130,6 +131,6 @@ def test_a_regrade_stopped_before_its_record_is_repaired_by_the_next(cli_run, tm
     assert len(verify_run(run).load_samples()) == 8  # every reader reads it again
     lens = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["x"], "sample_idx": [0], "junior_nll_mean": [1.0]})
     (run / "lens" / "jr").mkdir(parents=True)
-    atomic_write_parquet(run / "lens" / "jr" / "legibility.parquet", lens)  # a lens command's, never recorded
+    write_table(run / "lens" / "jr" / "legibility.parquet", lens)  # a lens command's, never recorded
     refused = runner.invoke(app, ["regrade", str(run)])
     assert refused.exit_code == 2 and "legibility.parquet is not recorded" in refused.stderr

@@ -471,6 +471,28 @@ def test_no_table_is_written_through_a_link(solo, tmp_path):
     assert victim.read_text() == "{}"
 
 
+def test_a_table_is_never_written_through_a_link_planted_at_its_temporary_name(solo, tmp_path):
+    """A table's temporary file has a predictable name (.NAME.tmpPID); a link planted there is refused
+    (the one no-follow atomic write), never written through: the file it points to keeps its bytes and
+    no link is left behind. The hash returned is that of the bytes written."""
+    import hashlib
+    import os
+
+    from tandem_eval.schemas import write_table
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    target = solo.path / "lens" / "jr" / "drift.parquet"
+    target.parent.mkdir(parents=True)
+    (target.parent / f".{target.name}.tmp{os.getpid()}").symlink_to(victim)
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0]})
+    with pytest.raises(RunFolderError, match="symbolic links"):
+        write_table(target, table, solo.path)
+    assert victim.read_text() == "keep" and os.listdir(target.parent) == []
+    digest = write_table(target, table, solo.path)
+    assert digest == hashlib.sha256(target.read_bytes()).hexdigest()
+
+
 def test_a_run_from_before_inputs_were_hashed_is_still_reused(tiny_solo, tmp_path, monkeypatch):
     from tandem_eval.generate.execute import run_eval
     from tandem_eval.run import results

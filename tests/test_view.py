@@ -92,7 +92,7 @@ def _hostile_run(root: Path) -> Path:
     """A run whose problem, prompt, generated text and answers carry HTML parser traps."""
     import pandas as pd
 
-    from tandem_eval.run.results import atomic_write_parquet
+    from tandem_eval.schemas import write_table
 
     src = make_results(root / "src") / "grpo" / "solo"
     run = root / "hostile" / "solo"
@@ -108,7 +108,7 @@ def _hostile_run(root: Path) -> Path:
         df.at[i, "author_mask"] = [1] * len(df.at[i, "token_ids"])
         df.at[i, "text"] = text
         df.at[i, "extracted_answer"] = None if i % 2 else trap
-    atomic_write_parquet(run / "samples.parquet", df)
+    write_table(run / "samples.parquet", df)
     shutil.rmtree(run / "lens")  # token counts changed: no lens output for this run
     reseal(run)
     return run

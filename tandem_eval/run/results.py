@@ -46,7 +46,7 @@ import pandas as pd
 from .. import files
 from ..config import EvalConfig, as_recorded, config_diff, stored_fingerprint, to_dict
 from ..files import RunFolderError
-from ..schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, ConfigError, check_frame, read_table
+from ..schemas import PROBLEM_KEY, SAMPLE_COLUMNS, SAMPLE_KEY, ConfigError, read_table, write_table
 from .provenance import provenance
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ class RunFolder:
         existing = self.shards()
         n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
         path = self.shard_dir / f"part-{n:05d}.parquet"
-        atomic_write_parquet(path, pd.DataFrame(rows), self.path)
+        write_table(path, pd.DataFrame(rows), self.path)
         return path
 
     def load_samples(self) -> pd.DataFrame:
@@ -228,7 +228,7 @@ class RunFolder:
         samples.parquet, metrics.json, then COMPLETE."""
         df = self.load_samples() if samples is None else samples
         record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "fingerprint": self.record["fingerprint"]}
-        digest = atomic_write_parquet(self.samples_path, df, self.path)
+        digest = write_table(self.samples_path, df, self.path)
         self.update_metrics(metrics)
         record["tables"] = {self.samples_path.name: {"rows": len(df), "sha256": digest}}
         files.atomic_write_json(self.done_path, record, self.path)  # last: its presence means every file above is final
@@ -467,7 +467,7 @@ class RunFolder:
         files.check_write_target(path, self.path)
         self.check_sealed(f"writing {name}")  # before the table exists: it would stay unrecorded
         files.make_dirs(path.parent)
-        atomic_write_parquet(path, df, self.path)  # refuses a link planted while the folder was made
+        write_table(path, df, self.path)  # refuses a link planted while the folder was made
         self.register_table(name)  # relative to the run folder (path is already joined with self.path)
         return path
 
@@ -533,7 +533,7 @@ class Amendment:
         path = self.folder.path / name
         _check_table(self.folder, path)
         files.make_dirs(path.parent)
-        atomic_write_parquet(path, df, self.folder.path)  # refuses a link planted while the folder was made
+        write_table(path, df, self.folder.path)  # refuses a link planted while the folder was made
         _record_table(self.folder, path)
         return path
 
@@ -565,15 +565,6 @@ def _record_table(folder: RunFolder, path: Path) -> None:
     rec = cast(dict, folder.complete_record())  # cast: a sealed folder's marker records tables (check_sealed)
     rec["tables"][_relative(folder, path)] = _table_record(path)
     files.atomic_write_json(folder.done_path, rec, folder.path)
-
-
-def atomic_write_parquet(path: Path, df: pd.DataFrame, root: Path | None = None) -> str:
-    """files.atomic_write_parquet once the table passed its schema (schemas.check_frame): a bad table
-    never reaches a run folder. Returns the file's SHA-256."""
-    check_frame(
-        df, path, "nothing was written; the code that builds this table must produce it (tandem_eval/schemas.py)"
-    )
-    return files.atomic_write_parquet(path, df, root)
 
 
 def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = None) -> dict:

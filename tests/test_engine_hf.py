@@ -178,12 +178,13 @@ def test_a_junior_with_the_seniors_tokenizer_files_shares_its_loaded_tokenizer(t
 
     from tandem_eval.config import EvalConfig, ModelSpec
     from tandem_eval.generate.execute import close_engines, load_engines
+    from tandem_eval.generate.schedules import parse_schedule
     from tandem_eval.models import run_checkpoints, same_tokenizer
 
     senior, junior = tiny_pair
     assert same_tokenizer(senior, junior) and same_tokenizer(senior, senior)
     cfg = EvalConfig(senior=ModelSpec(senior), junior=ModelSpec(junior), mode="handoff", schedule="paragraph")
-    engines = load_engines(cfg, run_checkpoints(cfg, junior_needed=True))
+    engines = load_engines(cfg, run_checkpoints(cfg, junior_needed=True), parse_schedule(cfg.schedule))
     try:
         assert engines["junior"].tokenizer is engines["senior"].tokenizer  # loaded once
         assert engines["junior"].model is not engines["senior"].model  # two models: only the tokenizer is shared

@@ -64,9 +64,9 @@ def open_engines(cfg: EvalConfig, **engine_kw) -> dict:
     return load_engines(cfg, run_checkpoints(cfg, schedule.junior), schedule, **engine_kw)
 
 
-def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSpec | None = None, **engine_kw) -> dict:
+def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSpec, **engine_kw) -> dict:
     """open_engines without setting threads, from the checkpoints and the schedule as the plan resolved and
-    parsed them (`schedule` None: cfg's parsed here, for callers without a plan)."""
+    parsed them (cfg.schedule is never parsed again here)."""
     kw = {"dtype": cfg.senior.dtype, "max_batch": cfg.batch_size, **engine_kw}
     facts = backend(cfg.engine)
     if facts.tensor_parallel:
@@ -99,8 +99,7 @@ def load_engines(cfg: EvalConfig, checkpoints: Checkpoints, schedule: ScheduleSp
             engines["junior"] = load_engine(cfg.engine, junior_ckpt, cfg.sampling, api_key_env=cfg.api_key_env, **kw)
         if not checkpoints.same_vocab:  # text-level handoff: the trace stays in senior ids, the junior re-tokenizes
             # the junior stops where the schedule, read in the junior's own vocabulary, might switch
-            spec = schedule or parse_schedule(cfg.schedule)
-            stops = spec.build(engines["junior"].tokenizer).stop_ids(State(author=JUNIOR))
+            stops = schedule.build(engines["junior"].tokenizer).stop_ids(State(author=JUNIOR))
             engines["junior"] = RetokenizingEngine(engines["junior"], tok, stops)
     except BaseException:  # a junior that fails to load must not leave the senior's engine running
         close_engines(engines)

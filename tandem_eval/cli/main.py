@@ -424,15 +424,15 @@ def solo(
         from ..generate.execute import run_eval
 
         rf = run_eval(cfg, _out_dir(out, cfg) / "solo", progress=not quiet, grader_startup_s=grader_startup_timeout)
-    from ..generate.execute import verified_pass_at_k
+    from ..generate.execute import verified_metrics
 
-    shown = verified_pass_at_k(rf, cfg.ks)  # from the verified samples, not a metrics.json edited since
+    metrics = verified_metrics(rf, cfg.ks)  # pass@k from the verified samples, not a metrics.json edited since
     if json_out:
-        print_json({"solo": _results(rf, shown)})
+        print_json({"solo": rf.results(metrics)})
         return
     console.print(f"run folder: {rf.path}")
-    print_passk({"solo": shown}, cfg.ks)
-    print_outcomes({"solo": rf.metrics()})
+    print_passk({"solo": metrics["pass_at_k"]}, cfg.ks)
+    print_outcomes({"solo": metrics})
 
 
 @app.command()
@@ -497,23 +497,17 @@ def handoff(
             grader_startup_s=grader_startup_timeout,
             checkpoints=resolved,
         )
-    from ..generate.execute import verified_pass_at_k
+    from ..generate.execute import verified_metrics
 
-    shown = {"solo": verified_pass_at_k(solo_rf, cfg.ks), "handoff": verified_pass_at_k(handoff_rf, cfg.ks)}
+    folders = {"solo": solo_rf, "handoff": handoff_rf}
+    metrics = {name: verified_metrics(rf, cfg.ks) for name, rf in folders.items()}  # each metrics.json read once
     if json_out:  # the tax is in the handoff run's metrics
-        print_json({"solo": _results(solo_rf, shown["solo"]), "handoff": _results(handoff_rf, shown["handoff"])})
+        print_json({name: rf.results(metrics[name]) for name, rf in folders.items()})
         return
     console.print(f"run folders: {solo_rf.path}  {handoff_rf.path}")
-    print_passk(shown, cfg.ks)
-    print_outcomes({"solo": solo_rf.metrics(), "handoff": handoff_rf.metrics()})
+    print_passk({name: m["pass_at_k"] for name, m in metrics.items()}, cfg.ks)
+    print_outcomes(metrics)
     print_tax(tax, cfg.ks)
-
-
-def _results(rf, pass_at_k: dict) -> dict:
-    """A run's results (RunFolder.results) with the pass@k recomputed from its verified samples."""
-    res = rf.results()
-    res["metrics"]["pass_at_k"] = pass_at_k
-    return res
 
 
 @app.command()

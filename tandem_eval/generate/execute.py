@@ -408,12 +408,14 @@ def _reused(rf: RunFolder, solo: SoloTable | None, ks) -> tuple:
     return rf, samples
 
 
-def verified_pass_at_k(rf: RunFolder, ks) -> dict:
-    """pass@k of a finished run recomputed from its verified samples: what solo and handoff print, also
-    on a rerun that reuses a complete folder, whose metrics.json may have been edited since (it is not
-    hashed: lens commands add keys to it). A metrics.json that disagrees is named in a warning."""
+def verified_metrics(rf: RunFolder, ks) -> dict:
+    """A finished run's metrics.json, read once, with its pass@k recomputed from the verified samples:
+    what solo and handoff print, also on a rerun that reuses a complete folder, whose metrics.json may
+    have been edited since (it is not hashed: lens commands add keys to it). A metrics.json whose pass@k
+    disagree is named in a warning."""
     pass_at_k = json_safe(summarize_pass_at_k(rf.verify().load_samples(), list(ks)))
-    stored = rf.metrics().get("pass_at_k")
+    metrics = rf.metrics()
+    stored = metrics.get("pass_at_k")
     # the keys both hold (a run finished before a key existed, e.g. the CIs, is not "edited")
     if stored is not None and {k: stored[k] for k in pass_at_k if k in stored} != {
         k: v for k, v in pass_at_k.items() if k in stored
@@ -422,7 +424,7 @@ def verified_pass_at_k(rf: RunFolder, ks) -> dict:
             "%s: its pass@k differ from the samples' (edited after the run finished?); the samples' are shown",
             rf.metrics_path,
         )
-    return pass_at_k
+    return {**metrics, "pass_at_k": pass_at_k}
 
 
 def run_eval(

@@ -504,16 +504,15 @@ class RunFolder:
         results.json from it. results.json is derived (never read back by tandem-eval: readers verify
         config.json and the tables), so a stale or edited one misleads no command. results.json holds the
         record this folder keeps (config.json as written or read once)."""
-        files.atomic_write_json(self.metrics_path, {**self.metrics(), **new}, self.path)
-        files.atomic_write_json(self.path / RESULTS_FILE, self._results(self.record), self.path)
+        merged = {**self.metrics(), **new}
+        files.atomic_write_json(self.metrics_path, merged, self.path)
+        files.atomic_write_json(self.path / RESULTS_FILE, self.results(merged), self.path)  # not read back
 
-    def results(self) -> dict:
+    def results(self, metrics: dict | None = None) -> dict:
         """{"run": path, "config", "fingerprint", "provenance" (versions, git, host), ..., "metrics"}:
-        config.json's record and metrics.json, what `--json` prints and results.json holds."""
-        return self._results(self.record)
-
-    def _results(self, config: dict) -> dict:
-        return {"run": str(self.path), **config, "metrics": self.metrics()}
+        config.json's record and metrics.json, what `--json` prints and results.json holds. `metrics`:
+        metrics.json as the caller holds it (None: read here)."""
+        return {"run": str(self.path), **self.record, "metrics": self.metrics() if metrics is None else metrics}
 
 
 RESULTS_FILE = "results.json"

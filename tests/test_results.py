@@ -7,6 +7,7 @@ tests/test_pipeline.py. Run: .venv/bin/python -m pytest tests/test_results.py -q
 
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -181,6 +182,39 @@ def test_registered_lens_table_is_verified(solo):
     path.unlink()
     with pytest.raises(RunFolderError, match="drift.parquet is missing"):
         verify_run(solo.path)
+
+
+def test_while_the_lock_is_held_complete_and_metrics_are_read_once_and_otherwise_every_time(solo, monkeypatch):
+    """Holding the folder's lock (amending), no other writer can change COMPLETE or metrics.json, so each is
+    read once per hold and kept (a lens command read each 5 times); a write lets go of the kept copy. Outside
+    a hold every call reads the file: a notebook's folder object sees what a lens command wrote since."""
+    from tandem_eval import files
+
+    reads, real = [], files.read_regular
+
+    def counted(path, *a, **kw):
+        reads.append(Path(path).name)
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(files, "read_regular", counted)
+    table = pd.DataFrame({"benchmark": ["tiny"], "problem_id": ["tiny/0000"], "sample_idx": [0]})
+    rf = RunFolder(solo.path)
+    with rf.amending() as amend:
+        assert reads.count("COMPLETE") == 1 and reads.count("metrics.json") == 1  # the verify under the lock
+        for _ in range(3):
+            rf.check_sealed("a test")
+            rf.metrics()["lens"] = "changed"  # a copy: the kept value is not changed through it
+            assert "lens" not in rf.metrics()
+        assert reads.count("COMPLETE") == 1 and reads.count("metrics.json") == 1
+        amend.add_table("lens/jr/drift.parquet", table)
+        rf.update_metrics({"lens": {"jr": {}}})
+        assert reads.count("COMPLETE") == 1 and reads.count("metrics.json") == 1
+        assert rf.metrics()["lens"] == {"jr": {}} and "lens/jr/drift.parquet" in rf.complete_record()["tables"]
+        assert reads.count("COMPLETE") == 2 and reads.count("metrics.json") == 2  # written, then read again
+    reads.clear()
+    rf.metrics(), rf.metrics(), rf.complete_record(), rf.complete_record()
+    assert reads.count("COMPLETE") == 2 and reads.count("metrics.json") == 2
+    assert verify_run(solo.path)  # what the hold wrote is what a reader verifies
 
 
 # ---- merge ---------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ checked; atomic writes, never through a link; the lock).
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import shutil
 import time
@@ -79,7 +80,10 @@ class RunFolder:
         # A complete run's config.json is never rewritten (writing() rewrites only a folder without samples),
         # so one read per command serves every later check, seal and results.json.
         self._record: dict | None = None
-        self._held = False  # inside amending(): this process holds the lock
+        # While this process holds the folder's lock (holding()), no other writer can change it: COMPLETE's
+        # record and metrics.json are then kept as last read or written, and read once per hold.
+        self._held = False
+        self._kept: dict[str, dict | None] = {}  # "COMPLETE" / "metrics": the kept value (COMPLETE: None = no records)
 
     # ---- lifecycle ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -248,7 +252,16 @@ class RunFolder:
 
     def complete_record(self) -> dict | None:
         """COMPLETE's JSON, or None for a marker without records (timestamp only, from before integrity
-        records, or empty); verify() checks such a folder against what it can recompute."""
+        records, or empty); verify() checks such a folder against what it can recompute. Read once per
+        hold of the lock (see holding)."""
+        if "COMPLETE" in self._kept:
+            return copy.deepcopy(self._kept["COMPLETE"])
+        rec = self._read_complete()
+        if self._held:
+            self._kept["COMPLETE"] = copy.deepcopy(rec)
+        return rec
+
+    def _read_complete(self) -> dict | None:
         raw = files.read_regular(self.done_path, self._repair())  # read once: told apart, then parsed
         try:
             timestamp = not raw.decode("utf-8").lstrip().startswith("{")
@@ -453,7 +466,7 @@ class RunFolder:
         rel = _check_table(self, path)
         if not self.is_complete():
             raise RunFolderError(f"{self.path} is incomplete (no COMPLETE marker); finish the run before adding {rel}")
-        with contextlib.nullcontext() if self._held else self.lock(wait_s=30):
+        with contextlib.nullcontext() if self._held else self.holding(wait_s=30):
             self._verified = False  # another process may have changed the folder since this one verified it
             self.verify(allow_unrecorded=True, _rewriting=rel)  # never re-seal a folder that is already damaged
             self.check_sealed(f"recording {rel}")  # a marker without records is never sealed after the fact
@@ -480,24 +493,39 @@ class RunFolder:
         second writer is refused at once, naming the holder. `rewriting`: the one table the command
         rewrites, whose unrecorded copy (the command stopped before recording it) it repairs; without
         it every unrecorded table is tolerated (lens commands: they rewrite or adopt theirs)."""
-        with self.lock():
-            self._held, self._verified = True, False
-            try:
-                self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
-                self.check_sealed(f"adding {rewriting or 'a table'}")
-                yield Amendment(self)
-            finally:
-                self._held = False
+        with self.holding():
+            self._verified = False
+            self.verify(allow_unrecorded=not rewriting, _rewriting=rewriting)
+            self.check_sealed(f"adding {rewriting or 'a table'}")
+            yield Amendment(self)
 
     def lock(self, wait_s: float = 0.0):
         """Hold RUN/.lock while writing (files.folder_lock: an exclusive flock, released when the
         holder exits or dies). Not reentrant."""
         return files.folder_lock(self.path, self.lock_path, wait_s)
 
+    @contextlib.contextmanager
+    def holding(self, wait_s: float = 0.0):
+        """lock(), and while it is held COMPLETE's record and metrics.json are read once and then kept as
+        this process last read or wrote them: no other writer can change them before it lets go (a lens
+        command read COMPLETE 5 times and metrics.json 5 times before). Not reentrant."""
+        with self.lock(wait_s):
+            self._held, self._kept = True, {}
+            try:
+                yield self
+            finally:
+                self._held, self._kept = False, {}
+
     # ---- metrics ------------------------------------------------------------------------
     def metrics(self) -> dict:
+        """metrics.json ({} before it exists); read once per hold of the lock (see holding)."""
+        if "metrics" in self._kept:
+            return copy.deepcopy(cast(dict, self._kept["metrics"]))
         exists = self.metrics_path.exists() or self.metrics_path.is_symlink()
-        return files.read_json(self.metrics_path, "metrics.json", dict) if exists else {}
+        metrics = files.read_json(self.metrics_path, "metrics.json", dict) if exists else {}
+        if self._held:
+            self._kept["metrics"] = copy.deepcopy(metrics)
+        return metrics
 
     def update_metrics(self, new: dict) -> None:
         """Merge top-level keys into metrics.json (legibility/drift add their own keys), and rewrite
@@ -506,6 +534,7 @@ class RunFolder:
         record this folder keeps (config.json as written or read once)."""
         merged = {**self.metrics(), **new}
         files.atomic_write_json(self.metrics_path, merged, self.path)
+        self._kept.pop("metrics", None)  # read again if asked again (as a reader would see the file written)
         files.atomic_write_json(self.path / RESULTS_FILE, self.results(merged), self.path)  # not read back
 
     def results(self, metrics: dict | None = None) -> dict:
@@ -560,10 +589,11 @@ def _relative(folder: RunFolder, path: Path) -> str:
 
 
 def _record_table(folder: RunFolder, path: Path) -> None:
-    """COMPLETE with the table at `path` recorded: its row count and SHA-256."""
+    """COMPLETE with the table at `path` recorded: its row count and SHA-256 (called holding the lock)."""
     rec = cast(dict, folder.complete_record())  # cast: a sealed folder's marker records tables (check_sealed)
     rec["tables"][_relative(folder, path)] = _table_record(path)
     files.atomic_write_json(folder.done_path, rec, folder.path)
+    folder._kept.pop("COMPLETE", None)  # read again if asked again
 
 
 def _new_record(cfg: EvalConfig, extra: dict | None, fingerprint: str | None = None) -> dict:

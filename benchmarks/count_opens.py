@@ -40,11 +40,13 @@ def count(tree: Path) -> dict[str, collections.Counter]:
     with tempfile.TemporaryDirectory() as work:
         for name, args in COMMANDS.items():
             trace = Path(work) / f"trace.{name}"
-            cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(trace), sys.executable]
+            # -ff: one file per thread, so no call is split across lines by another thread's
+            cmd = ["strace", "-ff", "-qq", "-e", "trace=open,openat", "-o", str(trace), sys.executable]
             done = subprocess.run([*cmd, "-m", "tandem_eval.cli", *args], cwd=work, env=env, capture_output=True)
             if done.returncode:
                 raise SystemExit(f"{name} failed on {tree}: {done.stderr.decode()[-2000:]}")
-            paths = (m.group(1) for line in trace.read_text().splitlines() if (m := OPENED.search(line)))
+            lines = [line for f in Path(work).glob(f"trace.{name}.*") for line in f.read_text().splitlines()]
+            paths = (m.group(1) for line in lines if (m := OPENED.search(line)))
             out[name] = collections.Counter(p for p in paths if p.startswith("out/") or p.endswith(BENCHMARK_FILE))
     return out
 

@@ -24,9 +24,10 @@ notebooks ever named. They raise AttributeError/ImportError now; the new homes, 
 - tandem_eval.run.runs.load_tokenizer -> tandem_eval.run.runs.run_tokenizer (models.load_tokenizer loads a
   tokenizer from a path, a different thing).
 - tandem_eval.run.results: config_fingerprint, fingerprint_of -> tandem_eval.config.fingerprint_of;
-  atomic_write_text, atomic_write_json, check_regular, check_write_target, folder_lock, read_regular,
-  sha256_file -> tandem_eval.files; PACKAGES, git_commit -> tandem_eval.run.provenance; require_complete ->
-  tandem_eval.run.results.verify_run.
+  atomic_write_text, atomic_write_json, check_regular, check_write_target, folder_lock, read_regular ->
+  tandem_eval.files; sha256_file -> hashlib.file_digest (tandem_eval.files.parquet_record hashes a table
+  as it reads it; atomic_write_parquet returns the hash of the bytes it wrote); PACKAGES, git_commit ->
+  tandem_eval.run.provenance; require_complete -> tandem_eval.run.results.verify_run.
 - tandem_eval.config.json_safe -> tandem_eval.schemas.to_jsonable.
 - tandem_eval.generate.use_threads -> tandem_eval.devices.use_threads.
 - tandem_eval.score.lens: LENS_DIR, LENS_KINDS, junior_label, lens_file, lens_juniors ->

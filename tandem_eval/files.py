@@ -13,8 +13,8 @@ folder's writer lock; and RunFolderError, the one line each refusal is.
   one RunFolderError naming the fix (`write_failed`);
 - folders: made (`make_dirs`), the ones a command made for nothing removed again (`missing_dirs`,
   `remove_empty`);
-- `sha256_file`, and `folder_lock` (an exclusive flock on FOLDER/.lock, its holder named to a second
-  writer; `live_holder` for readers).
+- `folder_lock` (an exclusive flock on FOLDER/.lock, its holder named to a second writer; `live_holder`
+  for readers).
 
     from tandem_eval.files import atomic_write_json, folder_lock, read_json
     with folder_lock(run, run / ".lock"):
@@ -358,13 +358,6 @@ def remove_empty(folders: list[Path]) -> None:
 
 
 # ---- a file's content, a folder's writer -------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    """The SHA-256 of a regular file (a folder, FIFO or device is a RunFolderError: never read)."""
-    check_regular(path, "restore the file")
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 @contextlib.contextmanager

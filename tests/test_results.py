@@ -5,6 +5,7 @@ Synthetic folders (tests/run_fixtures.py) keep this fast; the kill-and-resume te
 tests/test_pipeline.py. Run: .venv/bin/python -m pytest tests/test_results.py -q
 """
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,6 @@ from typer.testing import CliRunner
 
 from tandem_eval.cli.main import app
 from tandem_eval.config import EvalConfig, ModelSpec, fingerprint_of, to_dict
-from tandem_eval.files import sha256_file
 from tandem_eval.generate.execute import merge_shards, run_handoff
 from tandem_eval.run.results import RunFolder, verify_run
 from tandem_eval.schemas import RunFolderError
@@ -60,7 +60,8 @@ def test_a_shard_that_breaks_its_schema_or_leads_through_a_link_is_never_written
 def test_complete_records_row_count_and_hash_of_samples(solo):
     rec = json.loads(solo.done_path.read_text())
     assert rec["tables"]["samples.parquet"]["rows"] == 24
-    assert rec["tables"]["samples.parquet"]["sha256"] == sha256_file(solo.samples_path)  # the hash of what was written
+    digest = hashlib.sha256(solo.samples_path.read_bytes()).hexdigest()
+    assert rec["tables"]["samples.parquet"]["sha256"] == digest  # the hash of what was written
     assert rec["fingerprint"] == solo.config()["fingerprint"]
     assert len(verify_run(solo.path).load_samples()) == 24
 

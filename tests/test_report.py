@@ -14,10 +14,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-import typer
 from report_fixtures import make_results, make_run, save_tokenizer
 from typer.testing import CliRunner
 
+from tandem_eval.cli.main import app  # as users call it: user errors are the CLI's one line, exit 2
 from tandem_eval.metrics.registry import fmt_value
 from tandem_eval.metrics.stats import MACRO
 from tandem_eval.report import (
@@ -30,7 +30,6 @@ from tandem_eval.report import (
     training_figures,
     write_tables,
 )
-from tandem_eval.report.cli import register
 from tandem_eval.report.tables import latex_escape, table2, to_csv, to_latex, to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,8 +233,6 @@ def test_build_report_writes_tables_and_png_pdf_figures(results, tmp_path):
 
 
 def test_report_cli_is_deterministic(results, tmp_path):
-    app = typer.Typer()
-    register(app)
     runner = CliRunner()
     outs = [tmp_path / "a", tmp_path / "b"]
     for out in outs:
@@ -399,8 +396,6 @@ def test_report_label_option_relabels_without_touching_run_folders(tmp_path):
     with pytest.raises(ReportError, match="report --label RUN=NAME"):
         collect([a, b])
     before = (a / "solo" / "config.json").read_bytes()
-    app = typer.Typer()
-    register(app)
     res = CliRunner().invoke(
         app, ["report", str(a), str(b), "--out", str(tmp_path / "r"), "--label", f"{a}=first", "--label", f"{b}=second",
               "--no-figures", "--n-boot", "50"],
@@ -524,15 +519,9 @@ def test_runs_on_different_problems_get_a_table_each_or_one_titled_intersection(
         assert text.startswith(f"**Problem set {path.parent.name}: 8 problems ({benches}); arms {arm}**")
         assert "| one |" in text if arm == "one" else "| one |" not in text
         assert "**" not in text.split("\n", 2)[2].split("\n\n")[0]  # one arm per table: nothing to bold
-    res = CliRunner().invoke(_app(), ["report", str(a), str(b), "--out", str(tmp_path / "i"), "--intersect",
+    res = CliRunner().invoke(app, ["report", str(a), str(b), "--out", str(tmp_path / "i"), "--intersect",
                                       "--no-figures", "--n-boot", "50"])  # fmt: skip
     assert res.exit_code == 0, res.output
     text = (tmp_path / "i" / "table2.md").read_text()
     assert text.startswith("**Problems every run holds: 4 of 12 (--intersect dropped 8 held by only some runs")
     assert "| one |" in text and "| two |" in text and "y (n=4)" in text and "x (n=" not in text
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-    return app

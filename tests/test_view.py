@@ -14,12 +14,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import typer
 from report_fixtures import make_results, tokenizer
 from run_fixtures import reseal
 from typer.testing import CliRunner
 
-from tandem_eval.report.cli import register
+from tandem_eval.cli.main import app  # as users call it: user errors are the CLI's one line, exit 2
 from tandem_eval.report.view import build_page, token_surfaces, trace_segments, write_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -124,8 +123,6 @@ def test_max_traces_keeps_whole_problems(results):
 
 
 def test_view_cli(results, tmp_path):
-    app = typer.Typer()
-    register(app)
     res = CliRunner().invoke(app, ["view", str(results / "grpo" / "solo"), "--out", str(tmp_path / "p.html")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "p.html").stat().st_size > 1000

@@ -27,11 +27,6 @@ def register(app: typer.Typer) -> None:
     app.command("view")(view)
 
 
-def _fail(e: Exception) -> None:
-    typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
-
-
 def report(
     inputs: list[Path] | None = typer.Argument(None, help=RESULTS_HELP, show_default=False),
     out: Path = typer.Option(..., "--out", "-o", help="folder for table2.{md,tex,csv} and figures (.png + .pdf)"),
@@ -65,24 +60,22 @@ def report(
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never windows
-    from tandem_eval.report import ReportError, build_report, find_results, parse_labels
+    from tandem_eval.report import build_report, find_results, parse_labels
     from tandem_eval.schemas import Bootstrap
 
     start = time.perf_counter()
-    try:
-        files = build_report(
-            inputs or [find_results()],
-            out,
-            k=k,
-            boot=Bootstrap(n_boot=n_boot, seed=seed),
-            with_figures=figures,
-            labels=parse_labels(label),
-            junior=junior,
-            by_seed=by_seed,
-            intersect=intersect,
-        )
-    except (ReportError, ValueError) as e:
-        _fail(e)
+    # a bad input (ReportError, RunFolderError, ...) is the CLI's one error line (cli.main.CLIGroup)
+    files = build_report(
+        inputs or [find_results()],
+        out,
+        k=k,
+        boot=Bootstrap(n_boot=n_boot, seed=seed),
+        with_figures=figures,
+        labels=parse_labels(label),
+        junior=junior,
+        by_seed=by_seed,
+        intersect=intersect,
+    )
     for path in files.tables + files.figures:
         typer.echo(f"wrote {path}")
     for reason in files.skipped:
@@ -105,11 +98,7 @@ def view(
     surprise (−log p: the legibility lens's per-token log-probs on solo runs, the junior's own on
     handoff traces), handoff points marked, solo and handoff of a problem in columns, a summary
     header, and benchmark / problem / correct / mode filters."""
-    from tandem_eval.report import ReportError
     from tandem_eval.report.view import write_page
 
-    try:
-        path = write_page(run_dir, out, tokenizer, max_traces, junior)
-    except (ReportError, ValueError) as e:
-        _fail(e)
+    path = write_page(run_dir, out, tokenizer, max_traces, junior)  # bad input: the CLI's one error line
     typer.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser")

@@ -33,7 +33,7 @@ from tandem_eval.report.cells import (
     seed_cells,
 )
 from tandem_eval.report.collect import Collection
-from tandem_eval.run.runs import Run
+from tandem_eval.run.runs import ReportError, Run
 from tandem_eval.schemas import BOOT_SEED, N_BOOT
 
 
@@ -57,7 +57,7 @@ def default_k(col: Collection) -> int:
     """The paper's table uses pass@4; else the largest k every run has."""
     ks = col.common_ks()
     if not ks:
-        raise ValueError("runs share no k; pass --k")
+        raise ReportError("runs share no k; pass --k")
     return 4 if 4 in ks else max(ks)
 
 
@@ -160,7 +160,7 @@ def table2(
     rows, sizes, note = _rows_on_shared_problems(pairs, runs, k, n_boot, seed)
     df = pd.DataFrame(rows)
     if df.empty:
-        raise ValueError("no arm has a solo or handoff run to tabulate")
+        raise ReportError("no arm has a solo or handoff run to tabulate")
     df = _drop_unneeded_bpb(_drop_unneeded_mc(df))
     df["n_problems"] = df["scope"].map(sizes).fillna(0).astype(int)
     # macro last: sorted by name it would fall among the groups (aime < macro < minerva)

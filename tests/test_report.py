@@ -232,6 +232,15 @@ def test_build_report_writes_tables_and_png_pdf_figures(results, tmp_path):
     assert files.skipped == []
 
 
+def test_a_k_no_run_holds_is_refused_naming_the_ks_they_hold(col, results, tmp_path):
+    """--k 99 used to write a Table 2 without a single pass@k column, and say nothing."""
+    held = sorted(set().union(*(r.ks for r in col.runs if r.mode in ("solo", "handoff"))))
+    with pytest.raises(ReportError, match=f"--k 99: no run holds pass@99 .*k = {', '.join(map(str, held))}"):
+        table2(col, k=99)
+    res = CliRunner().invoke(app, ["report", str(results), "--out", str(tmp_path / "r"), "--k", "99", "--no-figures"])
+    assert res.exit_code == 2 and "pass one of those" in res.output and not (tmp_path / "r" / "table2.md").exists()
+
+
 def test_report_cli_is_deterministic(results, tmp_path):
     runner = CliRunner()
     outs = [tmp_path / "a", tmp_path / "b"]

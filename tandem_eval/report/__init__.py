@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from tandem_eval.files import atomic_write_text, folder_lock, make_dirs, remove_empty
 from tandem_eval.report.collect import Collection, collect, parse_labels, problem_sets, read_train_log
-from tandem_eval.report.tables import table2, to_csv, to_latex, to_markdown
+from tandem_eval.report.tables import check_k, table2, to_csv, to_latex, to_markdown
 from tandem_eval.run.runs import ReportError, Run, find_results
 from tandem_eval.schemas import BOOT_SEED, N_BOOT, Bootstrap
 
@@ -121,6 +121,9 @@ def build_report(
         for part in run.parts or (run,):
             part.folder.verify(complete=False)
     groups = problem_sets(col, intersect)
+    if k is not None:  # every set's k checked before any file is written
+        for group in groups:
+            check_k(group.col.runs, k, f" of problem set {group.name}" if group.name else "")
     out = Path(out)
     files = ReportFiles()
     # one writer of `out` at a time (its .lock, as a run folder's); a report that fails before writing

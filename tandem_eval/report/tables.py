@@ -53,6 +53,16 @@ class Table:
 # ---- rows ------------------------------------------------------------------------------------
 
 
+def check_k(runs: list[Run], k: int, where: str = "") -> None:
+    """Refuse a `k` none of `runs` holds pass@k for (a table would otherwise lose every pass@k column
+    without a word); `where` names their problem set."""
+    held = sorted(set().union(*(r.ks for r in runs)))
+    if runs and k not in held:
+        raise ReportError(
+            f"--k {k}: no run{where} holds pass@{k} (they hold k = {', '.join(map(str, held))}); pass one of those"
+        )
+
+
 def default_k(col: Collection) -> int:
     """The paper's table uses pass@4; else the largest k every run has."""
     ks = col.common_ks()
@@ -148,6 +158,7 @@ def table2(
     pairs: dict[str, Any] = {arm: (col.solo(arm), col.handoff(arm, schedule) if schedule else None) for arm in col.arms}
     pairs = {a: p for a, p in pairs.items() if p != (None, None)}
     runs = [r for pair in pairs.values() for r in pair if r is not None]
+    check_k(runs, k)
     if not by_seed:  # runs of one arm and different seeds (label ARM/sN) make one row
         by_arm: dict[str, list] = {}
         arm_of = {}

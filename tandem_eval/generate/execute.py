@@ -402,7 +402,7 @@ def _reused(rf: RunFolder, solo: SoloTable | None, ks) -> tuple:
     samples = rf.load_samples()
     tax, stored = _tax(solo, samples, ks), rf.metrics()
     if {k: stored.get(k) for k in tax} != tax:
-        with rf.lock(wait_s=30):  # as register_table: a lens command holds it for seconds
+        with rf.holding(wait_s=30):  # as register_table: a lens command holds it for seconds
             rf.check_sealed("recording the tax")  # an older marker's folder is read-only
             rf.update_metrics(tax)  # metrics.json read again under the lock, then merged
     return rf, samples

@@ -179,9 +179,8 @@ def prepare(kind: str, req: ScoreRequest, opts: LensOptions) -> LensPlan:
     if kind not in KINDS:
         raise LensError(f"unknown lens {kind!r}; valid: {', '.join(KINDS)}")
     checked = check_inputs(kind, req, opts)
-    return LensPlan(
-        kind, dataclasses.replace(req, dtype=resolve_dtype(req.dtype)), checked
-    )  # concrete before any record
+    req = dataclasses.replace(req, dtype=resolve_dtype(req.dtype))  # concrete before any record
+    return LensPlan(kind, req, checked)
 
 
 def execute(plan: LensPlan, progress: bool = False) -> Scored:

@@ -80,3 +80,25 @@ def test_a_handoff_its_rerun_and_a_legibility_ask_each_question_as_often_as_meas
     res = CliRunner().invoke(app, ["legibility", "--run", str(tmp_path / "solo"), "-q"])
     assert res.exit_code == 0, res.output
     assert dict(counts) == LEGIBILITY
+
+
+def test_a_reused_solo_run_of_another_spelling_resolves_only_its_own_path(tmp_path, monkeypatch):
+    """--solo-run recorded with the senior's folder path, the handoff naming it toy:tandem: the same folder,
+    so the run is reused. The plan's senior (resolved once, by the CLI) is what the recorded path is compared
+    with: 3 resolutions (the senior, the junior, the solo run's recorded path); the current senior was
+    resolved a second time before."""
+    from tandem_eval.models import resolve_model
+
+    folder = str(resolve_model("toy:tandem"))
+    common = ["--benchmark", "tiny", "--n", "1", "--limit", "2", "-q"]
+    res = CliRunner().invoke(app, ["solo", "--senior", folder, "--out", str(tmp_path / "by-path"), *common])
+    assert res.exit_code == 0, res.output
+    counts = _counting(monkeypatch)
+    solo = tmp_path / "by-path" / "solo"
+    args = ["handoff", "--senior", "toy:tandem", "--solo-run", str(solo), "--out", str(tmp_path / "h"), *common]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert counts["resolve_model"] == 3
+    (handoff,) = (tmp_path / "h").glob("handoff-*")  # the solo run reused: no OUT/solo made
+    assert not (tmp_path / "h" / "solo").exists()
+    assert RunFolder(handoff).config()["solo_run"]["differs"] == []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
 from ..data import Problem, prompt_ids
-from ..models import resolve_model
+from ..models import Checkpoint, resolve_model
 from ..paths import not_writable
 from ..run.results import RunFolder
 from ..schemas import ConfigError, RunFolderError
@@ -132,19 +132,21 @@ def solo_reuse_differences(cfg: EvalConfig, solo: RunFolder) -> list[str]:
     return _differences(cfg, solo.record)
 
 
-def _differences(cfg: EvalConfig, raw: dict, grader_versions: dict | None = None) -> list[str]:
-    """solo_reuse_differences against a solo run's checked config.json `raw`; `grader_versions`: this
-    command's, as its plan read them (None: read here)."""
+def _differences(
+    cfg: EvalConfig, raw: dict, grader_versions: dict | None = None, senior: Checkpoint | None = None
+) -> list[str]:
+    """solo_reuse_differences against a solo run's checked config.json `raw`; `grader_versions` and
+    `senior`: this command's, as its plan read and resolved them (None: read or resolved here)."""
     versions = check_grader_versions(True) if grader_versions is None else grader_versions
     grader = {k: v for k, v in versions.items() if k != "mismatch"}
     have, want = raw["config"], to_dict(solo_config(cfg))
-    senior = _senior_differences(have.get("senior"), want.get("senior"))
+    senior_diffs = _senior_differences(have.get("senior"), want.get("senior"), senior)
     inputs = inputs_diff(have.get("inputs"), want.get("inputs"))  # none for a run from before inputs were hashed
     diffs = []
     for key in SOLO_REUSE_FIELDS:
         a, b = have.get(key), want.get(key)
         if key == "senior" and a != b and isinstance(a, dict) and isinstance(b, dict):
-            diffs += senior
+            diffs += senior_diffs
         elif key == "inputs":
             diffs += inputs
         elif isinstance(a, dict) and isinstance(b, dict):
@@ -160,8 +162,10 @@ def _differences(cfg: EvalConfig, raw: dict, grader_versions: dict | None = None
     return diffs
 
 
-def _senior_differences(a, b) -> list[str]:
-    """How two recorded seniors differ: dtype, and checkpoint (two spellings of one folder are the same)."""
+def _senior_differences(a, b, here: Checkpoint | None = None) -> list[str]:
+    """How a solo run's recorded senior `a` differs from this command's `b`: dtype, and checkpoint (two
+    spellings of one folder are the same). `here`: `b` as the plan resolved it, so only the solo run's
+    path, a string from another command, is resolved again."""
     if a == b or not isinstance(a, dict) or not isinstance(b, dict):
         return []
     diffs = [f"senior.dtype ({a.get('dtype')} vs {b.get('dtype')})"] if a.get("dtype") != b.get("dtype") else []
@@ -171,9 +175,12 @@ def _senior_differences(a, b) -> list[str]:
             f"then, {b['content'][:12]} now)"
         )
     if a.get("path") != b.get("path"):
+        # a served senior is named by its server, not a folder: two spellings of it are two servers
+        same = here is None or here.server is None
         try:
             # a missing path raises here (None is no checkpoint) and so counts as not the same
-            same = resolve_model(a.get("path")).resolve() == resolve_model(b.get("path")).resolve()  # type: ignore[arg-type]
+            ours = resolve_model(b.get("path")) if here is None else here.path  # type: ignore[arg-type]
+            same = same and resolve_model(a.get("path")).resolve() == ours.resolve()  # type: ignore[arg-type]
         except Exception:  # a moved or deleted checkpoint cannot be shown to be the same one
             same = False
         diffs += [] if same else [f"senior ({a.get('path')} vs {b.get('path')})"]
@@ -181,12 +188,18 @@ def _senior_differences(a, b) -> list[str]:
 
 
 def check_solo_reuse(
-    cfg: EvalConfig, solo: RunFolder, allow_mismatch: bool, how: str, grader_versions: dict | None = None
+    cfg: EvalConfig,
+    solo: RunFolder,
+    allow_mismatch: bool,
+    how: str,
+    grader_versions: dict | None = None,
+    senior: Checkpoint | None = None,
 ) -> dict:
     """Refuse a solo run that does not match the handoff (unless allowed); the record for config.json.
-    `grader_versions`: the command's, as its plan read them (None: read here)."""
+    `grader_versions` and `senior`: the command's, as its plan read and resolved them (None: read or
+    resolved here)."""
     raw = solo.record
-    diffs = _differences(cfg, raw, grader_versions)
+    diffs = _differences(cfg, raw, grader_versions, senior)
     if diffs and not allow_mismatch:
         raise RunFolderError(
             f"{how} {solo.path} is not this senior's solo run under the handoff's settings: differs in "

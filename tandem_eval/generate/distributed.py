@@ -112,7 +112,7 @@ def run_on_ray(
     record = None
     if solo_run is not None and cfg.mode == "handoff":
         solo = verify_run(solo_run)
-        record = check_solo_reuse(cfg, solo, allow_solo_mismatch, "--solo-run", checked.grader_versions)
+        record = check_solo_reuse(cfg, solo, allow_solo_mismatch, "--solo-run", checked.grader_versions, checked.senior)
     out_root = Path(out_root).resolve()
     kinds = _kinds(cfg, solo_run)
     if plan.workers is not None and not _unfinished(out_root, plan.workers, kinds):

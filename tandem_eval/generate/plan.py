@@ -24,7 +24,7 @@ from ..config import EvalConfig, Inputs, solo_config
 from ..data import Problem
 from ..data.benchmarks import read_benchmarks
 from ..engines import backend, resolve_checkpoints, unavailable
-from ..models import Checkpoints, check_models, with_contents
+from ..models import Checkpoint, Checkpoints, check_models, with_contents
 from ..run.results import RunFolder, verify_run
 from ..schemas import ConfigError
 from .checks import check_out_folder, check_prompts, check_solo_problems, check_solo_reuse, solo_record
@@ -66,6 +66,11 @@ class Validated:
     schedule: ScheduleSpec
     prompts: dict = field(default_factory=dict)
     checkpoints: Checkpoints | None = None
+
+    @property
+    def senior(self) -> Checkpoint | None:
+        """The senior as this command resolved it (what a reused solo run's recorded senior is compared with)."""
+        return self.checkpoints.senior if self.checkpoints else None
 
     def servers(self, junior: bool = True) -> dict:
         """What a run folder's config.json records of its served models ({"servers": {role: identity}}:
@@ -214,7 +219,7 @@ def plan_handoff(
     if reuse:
         how = "--solo-run" if solo_run is not None else "the existing solo run"
         folder = verify_run(solo_dir)
-        record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how, checked.grader_versions)
+        record = check_solo_reuse(cfg, folder, allow_solo_mismatch, how, checked.grader_versions, checked.senior)
         runs: tuple[RunPlan, ...] = ()
         reused = SoloTable(folder, folder.load_samples())
         check_solo_problems(folder, reused.samples, checked.problems, how)

@@ -6,6 +6,7 @@ from any working directory.
     absolute_spec("ckpt/senior")      # "/home/me/ckpt/senior" (toy:NAME stays as given)
     folder_name("/tmp/x")             # "tmp-x": --label is a label, never a path
     not_writable("runs/a/solo")       # None, or "runs/a is not writable"
+    check_out_not_file(Path("runs/a"))  # a ConfigError when runs/a is a file
     read_chat_template(Path("t.jinja"), "--chat-template")   # its text, checked to parse as Jinja
     cache_root()                      # ~/.cache/tandem-eval, or $TANDEM_EVAL_CACHE
 
@@ -102,6 +103,15 @@ def not_writable(path: str | os.PathLike) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"{parent} is not writable"
     return None
+
+
+def check_out_not_file(path: Path) -> None:
+    """--out names a folder (created if missing): a file there is refused, by the CLI for --out itself and
+    by the plan for each run folder under it, in the one message."""
+    if path.exists() and not path.is_dir():
+        from .schemas import ConfigError
+
+        raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
 
 
 def read_chat_template(path: Path | None, option: str) -> str | None:

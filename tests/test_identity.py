@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from tandem_eval.cli.main import app
 from tandem_eval.generate.execute import merge_shards
 from tandem_eval.report.collect import collect
-from tandem_eval.run.runs import ReportError, find_run, runs_in
+from tandem_eval.run.runs import ReportError, find_run, runs_in, shard_dir, shard_parts
 
 runner = CliRunner()
 PROBLEMS = [("tiny", f"tiny/000{i}") for i in range(4)]
@@ -70,8 +70,10 @@ def test_the_shard_parts_of_a_merged_run_are_not_runs(tmp_path):
     root = tmp_path / "ray-out"
     for i in range(2):
         cfg = solo_cfg("/ckpt/s", n=2, ks=(1, 2), num_shards=2, shard_index=i)
-        write_run(root / f"shard-{i}-of-2" / "solo", cfg, {k: [True, False] for k in PROBLEMS[i::2]})
-    merge_shards([root / f"shard-{i}-of-2" / "solo" for i in range(2)], root / "solo")
+        write_run(shard_dir(root, i, 2) / "solo", cfg, {k: [True, False] for k in PROBLEMS[i::2]})
+    (root / "shard-x-of-2").mkdir()  # not a shard's name: neither merged nor hidden
+    assert shard_parts(root) == [root / "shard-0-of-2", root / "shard-1-of-2"]
+    merge_shards([p / "solo" for p in shard_parts(root)], root / "solo")
     (run,) = collect([root]).runs
     assert run.path == (root / "solo").resolve() and run.per_problem([1]).shape[0] == 4
     assert [r.path for r in runs_in(root)] == [root / "solo"]

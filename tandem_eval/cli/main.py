@@ -34,7 +34,15 @@ from typer.exceptions import TyperException
 
 from ..config import EvalConfig, ModelSpec, Sampling, default_ks
 from ..devices import resolve_dtype
-from ..paths import absolute_benchmarks, absolute_spec, folder_name, not_writable, read_chat_template, senior_label
+from ..paths import (
+    absolute_benchmarks,
+    absolute_spec,
+    check_out_not_file,
+    folder_name,
+    not_writable,
+    read_chat_template,
+    senior_label,
+)
 from ..schemas import ConfigError
 from .common import (
     AllowSoloMismatchOpt,
@@ -371,10 +379,14 @@ def _check_handoff_schedule(schedule: str) -> None:
 
 
 def _out_dir(out: Path | None, cfg: EvalConfig) -> Path:
-    if out is not None and out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; pass a folder path (it is created if missing)")
+    """The folder a solo/handoff command's runs go under: --out (default runs/<label>), or this shard's
+    folder in it (the one shard layout that `merge` and the Ray driver read)."""
+    from ..run.runs import shard_dir
+
+    if out is not None:
+        check_out_not_file(out)
     root = out or Path("runs") / folder_name(cfg.label or "senior")
-    return root / f"shard-{cfg.shard_index}-of-{cfg.num_shards}" if cfg.num_shards > 1 else root
+    return shard_dir(root, cfg.shard_index, cfg.num_shards) if cfg.num_shards > 1 else root
 
 
 @app.command()
@@ -514,8 +526,9 @@ def handoff(
 def merge(root: Path = typer.Argument(..., help="The --out folder whose shard-I-of-N subfolders to merge.")):
     """Merge the outputs of --num-shards N processes into ROOT/solo and ROOT/handoff-* (and recompute the tax)."""
     from ..generate.execute import merge_runs
+    from ..run.runs import shard_parts
 
-    parts = sorted(p for p in root.glob("shard-*-of-*") if p.is_dir())
+    parts = shard_parts(root)
     if not parts:
         raise FileNotFoundError(f"no shard-I-of-N folders under {root}; run with --num-shards first")
     kinds = sorted({c.name for p in parts for c in p.iterdir() if (c / "config.json").exists()})

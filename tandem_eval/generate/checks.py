@@ -17,7 +17,7 @@ from pathlib import Path
 from ..config import EvalConfig, as_recorded, inputs_diff, solo_config, to_dict
 from ..data import Problem, prompt_ids
 from ..models import Checkpoint, resolve_model
-from ..paths import not_writable
+from ..paths import check_out_not_file, not_writable
 from ..run.results import RunFolder
 from ..schemas import ConfigError, RunFolderError
 from .grading import check_grader_versions
@@ -31,8 +31,7 @@ def check_out_folder(rf: RunFolder, cfg: EvalConfig | None, fingerprint: str | N
     as the plan computed it; cfg None: the settings are not compared). `rf` keeps the config.json record it
     read, so the command reads it once. Returns `rf`."""
     path = rf.path
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {path} is a file; pass a folder path (it is created if missing)")
+    check_out_not_file(path)
     if holder := _enclosing_run(path):
         raise ConfigError(
             f"--out would put the run folder {path} inside the run folder {holder} (every reader would then "

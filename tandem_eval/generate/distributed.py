@@ -31,6 +31,7 @@ from typing import cast
 from ..config import EvalConfig
 from ..engines import backend
 from ..run.results import RunFolder, verify_run
+from ..run.runs import shard_dir
 from ..schemas import ConfigError
 from .plan import handoff_dirname
 
@@ -50,10 +51,6 @@ class RayPlan:
             raise ConfigError("Ray needs --ray-workers N or --ray-address ADDR")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--ray-workers must be >= 1, got {self.workers}")
-
-
-def shard_dir(out_root: Path, index: int, num_shards: int) -> Path:
-    return Path(out_root) / f"shard-{index}-of-{num_shards}"
 
 
 def _kinds(cfg: EvalConfig, solo_run) -> list[str]:

@@ -335,6 +335,19 @@ def _model_id(cfg: dict) -> str:
 _SHARD_DIR = re.compile(r"^shard-\d+-of-\d+$")
 
 
+def shard_dir(out_root: str | Path, index: int, num_shards: int) -> Path:
+    """Where shard `index` of `num_shards` writes its run folders: OUT/shard-I-of-N (the CLI's --num-shards and
+    the Ray driver's tasks alike)."""
+    return Path(out_root) / f"shard-{index}-of-{num_shards}"
+
+
+def shard_parts(out_root: str | Path) -> list[Path]:
+    """Every shard folder under `out_root` (shard_dir's names), sorted by name; merging refuses a mix of
+    --num-shards (execute.merge_shards)."""
+    root = Path(out_root)
+    return sorted(p for p in root.iterdir() if _SHARD_DIR.match(p.name) and p.is_dir()) if root.is_dir() else []
+
+
 def run_folders(root: str | Path) -> list[RunFolder]:
     """find_runs(root) without the parts of merged runs: ROOT/shard-I-of-N/KIND is left out when
     ROOT/KIND (what `merge`, or `--ray-workers`, made of the shards) exists, so readers see the

@@ -241,6 +241,16 @@ def test_a_k_no_run_holds_is_refused_naming_the_ks_they_hold(col, results, tmp_p
     assert res.exit_code == 2 and "pass one of those" in res.output and not (tmp_path / "r" / "table2.md").exists()
 
 
+def test_a_junior_no_run_holds_is_refused_naming_the_juniors_they_hold(results, tmp_path):
+    """--junior with a mistyped label used to show another junior's lens outputs, and say nothing."""
+    out = tmp_path / "r"
+    res = CliRunner().invoke(app, ["report", str(results), "--out", str(out), "--junior", "nope", "--no-figures"])
+    assert res.exit_code == 2 and "--junior 'nope'" in res.output and "'junior'" in res.output, res.output
+    assert not out.exists()
+    res = CliRunner().invoke(app, ["report", str(results), "--out", str(out), "--junior", "junior", "--no-figures"])
+    assert res.exit_code == 0, res.output
+
+
 def test_report_cli_is_deterministic(results, tmp_path):
     runner = CliRunner()
     outs = [tmp_path / "a", tmp_path / "b"]

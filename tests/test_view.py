@@ -128,6 +128,17 @@ def test_view_cli(results, tmp_path):
     assert (tmp_path / "p.html").stat().st_size > 1000
     res = CliRunner().invoke(app, ["view", str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "does not exist" in res.output
+    # a page of no traces, or of another junior's surprise than the one named: refused, nothing written
+    solo = str(results / "grpo" / "solo")
+    for bad, said in (
+        (["--max-traces", "0"], "--max-traces must be an integer >= 1"),
+        (["--junior", "nope"], "'junior'"),
+    ):
+        res = CliRunner().invoke(app, ["view", solo, "--out", str(tmp_path / "bad.html"), *bad])
+        assert res.exit_code == 2 and said in res.output, res.output
+    assert not (tmp_path / "bad.html").exists()
+    res = CliRunner().invoke(app, ["view", solo, "--out", str(tmp_path / "j.html"), "--junior", "junior"])
+    assert res.exit_code == 0 and _data((tmp_path / "j.html").read_text())["traces"][0]["jr"], res.output
 
 
 def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

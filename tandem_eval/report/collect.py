@@ -129,7 +129,16 @@ class Collection:
     def pick_juniors(self, junior: str | None = None) -> dict[str, str]:
         """Choose whose lens outputs each solo run shows: `junior` where the run has it, else its only
         junior, else the junior of the arm's handoff runs, else the first by name (with a warning).
-        Returns {arm: junior display name} for arms with lens outputs."""
+        Returns {arm: junior display name} for arms with lens outputs. A `junior` no run holds is refused
+        (a mistyped label would otherwise show another junior's outputs without a word)."""
+        if junior is not None:
+            held = sorted({j for r in self.runs if r.mode == "solo" for j in r.lens_juniors()})
+            if junior not in held:
+                raise ReportError(
+                    f"--junior {junior!r}: no run here holds lens outputs of that junior; "
+                    + (f"the runs hold {', '.join(map(repr, held))}" if held else "none holds lens outputs")
+                    + " (pass one of those labels, or drop --junior)"
+                )
         out = {}
         for r in self.runs:
             have = r.lens_juniors()

@@ -225,6 +225,9 @@ def build_page(
 ) -> str:
     """The HTML page for a run folder or a folder of run folders (`junior`: whose legibility output
     shades solo runs scored by several juniors; default the only one, else the handoff's junior)."""
+    if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 1:
+        # 0 wrote a page of no traces; the page is for reading traces
+        raise ReportError(f"--max-traces must be an integer >= 1, got {max_traces!r}")
     runs = sorted(runs_in(Path(path)), key=lambda r: (r.label, r.mode != "solo", r.schedule))
     check_pairs(runs)  # a handoff sits beside the solo run it was measured against, or not at all
     Collection(runs, []).pick_juniors(junior)

@@ -544,3 +544,28 @@ def test_runs_on_different_problems_get_a_table_each_or_one_titled_intersection(
     text = (tmp_path / "i" / "table2.md").read_text()
     assert text.startswith("**Problems every run holds: 4 of 12 (--intersect dropped 8 held by only some runs")
     assert "| one |" in text and "| two |" in text and "y (n=4)" in text and "x (n=" not in text
+
+
+REAL = Path(__file__).resolve().parents[1] / "results" / "real"
+
+
+def test_a_label_on_the_solo_run_alone_keeps_its_handoff_and_tax_in_its_row(tmp_path):
+    """--label RUN=NAME on the solo run only split the senior into two rows (the solo under NAME, the
+    handoff under its old label), the tax gone; the handoff now follows the solo run it was measured against."""
+    col = collect([REAL / "pair"], labels={str(REAL / "pair" / "solo"): "S"})
+    assert {(r.label, r.mode) for r in col.runs} == {("S", "solo"), ("S", "handoff")}
+    rows = table2(col, k=1, n_boot=50).rows
+    assert set(rows["senior"]) == {"S"} and rows["tax"].tolist() == pytest.approx([16.0, 16.0])
+    with pytest.raises(ReportError, match="two names; they are one senior's row"):
+        collect(
+            [REAL / "pair"], labels={str(REAL / "pair" / "solo"): "S", str(REAL / "pair" / "handoff-paragraph"): "H"}
+        )
+
+
+def test_a_moved_handoff_passed_alone_finds_its_sibling_solo_run(tmp_path):
+    """The committed handoff records its solo run at the path it ran in (gone here): report now finds the
+    sibling OUT/solo, checked by fingerprint, as compare does, instead of showing the handoff without its tax."""
+    shutil.copytree(REAL / "pair", tmp_path / "pair")
+    col = collect([tmp_path / "pair" / "handoff-paragraph"])
+    assert sorted(r.mode for r in col.runs) == ["handoff", "solo"]
+    assert table2(col, k=1, n_boot=50).rows["tax"].tolist() == pytest.approx([16.0, 16.0])

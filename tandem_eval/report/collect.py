@@ -37,6 +37,7 @@ from tandem_eval.run.runs import (
     Run,
     disambiguate_labels,
     junior_id,
+    measured_solo_path,
     pairing_problem,
     recorded_juniors,
     run_folders,
@@ -376,7 +377,10 @@ def parse_labels(items) -> dict[str, str]:
 
 
 def relabel(runs: list[Run], labels: dict[str, str]) -> None:
-    """Apply {RUN: NAME}: RUN is a run folder, a folder above run folders, or a label runs have now."""
+    """Apply {RUN: NAME}: RUN is a run folder, a folder above run folders, or a label runs have now. A
+    label names a senior: a handoff run and the solo run it was measured against stay one row, so where
+    --label names only one of the two, the other follows (_follow_solo_pairs)."""
+    named: dict[int, str] = {}  # id(run) -> the --label that renamed it
     for key, name in labels.items():
         where = Path(key).expanduser().resolve() if Path(key).expanduser().exists() else None
         hit = [
@@ -389,6 +393,29 @@ def relabel(runs: list[Run], labels: dict[str, str]) -> None:
             )
         for r in hit:
             r.label = name
+            named[id(r)] = f"{key}={name}"
+    _follow_solo_pairs(runs, named)
+
+
+def _follow_solo_pairs(runs: list[Run], named: dict[int, str]) -> None:
+    """After --label: a handoff run and the solo run it was measured against (runs.measured_solo_path),
+    both among `runs`, take the label --label gave either of them; --label giving them two names is refused
+    (the tax needs both in one row). Runs --label did not touch keep theirs."""
+    solos = {r.path.resolve(): r for r in runs if r.mode == "solo"}
+    for h in runs:
+        solo = solos.get(cast(Path, measured_solo_path(h))) if h.mode == "handoff" else None
+        if solo is None or solo.label == h.label or (id(h) not in named and id(solo) not in named):
+            continue
+        if id(h) in named and id(solo) in named:
+            raise ReportError(
+                f"--label {named[id(solo)]} and --label {named[id(h)]} give the solo run {solo.path} and the "
+                f"handoff run {h.path} measured against it two names; they are one senior's row (its tax needs "
+                f"both): give them one name, e.g. --label {h.path.parent}=NAME"
+            )
+        if id(solo) in named:
+            h.label = solo.label
+        else:
+            solo.label = h.label
 
 
 def _attach_solo_runs(runs: list[Run]) -> list[Run]:
@@ -400,11 +427,17 @@ def _attach_solo_runs(runs: list[Run]) -> list[Run]:
     solos = {r.label: r for r in runs if r.mode == "solo"}
     extra = {}
     for r in runs:
-        path = _recorded_solo(r) if r.mode == "handoff" else None
-        if r.label in solos or r.label in extra or not path:
+        if r.mode != "handoff" or r.label in solos or r.label in extra:
             continue
-        if not RunFolder(path).is_complete():
-            warnings.warn(f"{r.label}: the solo run {path} its handoff names is missing or incomplete", stacklevel=2)
+        path = measured_solo_path(r)  # the recorded folder, else the sibling OUT/solo of a moved results folder
+        if path is None or not RunFolder(path).is_complete():
+            recorded = r.metrics().get("solo_run") or (r.solo_record or {}).get("path")
+            if path is not None or recorded:
+                warnings.warn(
+                    f"{r.label}: the solo run {path or recorded} its handoff was measured against is "
+                    f"{'incomplete' if path else 'missing (and no sibling solo/)'}: no solo or tax shown",
+                    stacklevel=2,
+                )
             continue
         solo = Run.load(path)
         solo.label = r.label
@@ -427,11 +460,6 @@ def check_pairs(runs: list[Run]) -> None:
                 raise ReportError(
                     f"{reason}; pass the recorded solo run, or label the runs apart (`report --label RUN=NAME`)"
                 )
-
-
-def _recorded_solo(handoff: Run) -> str | None:
-    """The solo run folder a handoff run names (config.json's record, else metrics.json's)."""
-    return (handoff.solo_record or {}).get("path") or handoff.metrics().get("solo_run")
 
 
 def _dedupe(runs: list[Run]) -> list[Run]:

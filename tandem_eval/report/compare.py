@@ -15,8 +15,6 @@ the solo run it was measured against (4 runs, problems resampled jointly; `metri
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from ..metrics.registry import lookup
@@ -24,7 +22,7 @@ from ..metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, s
 from ..metrics.tax import tax_difference
 from ..run.lens_layout import LensError
 from ..run.results import RunFolder, verify_run
-from ..run.runs import Run, differing_contents, lens_junior, pairing_problem, same_junior
+from ..run.runs import Run, differing_contents, lens_junior, measured_solo_path, pairing_problem, same_junior
 from ..schemas import Bootstrap, RunFolderError
 
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
@@ -96,21 +94,20 @@ def is_tax_metric(metric: str) -> bool:
 
 
 def solo_of(handoff: RunFolder) -> RunFolder:
-    """The verified solo run a handoff run's tax was measured against: the one recorded in its
-    metrics.json/config.json, else its sibling OUT/solo (a results folder that was moved); checked to
-    be that run (runs.pairing_problem "measured")."""
-    record = handoff.record.get("solo_run") or {}
-    recorded = handoff.metrics().get("solo_run") or record.get("path")
-    for cand in (recorded, handoff.path.parent / "solo"):
-        if cand and (Path(cand) / "config.json").exists():
-            solo = verify_run(cand)
-            if reason := pairing_problem(Run.load(handoff.path), Run.load(solo.path), "measured"):
-                raise RunFolderError(f"{reason}; restore that solo run, or rerun the handoff")
-            return solo
-    raise RunFolderError(
-        f"{handoff.path} names no solo run that exists (recorded {recorded}, no sibling solo/); "
-        "rerun `tandem-eval handoff` (with --solo-run SOLO if it lives elsewhere)"
-    )
+    """The verified solo run a handoff run's tax was measured against (runs.measured_solo_path: the one
+    it records, else its sibling OUT/solo), checked to be that run (runs.pairing_problem "measured")."""
+    run = Run.load(handoff.path)
+    path = measured_solo_path(run)
+    if path is None:
+        recorded = run.metrics().get("solo_run") or (run.solo_record or {}).get("path")
+        raise RunFolderError(
+            f"{handoff.path} names no solo run that exists (recorded {recorded}, no sibling solo/); "
+            "rerun `tandem-eval handoff` (with --solo-run SOLO if it lives elsewhere)"
+        )
+    solo = verify_run(path)
+    if reason := pairing_problem(run, Run.load(solo.path), "measured"):
+        raise RunFolderError(f"{reason}; restore that solo run, or rerun the handoff")
+    return solo
 
 
 def tax_compare(

@@ -449,6 +449,19 @@ def tax_values(solo: Run, handoff: Run, k: int) -> pd.DataFrame:
 
 
 # ---- identity: which runs may be paired ---------------------------------------------------------------
+def measured_solo_path(handoff: Run) -> Path | None:
+    """Where the solo run a handoff run's tax was measured against is on this machine: the folder its
+    metrics.json records (the run the tax was computed from; a merged run's), else its config.json's
+    record, else its sibling OUT/solo (the `handoff` command's layout, in a results folder moved since it
+    ran); None when none of them holds a config.json. Which run it is, is then checked by fingerprint
+    (pairing_problem "measured"), so a sibling that is another experiment is refused there."""
+    recorded = handoff.metrics().get("solo_run") or (handoff.solo_record or {}).get("path")
+    for cand in (recorded, handoff.path.parent / "solo"):
+        if cand and (Path(cand) / "config.json").exists():
+            return Path(cand).resolve()
+    return None
+
+
 # Settings that may differ between one arm's runs on different benchmarks (read as one run).
 _PER_BENCHMARK = ("benchmarks", "inputs", "limit", "group", "ks", "label")
 

@@ -569,3 +569,17 @@ def test_a_moved_handoff_passed_alone_finds_its_sibling_solo_run(tmp_path):
     col = collect([tmp_path / "pair" / "handoff-paragraph"])
     assert sorted(r.mode for r in col.runs) == ["handoff", "solo"]
     assert table2(col, k=1, n_boot=50).rows["tax"].tolist() == pytest.approx([16.0, 16.0])
+
+
+def test_the_caption_names_the_clustered_ci_of_rows_that_pool_seeds(tmp_path):
+    """Rows pooling an arm's seeds carry a two-way clustered CI (cells.seed_cells); the caption said "resamples
+    of problems" for every table. It now names the method per row kind, and the one-seed rows."""
+    col = collect([COMMITTED.parent / "self-paired"])
+    t = table2(col, n_boot=50)
+    assert t.seeds and set(t.seeds.values()) == {3} and "self-paired/init" not in t.seeds
+    text = to_markdown(t)
+    assert "rows that pool seeds (3 seeds): mean over seeds × problems" in text
+    assert "self-paired/init (one seed): the plain bootstrap over problems" in text
+    assert "resamples of problems" not in text
+    assert r"seeds $\times$ problems" in to_latex(t)
+    assert "resamples of problems" in to_markdown(table2(collect([REAL / "pair"]), k=1, n_boot=50))  # one seed

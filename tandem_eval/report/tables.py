@@ -15,6 +15,7 @@ paths or dates, so a rerun on the same run folders is byte-identical.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class Table:
     note: str | None = None  # how rows were restricted when the runs cover different problems
     groups: list[str] = field(default_factory=list)
     title: str | None = None  # which problem set the table compares (report: one table per set)
+    seeds: dict[str, int] = field(default_factory=dict)  # senior -> seeds its row pools (rows of one seed: absent)
 
 
 # ---- rows ------------------------------------------------------------------------------------
@@ -181,7 +183,9 @@ def table2(
     keep = ["scope", "n_problems", "senior"] + [f"{c.key}{s}" for c in columns for s in ("", "_low", "_high")]
     groups = sorted(set(df["scope"]) - {MACRO})
     shown = {a: j for a, j in juniors.items() if a in pairs}
-    return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups)
+    pooled = {a: len(p) for a, p in pairs.items() if isinstance(p, list) and len(p) > 1}
+    table = Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups)
+    return dataclasses.replace(table, seeds=pooled)
 
 
 def _rows_on_shared_problems(pairs: dict, runs: list[Run], k: int, n_boot: int, seed: int):
@@ -267,6 +271,8 @@ def _caption(t: Table) -> str:
     parts.append(
         f"mean ± half-width of the 95% bootstrap CI ({t.n_boot} resamples of problems; the macro "
         "weights each benchmark group equally and resamples within groups)"
+        if not t.seeds
+        else _pooled_text(t)
     )
     if t.note:
         parts.append(t.note)
@@ -292,6 +298,24 @@ def _caption(t: Table) -> str:
         )
     parts.append("bold = best per column within a benchmark (none when all are equal)")
     return "; ".join(parts) + "."
+
+
+def _pooled_text(t: Table) -> str:
+    """The CI method of a table whose rows pool seeds (cells.seed_cells): such a row is the mean over its
+    seeds x problems with a two-way clustered CI (stats.scoped_cis, cluster=seed), which the plain
+    problem-bootstrap sentence would misstate; the rows of one seed are named with their own method."""
+    counts = sorted(set(t.seeds.values()))
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    single = sorted(set(t.rows["senior"]) - set(t.seeds))
+    text = (
+        f"{'rows that pool seeds' if single else 'every row'} ({n} seeds): mean over seeds × problems ± half-width "
+        f"of the 95% two-way clustered bootstrap CI ({t.n_boot} resamples; seeds and problems resampled "
+        "independently, problems within groups; the macro weights each benchmark group equally)"
+    )
+    if single:
+        each = " each" if len(single) > 1 else ""
+        text += f"; {', '.join(single)} (one seed{each}): the plain bootstrap over problems"
+    return text
 
 
 def _junior_text(juniors: dict[str, str]) -> str:
@@ -351,8 +375,8 @@ def latex_escape(text: str) -> str:
 def _latex_caption(t: Table) -> str:
     # the Markdown caption marks the schedule as code with backticks, which LaTeX would print as quotes
     text = latex_escape(((f"{t.title}. " if t.title else "") + _caption(t)).replace("`", ""))
-    # ±, ‖ and − in math mode: in text, pdflatex's default setup stops at ‖ and − ("not set up for use with LaTeX")
-    return text.replace("±", r"$\pm$").replace("‖", r"$\|$").replace("−", "$-$")
+    # ±, ‖, − and × in math mode: in text, pdflatex's default setup stops at ‖ and − ("not set up for use with LaTeX")
+    return text.replace("±", r"$\pm$").replace("‖", r"$\|$").replace("−", "$-$").replace("×", r"$\times$")
 
 
 def to_latex(t: Table, label: str = "tab:handoff") -> str:

@@ -144,6 +144,18 @@ def test_cli_compare_tax_finds_solo_runs_and_writes_json(seniors):
     assert solo_of(verify_run(seniors / "b" / "handoff-paragraph")).path == seniors / "b" / "solo"
 
 
+def test_a_k_above_the_samples_per_problem_is_refused_naming_n(seniors):
+    """pass@k with k above every problem's sample count: every value NaN, and compare said only that no
+    problem has a value in both runs (with a raw warning first)."""
+    said = {
+        "solo_pass@4": "holds 2 sample(s) per problem and pass@k needs k <= n; pass a k of at most 2",
+        "tax@4": "no problem has 4 or more samples in all four runs",
+    }
+    for metric, text in said.items():
+        result = runner.invoke(app, ["compare", str(seniors / "a"), str(seniors / "b"), "--metric", metric])
+        assert result.exit_code == 2 and text in " ".join(result.output.split()), result.output
+
+
 def test_mismatched_problems_name_the_cli_option(tmp_path):
     _senior(tmp_path, "a", A_SOLO, A_HAND)
     _senior(tmp_path, "b", {P1: [True, True], P2: [True, True]}, {P1: [True, True], P2: [True, True]})

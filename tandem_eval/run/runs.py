@@ -391,6 +391,12 @@ def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd
     found = lookup(metric)
     if found and is_pass(found[0]):
         k = found[1]
+        most = int(run.samples().groupby(PROBLEM_KEY).size().max()) if len(run.samples()) else 0
+        if k > most:  # every problem NaN: a reader pairing two runs would only say "no shared value"
+            raise LensError(
+                f"{metric}: {run.path} holds {most} sample(s) per problem and pass@k needs k <= n; pass a k of at "
+                f"most {most} (the run reports k = {', '.join(map(str, run.ks))})"
+            )
         pp = run.per_problem([k]).set_index(PROBLEM_KEY)
         return _with_contents(pd.DataFrame({"value": pp[f"pass@{k}"] * 100.0, "group": pp["group"]}), run)
     if metric not in LENS_METRICS:

@@ -583,3 +583,16 @@ def test_the_caption_names_the_clustered_ci_of_rows_that_pool_seeds(tmp_path):
     assert "resamples of problems" not in text
     assert r"seeds $\times$ problems" in to_latex(t)
     assert "resamples of problems" in to_markdown(table2(collect([REAL / "pair"]), k=1, n_boot=50))  # one seed
+
+
+def test_a_warning_is_one_line_on_stderr(tmp_path):
+    """The CLI prints a warning as it prints an error, `warning: MESSAGE` on one line; Python's printer added
+    the library's file name and a source line (`--debug` keeps it)."""
+    shutil.copytree(REAL / "pair", tmp_path / "pair")
+    (tmp_path / "pair" / "solo" / "COMPLETE").unlink()  # the solo run its handoff was measured against: incomplete
+    args = ["report", str(tmp_path / "pair" / "handoff-paragraph"), "--out", str(tmp_path / "r"), "--no-figures"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    warned = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 1 and "is incomplete: no solo or tax shown" in warned[0], res.stderr
+    assert "UserWarning" not in res.stderr and "collect.py" not in res.stderr

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -145,12 +146,16 @@ class CLIGroup(TyperGroup):
         return name, _plain_flags(cmd), rest
 
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except Exception as e:
-            if isinstance(e, user_errors()) and not ctx.params.get("debug"):
-                fail(str(e))
-            raise
+        debug = bool(ctx.params.get("debug"))
+        with warnings.catch_warnings():  # restores Python's own warning printer when the command returns
+            if not debug:  # `warning: MESSAGE`, one line, as errors are (Python's adds the file and source line)
+                warnings.showwarning = _warning_line
+            try:
+                return super().invoke(ctx)
+            except Exception as e:
+                if isinstance(e, user_errors()) and not debug:
+                    fail(str(e))
+                raise
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not sys.stdout.isatty():
@@ -175,6 +180,13 @@ class CLIGroup(TyperGroup):
             print("Aborted!", file=sys.stderr)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning a command raises, as the CLI prints it: `warning: MESSAGE` on one line of stderr, and
+    nothing under -q, whose promise is errors and results only (setup_logging sets tandem_eval's level)."""
+    if logging.getLogger("tandem_eval").isEnabledFor(logging.WARNING):
+        print(f"warning: {one_line(str(message))}", file=file or sys.stderr, flush=True)
 
 
 def _plain_flags(cmd):

@@ -109,6 +109,22 @@ def test_every_figure_family_keeps_its_text_inside_and_apart(col):
         assert not overlapping, f"{name}: overlapping texts: {overlapping[:5]}"
 
 
+@pytest.mark.parametrize("results", ["real", "toy/self-paired"])
+def test_committed_results_figures_keep_their_text_inside_and_apart(results):
+    """The same check on committed run folders, whose names are long (qwen2.5-coder-1.5b-instruct-0.2.0-bfloat16)
+    and whose junior names go into titles: the legibility figure's title ran into the next panel's y label
+    (its width was estimated before the legend beside the other panel narrowed the axes; style.fit_titles),
+    and the training figure's one-line truncation label was taller than its panel."""
+    col = collect([REPO / "results" / results])
+    drawn = {name: fig for name, fig in _families(col).items() if fig is not None}
+    assert "fig_legibility_drift" in drawn and (results == "real" or "fig_training" in drawn)
+    for name, fig in drawn.items():
+        outside, overlapping = problems(fig)
+        assert not outside, f"{results} {name}: outside the canvas: {outside}"
+        assert not overlapping, f"{results} {name}: overlapping texts: {overlapping[:5]}"
+        plt.close(fig)
+
+
 def test_the_checker_sees_overlapping_arm_names(col):
     """The check above can fail: the legibility figure's arm names set level (no slant) overlap at 8 arms."""
     if len(col.arms) < 8:

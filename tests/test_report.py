@@ -204,7 +204,7 @@ def test_other_figures_axes(col):
     assert "held-out pass@4 (%)" in [ax.get_ylabel() for ax in _visible(train)]
     assert "senior-token fraction" in [ax.get_ylabel() for ax in _visible(train)]
     assert all("n=" in ax.get_title() for ax in _visible(train))
-    assert {"truncation rate (fraction at the budget)", "response length (tokens)"} <= {
+    assert {"truncation rate\n(fraction at the budget)", "response length (tokens)"} <= {
         ax.get_ylabel() for ax in _visible(train)
     }
     for ax in _visible(train):  # steps are whole numbers

@@ -124,6 +124,7 @@ def token_pooled_curve(arrays, bins: int = POSITION_BINS) -> np.ndarray:
 # ---- figures ------------------------------------------------------------------------------------
 
 
+@style.fitted
 def fig_passk(
     col: Collection,
     schedule: str | None = None,
@@ -192,6 +193,7 @@ def _passk_panel(ax, part: pd.DataFrame, colors: dict) -> str:
     return " and ".join(sorted(drawn)) or "bands"
 
 
+@style.fitted
 def fig_tax(table: Table | None, colors: dict[str, str] | None = None):
     """Communication tax@k (points) per benchmark group and macro, one bar per senior, 95% CI;
     `colors`: the report's map (Collection.palette)."""
@@ -271,6 +273,7 @@ def _mean_ci(frame: pd.DataFrame, n_boot: int, seed: int):
     return percentile_ci(float(est[0]), boot[:, 0])
 
 
+@style.fitted
 def fig_legibility(
     col: Collection, bins: int = POSITION_BINS, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
 ):
@@ -414,6 +417,7 @@ def dose_curve(
     return pd.DataFrame(rows, columns=["senior", "takeover", "estimate", "low", "high"])
 
 
+@style.fitted
 def fig_dose(col: Collection, k: int = 1, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False):
     """Handoff dose curve: macro pass@k against the takeover point; dotted line = the arm solo
     (means over the arm's seeds; by_seed: per run)."""

@@ -19,6 +19,7 @@ so an arm keeps its color across figure families and folders, and no two arms of
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import zlib
@@ -123,6 +124,49 @@ def title(ax, text: str) -> None:
     width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
     chars = max(20, int(width_pt / (0.55 * points)))
     ax.set_title("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+    ax.title.tandem_title = (text, chars)  # type: ignore[attr-defined]  # what fit_titles rewraps, if needed
+
+
+def fit_titles(fig, rounds: int = 3) -> None:
+    """Rewrap every title that `title` set and that is wider than its axes once the layout is final: its
+    width is an estimate made before constrained layout shrinks the axes (for a legend beside them, or a
+    neighbour's y label), and a title wider than its axes runs into the next panel. Each round draws the
+    figure (which runs the layout) and narrows the titles that overflow, by the measured ratio."""
+    import textwrap
+
+    for _ in range(rounds):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        changed = False
+        for ax in fig.axes:
+            raw = getattr(ax.title, "tandem_title", None)
+            if raw is None or not ax.get_visible():
+                continue
+            text, chars = raw
+            wide, room = ax.title.get_window_extent(renderer).width, ax.get_window_extent(renderer).width
+            if wide <= room or chars <= 12:
+                continue
+            chars = max(12, min(chars - 1, int(chars * room / wide)))
+            # set_text keeps the title's font (set_title would take rcParams', outside the style's context)
+            ax.title.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+            ax.title.tandem_title = (text, chars)  # type: ignore[attr-defined]
+            changed = True
+        if not changed:
+            return
+
+
+def fitted(draw):
+    """A figure function whose titles fit their axes once its figure is complete (fit_titles): a notebook
+    shows what `report` saves."""
+
+    @functools.wraps(draw)
+    def fitted_draw(*args, **kwargs):
+        fig = draw(*args, **kwargs)
+        if fig is not None:
+            fit_titles(fig)
+        return fig
+
+    return fitted_draw
 
 
 def size(columns: float = 1, aspect: float = 0.7) -> tuple[float, float]:
@@ -162,6 +206,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     make_dirs(out_dir)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
     try:
+        fit_titles(fig)
         for path in paths:
             buf = io.BytesIO()
             fig.savefig(buf, format=path.suffix[1:], **_SAVE[path.suffix])

@@ -22,7 +22,7 @@ TRAIN_PANELS = [  # (log column, y label); "kl" matches the first column startin
     ("accuracy", "training accuracy (fraction)"),
     ("senior_fraction", "senior-token fraction"),
     ("kl", "KL to junior (nats/token)"),
-    ("truncation_rate", "truncation rate (fraction at the budget)"),
+    ("truncation_rate", "truncation rate\n(fraction at the budget)"),  # one line is taller than the panel
     ("response_length", "response length (tokens)"),
 ]
 
@@ -83,6 +83,7 @@ def _log_curves(trainings: list, key: str) -> pd.DataFrame | None:
     return pd.DataFrame({"mean": g.mean(), "low": g.min(), "high": g.max(), "n": g.size()}).reset_index()
 
 
+@style.fitted
 def fig_training(
     col: Collection, k: int | None = None, n_boot: int = N_BOOT, seed: int = BOOT_SEED, by_seed: bool = False
 ):

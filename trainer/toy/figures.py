@@ -94,7 +94,12 @@ def draw(summary: dict) -> dict:
         "training": training_figure(summary, colors),
         "dialects": dialects_figure(summary, colors),
     }
-    return {name: fig for name, fig in figs.items() if fig is not None}
+    from tandem_eval.report import style
+
+    drawn = {name: fig for name, fig in figs.items() if fig is not None}
+    for fig in drawn.values():
+        style.fit_titles(fig)  # as the report's figure functions do (style.fitted)
+    return drawn
 
 
 def plot_figures(summary: dict, out: Path) -> list[Path]:

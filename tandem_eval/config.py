@@ -151,8 +151,9 @@ class EvalConfig:
             raise ConfigError(f"--n must be an integer >= 1, got {self.n}")
         if not self.ks:
             raise ConfigError("--k needs at least one value")
-        bad = [k for k in self.ks if k < 1 or k > self.n]
-        if bad:
+        if small := [k for k in self.ks if k < 1]:
+            raise ConfigError(f"--k values {small} are below 1 (pass@k needs 1 <= k <= n); pass k from 1 to {self.n}")
+        if bad := [k for k in self.ks if k > self.n]:
             raise ConfigError(f"--k values {bad} exceed --n {self.n} (pass@k needs k <= n); lower --k or raise --n")
         if _integer(self.batch_size) and self.batch_size > MAX_BATCH_SIZE:
             raise ConfigError(

@@ -89,6 +89,15 @@ def validate(cfg: EvalConfig, resolved: Checkpoints | None = None) -> Validated:
     prompts. Out folders and a reused solo run are the plan's to check (plan_run, plan_handoff)."""
     problems, inputs = load_inputs(cfg)
     cfg = dataclasses.replace(cfg, inputs=inputs)
+    if inputs.n_problems and cfg.num_shards > inputs.n_problems:
+        # refused by every shard, not only by the empty ones: the others would finish, and `merge` then
+        # waits forever for a shard that can never run
+        first, last = inputs.n_problems, cfg.num_shards - 1
+        empty = f"shard {first} would be" if first == last else f"shards {first} to {last} would be"
+        raise ConfigError(
+            f"--num-shards {cfg.num_shards} is more than the {inputs.n_problems} problems to evaluate ({empty} "
+            f"empty, and `merge` could never finish); pass --num-shards {inputs.n_problems} or fewer"
+        )
     if not problems:
         raise ConfigError(
             f"no problems to evaluate for benchmarks {list(cfg.benchmarks)} (shard "

@@ -298,6 +298,12 @@ CASES = [
     ("legibility-junior-truncated-weights", ["legibility", "--run", "{good}", "--junior", "{truncated}"], "truncated"),
     ("drift-junior-truncated-weights", ["drift", "--run", "{good}", "--junior", "{truncated}"], "truncated"),
     ("drift-junior-config-empty", ["drift", "--run", "{good}", "--junior", "{cfg_empty}"], "model_type"),
+    # the solo-run settings were ignored with --run: every CoT of the run was scored, exit 0
+    (
+        "legibility-run-with-solo-settings",
+        ["legibility", "--run", "{good}", "--n", "1", "--limit", "1"],
+        "--n, --limit describe the solo run made without --run",
+    ),
     (
         "legibility-base-junior-without-chat-template",
         ["legibility", "--run", "{good}", "--junior", "{no_chat}"],

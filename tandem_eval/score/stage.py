@@ -134,6 +134,7 @@ def drift(
 # The checks word their fixes as the CLI's flags; a Python caller reads its keyword arguments instead.
 _KEYWORDS = {
     **{f.name.replace("_", "-"): f.name for f in dataclasses.fields(ScoreRequest)},
+    "benchmark": "benchmarks",  # repeatable on the CLI, a tuple in Python
     "adopt": "adopt=True",  # switches: the value a caller passes
     "allow-vocab-mismatch": "options=LensOptions(allow_vocab_mismatch=True)",
 }
@@ -314,6 +315,23 @@ def _check_senior_unchanged(rf, config: dict, senior: Checkpoint) -> str | None:
     return None
 
 
+# the settings of the solo run a lens command makes without --run, as the CLI spells them
+_SOLO_SETTINGS = {
+    "benchmarks": "--benchmark",
+    "n": "--n",
+    "limit": "--limit",
+    "label": "--label",
+    "out": "--out",
+    "chat_template": "--chat-template",
+}
+
+
+def _solo_settings_given(req: ScoreRequest) -> list[str]:
+    """The solo-run settings `req` gives other than their defaults: with a --run they would be ignored."""
+    default = ScoreRequest()
+    return [opt for name, opt in _SOLO_SETTINGS.items() if getattr(req, name) != getattr(default, name)]
+
+
 def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
     """Every cheap check before any weights load (as `solo` runs them: config, safetensors headers,
     tokenizers, vocabularies, chat templates); the solo run's own settings are checked by run_eval."""
@@ -322,6 +340,11 @@ def check_inputs(kind: str, req: ScoreRequest, opts: LensOptions) -> Checked:
 
     if req.run is None and req.senior is None:
         raise LensError("pass --run SOLO_RUN_DIR, or --senior PATH to produce (or reuse) a solo run")
+    if req.run is not None and (ignored := _solo_settings_given(req)):
+        raise LensError(
+            f"{', '.join(ignored)} describe the solo run made without --run; --run {req.run} is scored as it was "
+            "generated (every CoT of it): drop them, or drop --run to make or reuse a solo run of those settings"
+        )
     if reason := unavailable(req.engine):
         raise LensError(reason)
     rf, record = _given_run(req) if req.run is not None else (None, None)

@@ -117,3 +117,29 @@ def test_one_engine_factory_names_what_cannot_load(monkeypatch):
     assert "vLLM is not installed" in engines.unavailable("vllm")
     with pytest.raises(ValueError, match="vLLM is not installed"):
         engines.load_engine("vllm", "unused", None)
+
+
+def test_a_solo_run_of_other_settings_at_out_is_offered_to_score_as_it_is(solo_run, tiny_pair, tmp_path):
+    """legibility without --run, at an --out whose solo run was made with --max-new-tokens (an option the lens
+    commands lack): refused before any work with the way to score that run (--run), not only the generate
+    stage's "pass a new --out, or delete the folder", which would throw the run away."""
+    senior, junior = tiny_pair
+    out = _copy(solo_run.parent, tmp_path / "run")
+    args = [
+        "legibility",
+        "--senior",
+        str(senior),
+        "--junior",
+        str(junior),
+        "--out",
+        str(out),
+        "--limit",
+        "2",
+        "--n",
+        "2",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert f"score it as it is with `tandem-eval legibility --run {out / 'solo'}`" in said and "max_new_tokens" in said
+    assert not (out / "solo" / "lens").exists()

@@ -217,13 +217,23 @@ def solo_then_lens(kind: str, req, opts, progress: bool = False):
     or reused by the generate stage, then the score stage on that run folder. The stages never call
     each other; this command composes them."""
     from ..generate import execute as generate
+    from ..run.results import DifferentRun
     from ..score import stage as score
 
     plan = score.prepare(kind, req, opts)
     if plan.run is None:  # --senior without --run: the generate stage makes (or reuses) the solo run
         cfg, out = score.solo_run_config(plan.request, plan.checked)
         log.info("solo run of %s -> %s (reused if already there)", req.senior, out)
-        plan = plan.scoring(generate.run_eval(cfg, out, progress=progress))
+        try:
+            made = generate.run_eval(cfg, out, progress=progress)
+        except DifferentRun as e:  # refused by the plan, before any work: a run made with options we lack
+            raise DifferentRun(
+                f"{e.path} holds a solo run of other settings ({e.diff}); score it as it is with `tandem-eval "
+                f"{kind} --run {e.path}`, or pass another --out",
+                e.path,
+                e.diff,
+            ) from None
+        plan = plan.scoring(made)
     return score.execute(plan, progress)
 
 

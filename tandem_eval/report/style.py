@@ -124,7 +124,7 @@ def title(ax, text: str) -> None:
     width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
     chars = max(20, int(width_pt / (0.55 * points)))
     ax.set_title("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
-    ax.title.tandem_title = (text, chars)  # type: ignore[attr-defined]  # what fit_titles rewraps, if needed
+    ax.title.tandem_title = (text, chars)  # what fit_titles rewraps, if needed
 
 
 def fit_titles(fig, rounds: int = 3) -> None:
@@ -149,7 +149,7 @@ def fit_titles(fig, rounds: int = 3) -> None:
             chars = max(12, min(chars - 1, int(chars * room / wide)))
             # set_text keeps the title's font (set_title would take rcParams', outside the style's context)
             ax.title.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
-            ax.title.tandem_title = (text, chars)  # type: ignore[attr-defined]
+            ax.title.tandem_title = (text, chars)
             changed = True
         if not changed:
             return

@@ -66,6 +66,16 @@ class Held:
     done: frozenset[tuple[str, str, int]] = frozenset()
 
 
+class DifferentRun(RunFolderError):
+    """A run folder that holds another experiment than the one asked for (RunFolder.check_holds): `path`,
+    and `diff`, the settings that differ (config.config_diff). A caller that can offer another way out
+    (a lens command: score that run as it is) words its own line from them."""
+
+    def __init__(self, message: str, path: Path, diff: str):
+        super().__init__(message)
+        self.path, self.diff = path, diff
+
+
 class RunFolder:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -149,8 +159,10 @@ class RunFolder:
             log.info("%s holds no sample of its earlier settings (stopped before one); starting afresh", self.path)
             return "empty"
         diff = config_diff(old["config"], to_dict(cfg))
-        raise RunFolderError(
-            f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over"
+        raise DifferentRun(
+            f"{self.path} holds a different run ({diff}); pass a new --out, or delete the folder to start over",
+            self.path,
+            diff,
         )
 
     @property

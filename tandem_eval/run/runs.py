@@ -390,7 +390,7 @@ def problem_values(run: Run, metric: str, exclude_truncated: bool = False) -> pd
     the run's lens table for its junior (`run.junior`; raises LensError naming the choices)."""
     found = lookup(metric)
     if found and is_pass(found[0]):
-        k = found[1]
+        k = cast(int, found[1])  # cast: a pass@K metric always carries its K
         most = int(run.samples().groupby(PROBLEM_KEY).size().max()) if len(run.samples()) else 0
         if k > most:  # every problem NaN: a reader pairing two runs would only say "no shared value"
             raise LensError(

@@ -72,6 +72,36 @@ def test_killed_run_resumes_to_the_same_result(cfg, engines, tmp_path):
     assert cfg_json["config"]["sampling"]["temperature"] == 1.0
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stopped_run_keeps_its_finished_traces_ungraded_and_resumes_to_the_same_result(
+    cfg, engines, tmp_path, monkeypatch, stop
+):
+    """Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit, as the CLI turns it) after 5 traces finished, with
+    flushes every 64: the 5 are stored, ungraded, without waiting on the grader (before, up to 63 finished
+    traces were lost and nothing was said); the rerun grades them and generates the rest, as an
+    uninterrupted run."""
+    import tandem_eval.generate.execute as generate
+
+    full = run_eval(cfg, tmp_path / "full", engines, progress=False)
+    real = generate.cogenerate
+
+    def stopped_after_5(*args, **kwargs):
+        for i, trace in enumerate(real(*args, **kwargs)):
+            if i == 5:
+                raise stop()
+            yield trace
+
+    monkeypatch.setattr(generate, "cogenerate", stopped_after_5)
+    with pytest.raises(stop):
+        run_eval(cfg, tmp_path / "stopped", engines, progress=False)
+    kept = pd.concat(pd.read_parquet(p) for p in RunFolder(tmp_path / "stopped").shards())
+    assert len(kept) == 5 and set(kept["grade_status"]) == {"ungraded"}
+    monkeypatch.setattr(generate, "cogenerate", real)
+    resumed = run_eval(cfg, tmp_path / "stopped", engines, progress=False)
+    pd.testing.assert_frame_equal(_samples(full), _samples(resumed))
+    assert full.metrics()["pass_at_k"] == resumed.metrics()["pass_at_k"]
+
+
 def test_existing_folder_with_other_config_is_refused(cfg, engines, tmp_path):
     run_eval(dataclasses.replace(cfg, limit=1, n=2), tmp_path / "r", engines, progress=False)
     with pytest.raises(RunFolderError, match="holds a different run"):

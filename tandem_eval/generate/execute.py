@@ -234,15 +234,21 @@ def _generate_specs(
     )
     failed, n_ungraded = None, 0
     with reporter as bar:
-        for batch in _batches(traces, pacing.flush_every, bar):
+        for batch, stopping in _batches(traces, pacing.flush_every, bar):
             pairs = [(tok.decode(t.token_ids, skip_special_tokens=True), meta[t.key][0].answer) for t in batch]
             grades = None
-            if failed is None:
+            if failed is None and not stopping:
                 try:
                     grades = grader.grade_many(pairs)
                 except GraderWorkerError as e:  # keep the traces: a rerun grades them
                     failed = " ".join(str(e).split())
                     log.warning("grading failed (%s); storing the samples ungraded and generating on", failed)
+                except (KeyboardInterrupt, SystemExit):  # stopped while grading: the batch is kept, ungraded
+                    _store_stopped(rf, batch, meta, pairs, tok, labels)
+                    raise
+            if stopping:  # stopped while generating: the traces finished so far, ungraded (no wait on a grader)
+                _store_stopped(rf, batch, meta, pairs, tok, labels)
+                continue  # the generator raises the stop on
             if grades is None:
                 # cast: grades is None here only when grading failed, which set `failed`
                 grades = [ungraded(text, cast(str, failed)) for text, _ in pairs]
@@ -251,6 +257,22 @@ def _generate_specs(
             if pacing.on_flush:
                 pacing.on_flush(len(batch))
     return n_ungraded, failed or ""
+
+
+STOPPED = "the command was stopped (Ctrl-C or SIGTERM) before grading it"
+
+
+def _store_stopped(rf: RunFolder, batch: list, meta: dict, pairs: list, tok, labels: dict) -> None:
+    """A batch of finished traces, stored ungraded when the command is stopped (Ctrl-C, SIGTERM): a stop
+    loses no finished trace, and does not wait on the grader (its workers got the same Ctrl-C); the rerun
+    resumes after them and grades them (_grade_stored)."""
+    rf.append_shard(_rows(batch, meta, [ungraded(text, STOPPED) for text, _ in pairs], tok, labels))
+    log.warning(
+        "%s: stopped; %d finished samples stored ungraded with the others; rerun the same command to resume "
+        "(it grades them and generates the rest)",
+        rf.path,
+        len(batch),
+    )
 
 
 def _grade_stored(rf: RunFolder, samples: pd.DataFrame, startup_s: float) -> pd.DataFrame:
@@ -280,23 +302,28 @@ def _incomplete(rf: RunFolder, n: int, cause: str) -> str:
 
 
 def _batches(traces, size: int, bar):
-    """Finished traces in lists of `size` (the last one shorter), each counted on `bar` as it finishes.
-    When generating fails (a server that died, an engine error), the traces already finished are
-    yielded first, so the caller stores them and a rerun resumes after them; then the error goes on."""
+    """(finished traces, stopping) in lists of `size` (the last one shorter), each trace counted on `bar`
+    as it finishes. When generating fails (a server that died, an engine error) or the command is stopped
+    (Ctrl-C, SIGTERM: `stopping` True), the traces already finished are yielded first, so the caller
+    stores them and a rerun resumes after them; then the error or the stop goes on."""
     batch = []
     try:
         for trace in traces:
             batch.append(trace)
             bar.advance(len(trace.token_ids))
             if len(batch) >= size:
-                yield batch
+                yield batch, False
                 batch = []
+    except (KeyboardInterrupt, SystemExit):
+        if batch:
+            yield batch, True  # stored before the stop is raised on (the caller's next() resumes here)
+        raise
     except Exception:
         if batch:
-            yield batch  # stored before the error is raised on (the caller's next() resumes here)
+            yield batch, False  # stored (and graded) before the error is raised on
         raise
     if batch:
-        yield batch
+        yield batch, False
 
 
 # ---- execution: a checked plan into run folders ----------------------------------------------------

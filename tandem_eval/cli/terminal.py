@@ -97,7 +97,8 @@ def print_outcomes(runs: dict[str, dict]) -> None:
             f"{name}: {n} traces, {truncated} truncated at the token budget, {no_answer} without a \\boxed{{}} answer"
         )
         if n and truncated == n:
-            line += " (every trace hit the budget: raise --max-new-tokens)"
+            # the budget is --max-new-tokens, or less where --max-context leaves less after the prompt
+            line += " (every trace hit the budget: raise --max-new-tokens, or --max-context when prompts are long)"
         console.print(line, highlight=False, markup=False)
 
 

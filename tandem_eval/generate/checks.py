@@ -95,7 +95,9 @@ def check_prompts(cfg: EvalConfig, tok, problems: list[Problem]) -> dict[tuple[s
             f"tokens; raise --max-context above {max(lengths.values())}"
         )
     if too_long:
-        names = ", ".join(f"{b}/{pid}" for b, pid in list(too_long)[:5]) + (" ..." if len(too_long) > 5 else "")
+        # an id that already names its benchmark (tiny/0001) is shown as it is, not as tiny/tiny/0001
+        shown = [pid if str(pid).startswith(f"{b}/") else f"{b}/{pid}" for b, pid in list(too_long)[:5]]
+        names = ", ".join(shown) + (" ..." if len(too_long) > 5 else "")
         log.warning(
             "%d problem(s) have prompts of >= --max-context %d tokens and get 0-token samples: %s; "
             "raise --max-context to generate for them",

@@ -287,9 +287,10 @@ def stored_fingerprint(config: dict, where: str) -> str:
     return fingerprint
 
 
-def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
+def inputs_diff(old: dict | None, new: dict | None, settings_differ: bool = False) -> list[str]:
     """How two runs' recorded inputs (config.json's "inputs") differ, naming each changed file; nothing
-    when either was not hashed (a run from before content hashes: its callers warn)."""
+    when either was not hashed (a run from before content hashes: its callers warn). `settings_differ`:
+    the runs' --benchmark/--limit/--group differ, which explains another problem list (no hub is blamed)."""
     if old == new or not old or not new:
         return []
     a, b = dict(map(tuple, old.get("files", []))), dict(map(tuple, new.get("files", [])))
@@ -299,7 +300,7 @@ def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
         if a[f] != b[f]
     ]
     out += [f"benchmark file {f} (only in one run)" for f in sorted(a.keys() ^ b.keys())]
-    if not out and old.get("problems") != new.get("problems"):
+    if not out and not settings_differ and old.get("problems") != new.get("problems"):
         out.append(
             f"the resolved problem list ({old.get('n_problems')} vs {new.get('n_problems')} problems; a hub dataset "
             "or the benchmark registry changed)"
@@ -310,7 +311,8 @@ def inputs_diff(old: dict | None, new: dict | None) -> list[str]:
 def config_diff(old: dict, new: dict) -> str:
     """The first differences between two stored configs, changed benchmark files named first."""
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in ("label", "inputs"))
-    parts = checkpoint_diff(old, new) + inputs_diff(old.get("inputs"), new.get("inputs"))
+    chosen = bool({"benchmarks", "limit", "group"} & set(keys))  # the problems chosen differ: named below
+    parts = checkpoint_diff(old, new) + inputs_diff(old.get("inputs"), new.get("inputs"), chosen)
     if parts[:1] and parts[0].startswith(("senior checkpoint", "junior checkpoint")):
         keys = [k for k in keys if not _only_content(old.get(k), new.get(k))]
     parts += [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys]

@@ -231,7 +231,7 @@ CASES = [
     ("missing-benchmark-file", S + ["--benchmark", "{root}/nope.jsonl"], "nope.jsonl"),
     ("benchmark-row-without-answer", S + ["--benchmark", "{root}/bad_line.jsonl"], "line 2"),
     ("benchmark-line-not-json", S + ["--benchmark", "{root}/not_json.jsonl"], "line 2"),
-    ("benchmark-file-empty", S + ["--benchmark", "{root}/empty.jsonl"], "empty.jsonl"),
+    ("benchmark-file-empty", S + ["--benchmark", "{root}/empty.jsonl"], "empty.jsonl holds no fields (an empty file"),
     ("benchmark-without-answer-column", S + ["--benchmark", "{root}/no_answer.jsonl"], "answer"),
     # ---- the senior checkpoint -------------------------------------------------------------------
     ("missing-checkpoint", ["solo", "--senior", "{root}/nope"], "checkpoint not found"),
@@ -292,6 +292,7 @@ CASES = [
     ),
     ("solo-run-missing", H + ["--solo-run", "{root}/nope"], "not a run folder"),
     ("solo-run-not-a-run-folder", H + ["--solo-run", "{root}/empty_dir"], "not a run folder"),
+    ("lens-run-is-a-file", ["legibility", "--run", "{root}/empty.jsonl"], "not a run folder (a file, not a folder)"),
     ("handoff-temperature-nan", H + ["--temperature", "nan"], "--temperature"),
     ("handoff-out-is-a-file", H + ["--out", "{root}/a_file"], "is a file"),
     # ---- legibility / drift: the junior is checked before any weights load, as in solo/handoff -----

@@ -402,3 +402,15 @@ def test_copies_touches_and_rewrites_between_commands_never_fool_the_content_has
             m.setenv("TANDEM_EVAL_CACHE", str(tmp_path / f"empty-{i}"))
             truth = models.checkpoint_content(fresh)
         assert models.checkpoint_content(ck) == truth, i
+
+
+def test_another_limit_is_named_as_such_not_blamed_on_a_hub_dataset():
+    """Two runs of other --limit: their problem lists differ because the limit does; config_diff named a
+    changed hub dataset or registry first."""
+    from tandem_eval.config import config_diff
+
+    old = {"limit": 2, "inputs": {"files": [], "problems": "a", "n_problems": 2}}
+    new = {"limit": 3, "inputs": {"files": [], "problems": "b", "n_problems": 3}}
+    assert config_diff(old, new) == "limit: 2 -> 3"
+    same = {"limit": 2, "inputs": {"files": [], "problems": "b", "n_problems": 2}}
+    assert "a hub dataset or the benchmark registry changed" in config_diff(old, same)

@@ -506,7 +506,8 @@ def _load(name_or_path, limit: int | None, group=None, name=None, cols=_COLUMNS)
     else:
         hint = f" ('{key}' is a benchmark set; expand it with resolve_benchmarks)" if key in BENCHMARK_SETS else ""
         raise BenchmarkError(
-            f"unknown benchmark '{key}'; valid: {', '.join(BENCHMARKS)} or a path to a .jsonl/.parquet file{hint}"
+            f"unknown benchmark '{key}'; valid: {', '.join(BENCHMARKS)} or a path to a "
+            f"{'/'.join(LOCAL_SUFFIXES)} file{hint}"
         )
     return (problems if limit is None else problems[:limit]), digest
 

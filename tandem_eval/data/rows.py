@@ -201,6 +201,11 @@ def to_problems(  # spec: the BenchmarkSpec whose columns, id and group rules ap
     fixed_group: str | None = None,
 ) -> list[Problem]:
     needed = [spec.problem_col, spec.answer_col] + ([spec.id_col] if spec.id_col else [])
+    if not columns:  # no field at all: "missing column" would send the user looking for one column
+        raise BenchmarkError(
+            f"{where} holds no fields (an empty file, or rows without any); pass a file with one problem per row, "
+            f"with {spec.problem_col!r} and {spec.answer_col!r} fields"
+        )
     for col in needed:
         if col not in columns:
             raise BenchmarkError(f"missing column '{col}' in {where} (columns present: {', '.join(columns) or 'none'})")

@@ -642,5 +642,6 @@ def verify_run(
     if not isinstance(path, str | Path):
         raise RunFolderError(f"a run folder is a path, got {type(path).__name__} {path!r}")
     if not Path(path).is_dir():
-        raise RunFolderError(f"{path} is not a run folder (no such directory); pass a folder written by tandem-eval")
+        why = "a file, not a folder" if Path(path).exists() else "no such directory"
+        raise RunFolderError(f"{path} is not a run folder ({why}); pass a folder written by tandem-eval")
     return RunFolder(path).verify(complete, allow_unrecorded, _rewriting=rewriting)

@@ -7,12 +7,14 @@ Run: .venv/bin/python -m pytest tests/test_report.py -q
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import shutil
 from fractions import Fraction
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from report_fixtures import make_results, make_run, save_tokenizer
 from typer.testing import CliRunner
@@ -583,6 +585,11 @@ def test_the_caption_names_the_clustered_ci_of_rows_that_pool_seeds(tmp_path):
     assert "resamples of problems" not in text
     assert r"seeds $\times$ problems" in to_latex(t)
     assert "resamples of problems" in to_markdown(table2(collect([REAL / "pair"]), k=1, n_boot=50))  # one seed
+    # the CSV read alone says the same: k, schedule and the seeds each row pools
+    csv = pd.read_csv(io.StringIO(to_csv(t))).set_index(["scope", "senior"])
+    assert set(csv["k"]) == {t.k} and set(csv["schedule"]) == {"paragraph"}
+    assert csv.xs("self-paired/init", level="senior")["seeds"].tolist() == [1, 1]
+    assert set(csv.xs("self-paired/tandem", level="senior")["seeds"]) == {3}
 
 
 def test_a_warning_is_one_line_on_stderr(tmp_path):

@@ -415,5 +415,9 @@ def to_latex(t: Table, label: str = "tab:handoff") -> str:
 
 
 def to_csv(t: Table) -> str:
-    """The table's numbers at full precision (rounded to 6 decimals for stable text)."""
-    return t.rows.round(6).to_csv(index=False, float_format="%.6f", lineterminator="\n")
+    """The table's numbers at full precision (rounded to 6 decimals for stable text), each row with what
+    the Markdown says in its caption: the k of its pass@k columns, the handoff schedule and the seeds the
+    row pools (1: one run's problems; more: the two-way clustered CI), so the file read alone is not
+    ambiguous (pass@1 or pass@4?)."""
+    rows = t.rows.assign(k=t.k, schedule=t.schedule or "", seeds=t.rows["senior"].map(t.seeds).fillna(1).astype(int))
+    return rows.round(6).to_csv(index=False, float_format="%.6f", lineterminator="\n")

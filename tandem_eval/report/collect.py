@@ -40,6 +40,7 @@ from tandem_eval.run.runs import (
     measured_solo_path,
     pairing_problem,
     recorded_juniors,
+    recorded_solo,
     run_folders,
     same_junior,
     split_seed,
@@ -431,7 +432,7 @@ def _attach_solo_runs(runs: list[Run]) -> list[Run]:
             continue
         path = measured_solo_path(r)  # the recorded folder, else the sibling OUT/solo of a moved results folder
         if path is None or not RunFolder(path).is_complete():
-            recorded = r.metrics().get("solo_run") or (r.solo_record or {}).get("path")
+            recorded = recorded_solo(r)
             if path is not None or recorded:
                 warnings.warn(
                     f"{r.label}: the solo run {path or recorded} its handoff was measured against is "

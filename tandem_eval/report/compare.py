@@ -22,7 +22,15 @@ from ..metrics.stats import MACRO, _macro_weights, difference_row, scoped_cis, s
 from ..metrics.tax import tax_difference
 from ..run.lens_layout import LensError
 from ..run.results import RunFolder, verify_run
-from ..run.runs import Run, differing_contents, lens_junior, measured_solo_path, pairing_problem, same_junior
+from ..run.runs import (
+    Run,
+    differing_contents,
+    lens_junior,
+    measured_solo_path,
+    pairing_problem,
+    recorded_solo,
+    same_junior,
+)
 from ..schemas import Bootstrap, RunFolderError
 
 MISMATCH_FIX = "pass --on-mismatch intersect to compare the shared problems"
@@ -99,9 +107,8 @@ def solo_of(handoff: RunFolder) -> RunFolder:
     run = Run.load(handoff.path)
     path = measured_solo_path(run)
     if path is None:
-        recorded = run.metrics().get("solo_run") or (run.solo_record or {}).get("path")
         raise RunFolderError(
-            f"{handoff.path} names no solo run that exists (recorded {recorded}, no sibling solo/); "
+            f"{handoff.path} names no solo run that exists (recorded {recorded_solo(run)}, no sibling solo/); "
             "rerun `tandem-eval handoff` (with --solo-run SOLO if it lives elsewhere)"
         )
     solo = verify_run(path)

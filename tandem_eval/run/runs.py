@@ -455,14 +455,19 @@ def tax_values(solo: Run, handoff: Run, k: int) -> pd.DataFrame:
 
 
 # ---- identity: which runs may be paired ---------------------------------------------------------------
+def recorded_solo(handoff: Run) -> str | None:
+    """The solo run folder a handoff run names: metrics.json's (the run its tax was computed from; a merged
+    run's), else config.json's record; None for a handoff from before the record."""
+    return handoff.metrics().get("solo_run") or (handoff.solo_record or {}).get("path")
+
+
 def measured_solo_path(handoff: Run) -> Path | None:
     """Where the solo run a handoff run's tax was measured against is on this machine: the folder its
     metrics.json records (the run the tax was computed from; a merged run's), else its config.json's
     record, else its sibling OUT/solo (the `handoff` command's layout, in a results folder moved since it
     ran); None when none of them holds a config.json. Which run it is, is then checked by fingerprint
     (pairing_problem "measured"), so a sibling that is another experiment is refused there."""
-    recorded = handoff.metrics().get("solo_run") or (handoff.solo_record or {}).get("path")
-    for cand in (recorded, handoff.path.parent / "solo"):
+    for cand in (recorded_solo(handoff), handoff.path.parent / "solo"):
         if cand and (Path(cand) / "config.json").exists():
             return Path(cand).resolve()
     return None
@@ -486,7 +491,7 @@ def pairing_problem(a: Run, b: Run, how: str) -> str | None:
       runs (compare, the report's problem sets, view's columns)."""
     if how == "measured":
         want = (a.solo_record or {}).get("fingerprint")
-        recorded = (a.solo_record or {}).get("path") or a.metrics().get("solo_run")
+        recorded = recorded_solo(a)
         if want is None and recorded and (Path(recorded) / "config.json").exists():  # a merged run's metrics only
             want = RunFolder(recorded).config().get("fingerprint")
         have = [p.fingerprint for p in (b.parts or (b,))]

@@ -118,6 +118,10 @@ def test_committed_results_figures_keep_their_text_inside_and_apart(results):
     col = collect([REPO / "results" / results])
     drawn = {name: fig for name, fig in _families(col).items() if fig is not None}
     assert "fig_legibility_drift" in drawn and (results == "real" or "fig_training" in drawn)
+    # the violins' ◆ of an arm of several seeds is the mean over seeds × problems, its CI clustered over both
+    title = drawn["fig_legibility_drift"].axes[0].get_title().replace("\n", " ")
+    pooled = "mean over seeds × problems, 95% CI clustered over both"
+    assert (pooled in title) == (results != "real") and "95% CI" in title, title
     for name, fig in drawn.items():
         outside, overlapping = problems(fig)
         assert not outside, f"{results} {name}: outside the canvas: {outside}"

@@ -369,10 +369,14 @@ def _distribution_panel(ax, name: str, frames: dict, reader: str, n_boot: int, s
         ax.tick_params(axis="x", labelrotation=90)
     sources = sorted({s for _, s, _ in frames.values()})
     n_problems = max(len(frames[a][0][PROBLEM_KEY].drop_duplicates()) for a in arms)
+    # an arm of several seeds has its mean over seeds × problems and a CI clustered over both (_mean_ci)
+    seeds = {frames[a][0]["seed"].nunique() > 1 for a in arms}
+    mean = "mean over seeds × problems, 95% CI clustered over both" if True in seeds else "mean over problems, 95% CI"
+    mean += " (one seed: over problems)" if seeds == {True, False} else ""
     style.title(
         ax,
         f"per-sample {what} ({', '.join(sources)}), read by {reader}\n"
-        f"{sizes[0] if len(set(sizes)) == 1 else f'n≤{n_problems} problems'}; ◆ mean over problems, 95% CI",
+        f"{sizes[0] if len(set(sizes)) == 1 else f'n≤{n_problems} problems'}; ◆ {mean}",
     )
     ax.set_xlabel("senior")
     mark_degenerate(ax, data["value"], n_problems)

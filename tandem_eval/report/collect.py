@@ -402,9 +402,12 @@ def _follow_solo_pairs(runs: list[Run], named: dict[int, str]) -> None:
     """After --label: a handoff run and the solo run it was measured against (runs.measured_solo_path),
     both among `runs`, take the label --label gave either of them; --label giving them two names is refused
     (the tax needs both in one row). Runs --label did not touch keep theirs."""
+    if not named:  # no --label: nothing to follow (and no handoff's records to read again)
+        return
     solos = {r.path.resolve(): r for r in runs if r.mode == "solo"}
     for h in runs:
-        solo = solos.get(cast(Path, measured_solo_path(h))) if h.mode == "handoff" else None
+        path = measured_solo_path(h) if h.mode == "handoff" else None
+        solo = solos.get(path) if path is not None else None
         if solo is None or solo.label == h.label or (id(h) not in named and id(solo) not in named):
             continue
         if id(h) in named and id(solo) in named:

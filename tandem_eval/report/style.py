@@ -206,7 +206,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     make_dirs(out_dir)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
     try:
-        fit_titles(fig)
+        fit_titles(fig)  # the figure functions fit theirs already; this covers a figure a notebook drew itself
         for path in paths:
             buf = io.BytesIO()
             fig.savefig(buf, format=path.suffix[1:], **_SAVE[path.suffix])

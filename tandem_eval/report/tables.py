@@ -15,7 +15,6 @@ paths or dates, so a rerun on the same run folders is byte-identical.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,8 +183,7 @@ def table2(
     groups = sorted(set(df["scope"]) - {MACRO})
     shown = {a: j for a, j in juniors.items() if a in pairs}
     pooled = {a: len(p) for a, p in pairs.items() if isinstance(p, list) and len(p) > 1}
-    table = Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups)
-    return dataclasses.replace(table, seeds=pooled)
+    return Table(df[keep].reset_index(drop=True), k, schedule, n_boot, columns, shown, note, groups, seeds=pooled)
 
 
 def _rows_on_shared_problems(pairs: dict, runs: list[Run], k: int, n_boot: int, seed: int):
